@@ -1,0 +1,17 @@
+# Writes OUTPUT: a C file holding every cl/*.cl source as a byte array and a
+# table naming them by file stem. Run with -DSOURCES="a.cl;b.cl" -DOUTPUT=file.
+set(body "/* Generated from the kernel sources by cmake/embed_kernels.cmake. */\n#include <stddef.h>\n#include \"kernels/sources.h\"\n")
+set(table "")
+set(count 0)
+foreach(src IN LISTS SOURCES)
+  get_filename_component(stem "${src}" NAME_WE)
+  file(READ "${src}" hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(APPEND body "static const char src_${stem}[] = {${hex}0};\n")
+  string(APPEND table "    {\"${stem}\", src_${stem}},\n")
+  math(EXPR count "${count} + 1")
+endforeach()
+string(APPEND body "const clt__kernel_source clt__kernel_sources[] = {\n${table}};\n")
+string(APPEND body "const int clt__kernel_source_count = ${count};\n")
+file(WRITE "${OUTPUT}.tmp" "${body}")
+file(RENAME "${OUTPUT}.tmp" "${OUTPUT}")

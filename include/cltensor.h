@@ -1,0 +1,11 @@
+/* cltensor: train neural networks on any OpenCL device.
+ * One include gives the whole public API. */
+#ifndef CLTENSOR_H
+#define CLTENSOR_H
+
+#include "cltensor/status.h"
+#include "cltensor/device.h"
+#include "cltensor/memory.h"
+#include "cltensor/tensor.h"
+
+#endif

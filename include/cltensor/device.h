@@ -1,0 +1,95 @@
+/* Devices: small values, free to construct whether or not the hardware
+ * exists. The check happens when data is placed on one. */
+#ifndef CLTENSOR_DEVICE_H
+#define CLTENSOR_DEVICE_H
+
+#include <stddef.h>
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum clt_device_type {
+    CLT_DEVICE_CPU = 0, /* index counts CPU OpenCL devices over all platforms */
+    CLT_DEVICE_GPU = 1, /* index counts GPU and accelerator devices over all platforms */
+    CLT_DEVICE_AT = 2   /* platform and index name an OpenCL platform and its device */
+} clt_device_type;
+
+typedef struct clt_device {
+    clt_device_type type;
+    int index;
+    int platform; /* used by CLT_DEVICE_AT only */
+} clt_device;
+
+/* The first CPU device ("cpu:0"). */
+clt_device clt_cpu(void);
+/* The i-th GPU ("gpu:i"). */
+clt_device clt_gpu(int i);
+/* Device `device_index` of OpenCL platform `platform_index`, as `clt devices`
+ * lists them (P:D). */
+clt_device clt_device_at(int platform_index, int device_index);
+
+/* Number of GPUs present (0 when there are none or OpenCL is unavailable).
+ * With CLT_CPU_AS_GPU=1 in the environment, CPU OpenCL devices are presented
+ * as GPUs, so a CPU-only machine (pocl) can run multi-GPU code paths. */
+int clt_num_gpus(void);
+/* gpu(i) if it exists, else cpu(). */
+clt_device clt_try_gpu(int i);
+/* Writes up to `max` devices: every GPU, or cpu() alone when there is none.
+ * Returns how many there are (which may exceed max). */
+int clt_try_all_gpus(clt_device *out, int max);
+
+/* 1 if the device exists on this machine. */
+int clt_device_exists(clt_device dev);
+/* 1 if a and b name the same device (gpu:0 and its P:D are equal). */
+int clt_device_equal(clt_device a, clt_device b);
+
+/* "cpu:0", "gpu:1"; a device given by P:D is named by what it is. A device
+ * that does not exist is still named ("gpu:7"). Returns CLT_ERR_INVALID_ARGUMENT
+ * when buf is NULL or too small. */
+clt_status clt_device_name(clt_device dev, char *buf, size_t len);
+
+/* Parses "cpu", "cpu:0", "gpu", "gpu:1" or "P:D". */
+clt_status clt_device_parse(const char *text, clt_device *out);
+
+/* The default device of the calling thread: set by clt_set_default_device,
+ * else CLT_DEVICE=P:D (or a name) from the environment, else cpu(). */
+clt_device clt_get_default_device(void);
+void clt_set_default_device(clt_device dev);
+
+/* What `clt devices` prints about one device. */
+typedef struct clt_device_info {
+    int platform_index, device_index;
+    char name[64];          /* cltensor name, e.g. "gpu:0" */
+    char type[16];          /* "cpu", "gpu", "accelerator" */
+    char vendor[128];
+    char device_name[128];
+    char platform_name[128];
+    char opencl_version[128];
+    char driver_version[64];
+    unsigned compute_units;
+    unsigned long long global_mem_bytes;
+    unsigned long long max_alloc_bytes;
+    int has_fp16, has_fp64;
+    int presented_as_gpu;   /* a CPU device shown as a GPU by CLT_CPU_AS_GPU */
+} clt_device_info;
+
+/* Number of devices cltensor sees (every platform, plus cpu:0 again when CPUs
+ * are presented as GPUs). */
+int clt_device_count(void);
+/* Information on the i-th device in that list. */
+clt_status clt_device_info_get(int i, clt_device_info *out);
+/* The device value for the i-th entry. */
+clt_status clt_device_from_list(int i, clt_device *out);
+
+/* Waits until every command queued on the device has finished (a
+ * synchronization point). A device never used is already idle. */
+clt_status clt_synchronize(clt_device dev);
+/* clt_synchronize on every device in use. */
+clt_status clt_synchronize_all(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,42 @@
+/* Status codes and error messages. Every fallible call returns a clt_status;
+ * on failure clt_last_error() holds a message for the calling thread. */
+#ifndef CLTENSOR_STATUS_H
+#define CLTENSOR_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Grouped by cause: 1xx the caller's arguments, 2xx the device and its
+ * resources, 3xx files and data. */
+typedef enum clt_status {
+    CLT_OK = 0,
+
+    CLT_ERR_INVALID_ARGUMENT = 100, /* NULL, out-of-range or contradictory argument */
+    CLT_ERR_SHAPE = 101,            /* shapes that do not fit the operation */
+    CLT_ERR_DEVICE_MISMATCH = 102,  /* operands on different devices */
+    CLT_ERR_BUSY = 103,             /* the tensor is in flight (a non-blocking copy reads it) */
+
+    CLT_ERR_NO_DEVICE = 200,        /* the named device does not exist */
+    CLT_ERR_OUT_OF_MEMORY = 201,    /* the device (or its memory cap) is full */
+    CLT_ERR_OPENCL = 202,           /* the OpenCL runtime failed; the message names the call */
+    CLT_ERR_UNSUPPORTED = 203,      /* the device or build lacks a feature */
+
+    CLT_ERR_IO = 300,               /* a file could not be read or written */
+    CLT_ERR_FORMAT = 301            /* a file or data stream is malformed */
+} clt_status;
+
+/* A constant name such as "CLT_ERR_SHAPE"; "unknown status" for others. */
+const char *clt_status_string(clt_status s);
+
+/* The calling thread's message for its last failed call ("" if none). The
+ * pointer stays valid until the thread's next failing cltensor call. */
+const char *clt_last_error(void);
+
+/* Forgets the calling thread's last message. */
+void clt_clear_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

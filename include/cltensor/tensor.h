@@ -1,0 +1,106 @@
+/* Tensors: reference-counted, contiguous, up to CLT_MAX_DIMS dimensions,
+ * each living on one device. Several tensors may share one storage (views
+ * made by clt_reshape and clt_narrow).
+ *
+ * Ownership: every function that writes a `clt_tensor **out` hands the caller
+ * one reference, which the caller gives back with clt_tensor_release. On
+ * failure *out is set to NULL and nothing is held. */
+#ifndef CLTENSOR_TENSOR_H
+#define CLTENSOR_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "device.h"
+#include "memory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CLT_MAX_DIMS 8
+
+typedef enum clt_dtype {
+    CLT_FLOAT32 = 0,
+    CLT_INT32 = 1
+} clt_dtype;
+
+/* "float32", "int32". */
+const char *clt_dtype_name(clt_dtype dt);
+/* Bytes per element. */
+size_t clt_dtype_size(clt_dtype dt);
+
+typedef struct clt_tensor clt_tensor;
+
+/* Creation on a device. Shapes have 0..CLT_MAX_DIMS dimensions, each >= 0
+ * (zero-size tensors are valid); ndim 0 is a scalar. New tensors count as
+ * CLT_MEM_OTHER until clt_tensor_set_category says otherwise. */
+clt_status clt_empty(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
+clt_status clt_zeros(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
+clt_status clt_ones(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
+clt_status clt_full(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
+                    double value);
+/* Uniform in [0, 1) and standard normal float32, from a counter-based
+ * generator: the same seed gives the same values on every device. */
+clt_status clt_rand(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
+clt_status clt_randn(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
+/* Copies numel elements of `dt` from host memory. */
+clt_status clt_from_host(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
+                         const void *data);
+
+/* On the source tensor's device, with its dtype and shape (the article's new_*). */
+clt_status clt_empty_like(clt_tensor **out, const clt_tensor *src);
+clt_status clt_zeros_like(clt_tensor **out, const clt_tensor *src);
+clt_status clt_ones_like(clt_tensor **out, const clt_tensor *src);
+
+/* Reference counting; clt_tensor_release(NULL) does nothing. */
+clt_tensor *clt_tensor_retain(clt_tensor *t);
+void clt_tensor_release(clt_tensor *t);
+
+clt_device clt_tensor_device(const clt_tensor *t);
+clt_dtype clt_tensor_dtype(const clt_tensor *t);
+int clt_tensor_ndim(const clt_tensor *t);
+/* Size of dimension i (negative i counts from the end). */
+int64_t clt_tensor_dim(const clt_tensor *t, int i);
+/* Copies the shape into shape[0..ndim) and returns ndim. */
+int clt_tensor_shape(const clt_tensor *t, int64_t *shape);
+int64_t clt_tensor_numel(const clt_tensor *t);
+size_t clt_tensor_nbytes(const clt_tensor *t);
+
+/* Retags the tensor's storage for the memory counters. */
+clt_status clt_tensor_set_category(clt_tensor *t, clt_category c);
+clt_category clt_tensor_category(const clt_tensor *t);
+
+/* A view with another shape of the same number of elements; one dimension
+ * may be -1 and is inferred. Shares storage. */
+clt_status clt_reshape(clt_tensor **out, clt_tensor *t, int ndim, const int64_t *shape);
+/* Rows [start, start+length) along dimension 0, sharing storage. */
+clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t length);
+
+/* Placement. clt_to returns t itself (one more reference, no copy) when it is
+ * already on dev, else a copy; clt_copy_to always copies. Copies between
+ * devices of one platform go device to device; others go through the host. */
+clt_status clt_to(clt_tensor **out, clt_tensor *t, clt_device dev);
+clt_status clt_copy_to(clt_tensor **out, clt_tensor *t, clt_device dev);
+/* Copies src's elements into dst (same dtype and element count, same device). */
+clt_status clt_copy_(clt_tensor *dst, const clt_tensor *src);
+
+/* Reads the tensor into host memory of at least nbytes (a synchronization
+ * point: waits for the tensor's producers). */
+clt_status clt_to_host(const clt_tensor *t, void *dst, size_t nbytes);
+/* The single element of a one-element tensor, as a double (a synchronization point). */
+clt_status clt_item(const clt_tensor *t, double *out);
+
+/* Formats as the chapter prints: tensor([[1., 1., 1.]], device='gpu:0').
+ * Long tensors are summarised with "...". Reads the values (a synchronization
+ * point). Returns CLT_ERR_INVALID_ARGUMENT if buf is too small. */
+clt_status clt_tensor_format(const clt_tensor *t, char *buf, size_t len);
+clt_status clt_tensor_print(const clt_tensor *t, FILE *out);
+
+/* out = a + b, elementwise, on their (common) device. */
+clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

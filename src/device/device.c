@@ -1,0 +1,418 @@
+/* Devices: enumeration of every OpenCL platform and device, naming, and the
+ * contexts and in-order queues, created once per device when first used. */
+#include "device_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct clt__context_group {
+    cl_context context;
+} clt__context_group;
+
+static clt__slot *slots;
+static int slot_count;
+static clt__context_group *groups;
+static int group_count;
+static cl_command_queue *queues;
+static atomic_ullong *sync_counts;
+static pthread_once_t enumerate_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static int is_cpu(cl_device_id d)
+{
+    cl_device_type t = 0;
+    clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof t, &t, NULL);
+    return (t & CL_DEVICE_TYPE_CPU) != 0;
+}
+
+static void fill_limits(clt__slot *s)
+{
+    cl_uint align_bits = 0;
+    clGetDeviceInfo(s->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof s->max_alloc, &s->max_alloc, NULL);
+    clGetDeviceInfo(s->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof s->global_mem, &s->global_mem, NULL);
+    clGetDeviceInfo(s->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL);
+    s->base_align_bytes = align_bits / 8 ? align_bits / 8 : 128;
+}
+
+/* Builds the slot table. Without CLT_CPU_AS_GPU every device appears once,
+ * named by its type. With it, CPU devices are listed as GPUs and cpu:0 is
+ * added as a separate device over the first CPU, in a context of its own. */
+static void enumerate(void)
+{
+    cl_uint np = 0;
+    if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0) return;
+    cl_platform_id *plats = calloc(np, sizeof *plats);
+    if (!plats || clGetPlatformIDs(np, plats, NULL) != CL_SUCCESS) {
+        free(plats);
+        return;
+    }
+    int cpu_as_gpu = env_flag("CLT_CPU_AS_GPU");
+    int cap = 0, n = 0, ncpu = 0, ngpu = 0;
+    clt__slot *tab = NULL;
+    int first_cpu = -1;
+    for (cl_uint p = 0; p < np; p++) {
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0) continue;
+        cl_device_id *devs = calloc(nd, sizeof *devs);
+        if (!devs) continue;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL) != CL_SUCCESS) nd = 0;
+        for (cl_uint d = 0; d < nd; d++) {
+            if (n + 1 >= cap) {
+                int ncap = cap ? cap * 2 : 8;
+                clt__slot *grown = realloc(tab, (size_t)ncap * sizeof *tab);
+                if (!grown) break;
+                tab = grown;
+                cap = ncap;
+            }
+            clt__slot *s = &tab[n];
+            memset(s, 0, sizeof *s);
+            s->platform = plats[p];
+            s->device = devs[d];
+            s->platform_index = (int)p;
+            s->device_index = (int)d;
+            s->context_group = (int)p;
+            int cpu = is_cpu(devs[d]);
+            if (cpu && first_cpu < 0) first_cpu = n;
+            if (cpu && !cpu_as_gpu) {
+                s->type = CLT_DEVICE_CPU;
+                s->type_index = ncpu++;
+            } else {
+                s->type = CLT_DEVICE_GPU;
+                s->type_index = ngpu++;
+                s->presented_as_gpu = cpu;
+            }
+            fill_limits(s);
+            snprintf(s->name, sizeof s->name, "%s:%d", s->type == CLT_DEVICE_CPU ? "cpu" : "gpu",
+                     s->type_index);
+            n++;
+        }
+        free(devs);
+    }
+    if (cpu_as_gpu && first_cpu >= 0 && n < cap) {
+        clt__slot *s = &tab[n];
+        *s = tab[first_cpu];
+        s->type = CLT_DEVICE_CPU;
+        s->type_index = 0;
+        s->presented_as_gpu = 0;
+        s->context_group = (int)np + s->platform_index;
+        snprintf(s->name, sizeof s->name, "cpu:0");
+        n++;
+    }
+    free(plats);
+    int ngroups = 2 * (int)np;
+    groups = calloc((size_t)ngroups, sizeof *groups);
+    queues = calloc((size_t)(n ? n : 1), sizeof *queues);
+    sync_counts = calloc((size_t)(n ? n : 1), sizeof *sync_counts);
+    if (!groups || !queues || !sync_counts) {
+        free(groups);
+        free(queues);
+        free((void *)sync_counts);
+        free(tab);
+        groups = NULL;
+        queues = NULL;
+        sync_counts = NULL;
+        return;
+    }
+    group_count = ngroups;
+    slots = tab;
+    slot_count = n;
+}
+
+int clt__slot_count(void)
+{
+    pthread_once(&enumerate_once, enumerate);
+    return slot_count;
+}
+
+const clt__slot *clt__slot_get(int slot)
+{
+    if (slot < 0 || slot >= clt__slot_count()) return NULL;
+    return &slots[slot];
+}
+
+static int find_slot(clt_device dev)
+{
+    int n = clt__slot_count();
+    for (int i = 0; i < n; i++) {
+        const clt__slot *s = &slots[i];
+        if (dev.type == CLT_DEVICE_AT) {
+            /* The natural slot of P:D: not the extra cpu:0 made by CLT_CPU_AS_GPU. */
+            if (s->platform_index == dev.platform && s->device_index == dev.index &&
+                s->context_group == s->platform_index)
+                return i;
+        } else if (s->type == dev.type && s->type_index == dev.index) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int count_type(clt_device_type t)
+{
+    int n = clt__slot_count(), c = 0;
+    for (int i = 0; i < n; i++) c += slots[i].type == t;
+    return c;
+}
+
+clt_status clt__resolve(clt_device dev, int *slot)
+{
+    int i = find_slot(dev);
+    if (i >= 0) {
+        *slot = i;
+        return CLT_OK;
+    }
+    char name[32];
+    clt_device_name(dev, name, sizeof name);
+    if (clt__slot_count() == 0)
+        return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: no OpenCL platform was found "
+                         "(is an ICD such as pocl-opencl-icd installed?)", name);
+    if (dev.type == CLT_DEVICE_AT)
+        return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: no OpenCL platform %d with a device %d "
+                         "(see `clt devices`)", name, dev.platform, dev.index);
+    return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: this machine has %d %s device(s)", name,
+                     count_type(dev.type), dev.type == CLT_DEVICE_GPU ? "GPU" : "CPU");
+}
+
+clt_device clt__slot_device(int slot)
+{
+    clt_device d = {slots[slot].type, slots[slot].type_index, 0};
+    return d;
+}
+
+clt_device clt_cpu(void) { return (clt_device){CLT_DEVICE_CPU, 0, 0}; }
+clt_device clt_gpu(int i) { return (clt_device){CLT_DEVICE_GPU, i, 0}; }
+clt_device clt_device_at(int platform_index, int device_index)
+{
+    return (clt_device){CLT_DEVICE_AT, device_index, platform_index};
+}
+
+int clt_num_gpus(void) { return count_type(CLT_DEVICE_GPU); }
+
+clt_device clt_try_gpu(int i) { return i >= 0 && i < clt_num_gpus() ? clt_gpu(i) : clt_cpu(); }
+
+int clt_try_all_gpus(clt_device *out, int max)
+{
+    int n = clt_num_gpus();
+    if (n == 0) {
+        if (out && max > 0) out[0] = clt_cpu();
+        return 1;
+    }
+    for (int i = 0; i < n && i < max && out; i++) out[i] = clt_gpu(i);
+    return n;
+}
+
+int clt_device_exists(clt_device dev) { return find_slot(dev) >= 0; }
+
+int clt_device_equal(clt_device a, clt_device b)
+{
+    int sa = find_slot(a), sb = find_slot(b);
+    if (sa >= 0 || sb >= 0) return sa == sb;
+    return a.type == b.type && a.index == b.index && (a.type != CLT_DEVICE_AT || a.platform == b.platform);
+}
+
+clt_status clt_device_name(clt_device dev, char *buf, size_t len)
+{
+    if (!buf || len == 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_name: buf is NULL or empty");
+    int slot = find_slot(dev);
+    int n;
+    if (slot >= 0)
+        n = snprintf(buf, len, "%s", slots[slot].name);
+    else if (dev.type == CLT_DEVICE_AT)
+        n = snprintf(buf, len, "%d:%d", dev.platform, dev.index);
+    else
+        n = snprintf(buf, len, "%s:%d", dev.type == CLT_DEVICE_CPU ? "cpu" : "gpu", dev.index);
+    if (n < 0 || (size_t)n >= len)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_name: buffer of %zu bytes is too small", len);
+    return CLT_OK;
+}
+
+clt_status clt_device_parse(const char *text, clt_device *out)
+{
+    if (!text || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_parse: NULL argument");
+    int a, b, used = 0;
+    if (strcmp(text, "cpu") == 0) {
+        *out = clt_cpu();
+    } else if (strcmp(text, "gpu") == 0) {
+        *out = clt_gpu(0);
+    } else if (sscanf(text, "cpu:%d%n", &a, &used) == 1 && text[used] == '\0' && a >= 0) {
+        *out = (clt_device){CLT_DEVICE_CPU, a, 0};
+    } else if (sscanf(text, "gpu:%d%n", &a, &used) == 1 && text[used] == '\0' && a >= 0) {
+        *out = clt_gpu(a);
+    } else if (sscanf(text, "%d:%d%n", &a, &b, &used) == 2 && text[used] == '\0' && a >= 0 && b >= 0) {
+        *out = clt_device_at(a, b);
+    } else {
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "cannot parse device \"%s\": expected cpu, cpu:N, gpu, gpu:N or P:D", text);
+    }
+    return CLT_OK;
+}
+
+static _Thread_local int default_set;
+static _Thread_local clt_device default_device;
+
+clt_device clt_get_default_device(void)
+{
+    if (default_set) return default_device;
+    clt_device d = clt_cpu();
+    const char *env = getenv("CLT_DEVICE");
+    if (env && *env) {
+        clt_device parsed;
+        if (clt_device_parse(env, &parsed) == CLT_OK) d = parsed;
+    }
+    return d;
+}
+
+void clt_set_default_device(clt_device dev)
+{
+    default_device = dev;
+    default_set = 1;
+}
+
+int clt_device_count(void) { return clt__slot_count(); }
+
+clt_status clt_device_from_list(int i, clt_device *out)
+{
+    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_from_list: out is NULL");
+    if (i < 0 || i >= clt__slot_count())
+        return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
+                         clt__slot_count());
+    *out = clt__slot_device(i);
+    return CLT_OK;
+}
+
+static void info_string(cl_device_id d, cl_device_info what, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (clGetDeviceInfo(d, what, len, buf, NULL) != CL_SUCCESS) buf[0] = '\0';
+    buf[len - 1] = '\0';
+}
+
+clt_status clt_device_info_get(int i, clt_device_info *out)
+{
+    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_info_get: out is NULL");
+    const clt__slot *s = clt__slot_get(i);
+    if (!s)
+        return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
+                         clt__slot_count());
+    memset(out, 0, sizeof *out);
+    out->platform_index = s->platform_index;
+    out->device_index = s->device_index;
+    snprintf(out->name, sizeof out->name, "%s", s->name);
+    cl_device_type t = 0;
+    clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof t, &t, NULL);
+    snprintf(out->type, sizeof out->type, "%s",
+             (t & CL_DEVICE_TYPE_CPU) ? "cpu" : (t & CL_DEVICE_TYPE_GPU) ? "gpu" : "accelerator");
+    info_string(s->device, CL_DEVICE_VENDOR, out->vendor, sizeof out->vendor);
+    info_string(s->device, CL_DEVICE_NAME, out->device_name, sizeof out->device_name);
+    info_string(s->device, CL_DEVICE_VERSION, out->opencl_version, sizeof out->opencl_version);
+    info_string(s->device, CL_DRIVER_VERSION, out->driver_version, sizeof out->driver_version);
+    if (clGetPlatformInfo(s->platform, CL_PLATFORM_NAME, sizeof out->platform_name, out->platform_name,
+                          NULL) != CL_SUCCESS)
+        out->platform_name[0] = '\0';
+    out->platform_name[sizeof out->platform_name - 1] = '\0';
+    cl_uint cu = 0;
+    clGetDeviceInfo(s->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    out->compute_units = cu;
+    out->global_mem_bytes = s->global_mem;
+    out->max_alloc_bytes = s->max_alloc;
+    char ext[4096];
+    info_string(s->device, CL_DEVICE_EXTENSIONS, ext, sizeof ext);
+    out->has_fp16 = strstr(ext, "cl_khr_fp16") != NULL;
+    out->has_fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+    out->presented_as_gpu = s->presented_as_gpu;
+    return CLT_OK;
+}
+
+clt_status clt__slot_context(int slot, cl_context *out)
+{
+    const clt__slot *s = clt__slot_get(slot);
+    if (!s) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad device slot %d", slot);
+    pthread_mutex_lock(&create_lock);
+    clt__context_group *g = &groups[s->context_group];
+    clt_status st = CLT_OK;
+    if (!g->context) {
+        /* One context over every device of the group, so buffers move
+         * between them with clEnqueueCopyBuffer. */
+        cl_device_id *devs = calloc((size_t)slot_count, sizeof *devs);
+        cl_uint nd = 0;
+        if (!devs) {
+            st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory creating a context for %s", s->name);
+        } else {
+            for (int i = 0; i < slot_count; i++)
+                if (slots[i].context_group == s->context_group) devs[nd++] = slots[i].device;
+            cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)s->platform, 0};
+            cl_int err;
+            g->context = clCreateContext(props, nd, devs, NULL, NULL, &err);
+            if (err != CL_SUCCESS) {
+                g->context = NULL;
+                st = clt__cl_fail(err, "clCreateContext for %s", s->name);
+            }
+            free(devs);
+        }
+    }
+    *out = g->context;
+    pthread_mutex_unlock(&create_lock);
+    return st;
+}
+
+clt_status clt__slot_queue(int slot, cl_command_queue *out)
+{
+    if (slot >= 0 && slot < clt__slot_count() && queues[slot]) {
+        *out = queues[slot];
+        return CLT_OK;
+    }
+    cl_context ctx;
+    CLT_TRY(clt__slot_context(slot, &ctx));
+    pthread_mutex_lock(&create_lock);
+    clt_status st = CLT_OK;
+    if (!queues[slot]) {
+        cl_int err;
+        queues[slot] = clCreateCommandQueue(ctx, slots[slot].device, 0, &err);
+        if (err != CL_SUCCESS) {
+            queues[slot] = NULL;
+            st = clt__cl_fail(err, "clCreateCommandQueue for %s", slots[slot].name);
+        }
+    }
+    *out = queues[slot];
+    pthread_mutex_unlock(&create_lock);
+    return st;
+}
+
+int clt__slot_in_use(int slot) { return slot >= 0 && slot < clt__slot_count() && queues[slot] != NULL; }
+
+int clt__same_context(int a, int b) { return slots[a].context_group == slots[b].context_group; }
+
+void clt__count_sync(int slot)
+{
+    if (slot >= 0 && slot < clt__slot_count()) atomic_fetch_add(&sync_counts[slot], 1);
+}
+
+clt_status clt_synchronize(clt_device dev)
+{
+    int slot;
+    CLT_TRY(clt__resolve(dev, &slot));
+    if (!clt__slot_in_use(slot)) return CLT_OK;
+    clt__count_sync(slot);
+    cl_int err = clFinish(queues[slot]);
+    if (err != CL_SUCCESS) return clt__cl_fail(err, "clFinish on %s", slots[slot].name);
+    return CLT_OK;
+}
+
+clt_status clt_synchronize_all(void)
+{
+    int n = clt__slot_count();
+    for (int i = 0; i < n; i++) {
+        if (!clt__slot_in_use(i)) continue;
+        CLT_TRY(clt_synchronize(clt__slot_device(i)));
+    }
+    return CLT_OK;
+}

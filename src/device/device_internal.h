@@ -1,0 +1,41 @@
+/* Internal: the table of devices ("slots") behind clt_device values, with
+ * their lazily created OpenCL contexts and in-order queues. */
+#ifndef CLT_DEVICE_INTERNAL_H
+#define CLT_DEVICE_INTERNAL_H
+
+#include "../core/error.h"
+#include "cltensor/device.h"
+
+typedef struct clt__slot {
+    cl_platform_id platform;
+    cl_device_id device;
+    int platform_index, device_index; /* P:D as `clt devices` lists them */
+    clt_device_type type;             /* CLT_DEVICE_CPU or CLT_DEVICE_GPU as presented */
+    int type_index;                   /* i in cpu:i / gpu:i */
+    int presented_as_gpu;
+    int context_group;                /* slots of one group share one context */
+    cl_ulong max_alloc, global_mem, base_align_bytes;
+    char name[16];                    /* "gpu:1" */
+} clt__slot;
+
+/* Number of slots (enumerates on first use; 0 when OpenCL has no platform). */
+int clt__slot_count(void);
+const clt__slot *clt__slot_get(int slot);
+
+/* Finds the slot a device names; CLT_ERR_NO_DEVICE with a message otherwise. */
+clt_status clt__resolve(clt_device dev, int *slot);
+/* The device value that names a slot in its own type (gpu:i, cpu:i). */
+clt_device clt__slot_device(int slot);
+
+/* The slot's context and queue, created on first use. */
+clt_status clt__slot_context(int slot, cl_context *out);
+clt_status clt__slot_queue(int slot, cl_command_queue *out);
+/* 1 when the slot's queue exists already (the device has been used). */
+int clt__slot_in_use(int slot);
+/* 1 when two slots share a context, so buffers of one are valid on the other's queue. */
+int clt__same_context(int a, int b);
+
+/* Counts a host synchronization point on the slot's device. */
+void clt__count_sync(int slot);
+
+#endif

@@ -1,0 +1,287 @@
+/* Kernel programs: built from the embedded cl/ sources once per device per
+ * process, with program binaries cached on disk so a second process starts
+ * without compiling. The cache lives in $CLT_CACHE_DIR, else
+ * $XDG_CACHE_HOME/cltensor, else ~/.cache/cltensor; CLT_CACHE_DIR=off
+ * disables it. Entries are keyed by a hash of the platform, device, driver,
+ * build options and source, so a changed kernel or driver never loads a
+ * stale binary. */
+#include "program.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../device/device_internal.h"
+#include "sources.h"
+
+#define BUILD_OPTIONS "-cl-std=CL1.2"
+
+typedef struct cached_kernel {
+    const char *name;
+    int program;
+    cl_kernel kernel;
+} cached_kernel;
+
+typedef struct slot_programs {
+    cl_program *programs; /* one per source, built on first use */
+    cached_kernel *kernels;
+    int nkernels, cap;
+} slot_programs;
+
+static slot_programs *table;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h ^ 0xff;
+}
+
+static int cache_dir(char *buf, size_t len)
+{
+    const char *dir = getenv("CLT_CACHE_DIR");
+    if (dir && strcmp(dir, "off") == 0) return 0;
+    int n;
+    if (dir && *dir) n = snprintf(buf, len, "%s", dir);
+    else if ((dir = getenv("XDG_CACHE_HOME")) && *dir) n = snprintf(buf, len, "%s/cltensor", dir);
+    else if ((dir = getenv("HOME")) && *dir) n = snprintf(buf, len, "%s/.cache/cltensor", dir);
+    else return 0;
+    return n > 0 && (size_t)n < len;
+}
+
+static void make_dirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    mkdir(path, 0755);
+}
+
+static int cache_path(const clt__slot *s, const char *source, char *buf, size_t len)
+{
+    char dir[900];
+    if (!cache_dir(dir, sizeof dir)) return 0;
+    char info[4][256];
+    memset(info, 0, sizeof info);
+    clGetPlatformInfo(s->platform, CL_PLATFORM_VERSION, sizeof info[0] - 1, info[0], NULL);
+    clGetDeviceInfo(s->device, CL_DEVICE_NAME, sizeof info[1] - 1, info[1], NULL);
+    clGetDeviceInfo(s->device, CL_DRIVER_VERSION, sizeof info[2] - 1, info[2], NULL);
+    clGetDeviceInfo(s->device, CL_DEVICE_VERSION, sizeof info[3] - 1, info[3], NULL);
+    uint64_t h = 14695981039346656037ull;
+    for (int i = 0; i < 4; i++) h = fnv1a(h, info[i]);
+    h = fnv1a(fnv1a(h, BUILD_OPTIONS), source);
+    int n = snprintf(buf, len, "%s/%016llx.bin", dir, (unsigned long long)h);
+    return n > 0 && (size_t)n < len;
+}
+
+static unsigned char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *data = NULL;
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
+        data = malloc((size_t)n);
+        if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
+            free(data);
+            data = NULL;
+        }
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return data;
+}
+
+/* Writes to a temporary name then renames, so a reader never sees half a file. */
+static void write_binary(const char *path, cl_program p)
+{
+    size_t size = 0;
+    if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || size == 0) return;
+    unsigned char *bin = malloc(size);
+    if (!bin) return;
+    unsigned char *bins[1] = {bin};
+    if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
+        char dir[1024], tmp[1100];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = '\0';
+            make_dirs(dir);
+        }
+        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (f) {
+            int ok = fwrite(bin, 1, size, f) == size;
+            ok = (fclose(f) == 0) && ok;
+            if (!ok || rename(tmp, path) != 0) remove(tmp);
+        }
+    }
+    free(bin);
+}
+
+static cl_program from_binary(cl_context ctx, const clt__slot *s, const char *path)
+{
+    size_t len = 0;
+    unsigned char *bin = read_file(path, &len);
+    if (!bin) return NULL;
+    const unsigned char *bins[1] = {bin};
+    cl_int status, err;
+    cl_program p = clCreateProgramWithBinary(ctx, 1, &s->device, &len, bins, &status, &err);
+    free(bin);
+    if (err != CL_SUCCESS || status != CL_SUCCESS) {
+        if (p) clReleaseProgram(p);
+        return NULL;
+    }
+    if (clBuildProgram(p, 1, &s->device, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS) {
+        clReleaseProgram(p);
+        return NULL;
+    }
+    return p;
+}
+
+static clt_status from_source(cl_context ctx, const clt__slot *s, const clt__kernel_source *src, cl_program *out)
+{
+    cl_int err;
+    const char *text[1] = {src->source};
+    cl_program p = clCreateProgramWithSource(ctx, 1, text, NULL, &err);
+    if (err != CL_SUCCESS) return clt__cl_fail(err, "clCreateProgramWithSource for cl/%s.cl", src->name);
+    err = clBuildProgram(p, 1, &s->device, BUILD_OPTIONS, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        size_t len = 0;
+        clGetProgramBuildInfo(p, s->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
+        char *log = malloc(len + 1);
+        if (log) {
+            log[0] = '\0';
+            clGetProgramBuildInfo(p, s->device, CL_PROGRAM_BUILD_LOG, len, log, NULL);
+            log[len] = '\0';
+        }
+        clt_status st = clt__fail(CLT_ERR_OPENCL, "building cl/%s.cl for %s failed (%s):\n%s", src->name, s->name,
+                                  clt__cl_error_name(err), log ? log : "(no build log)");
+        free(log);
+        clReleaseProgram(p);
+        return st;
+    }
+    *out = p;
+    return CLT_OK;
+}
+
+static int find_source(const char *name)
+{
+    for (int i = 0; i < clt__kernel_source_count; i++)
+        if (strcmp(clt__kernel_sources[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Lock held. */
+static clt_status get_program(int slot, int index, cl_program *out)
+{
+    slot_programs *sp = &table[slot];
+    if (!sp->programs) {
+        sp->programs = calloc((size_t)clt__kernel_source_count, sizeof *sp->programs);
+        if (!sp->programs) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel programs");
+    }
+    if (sp->programs[index]) {
+        *out = sp->programs[index];
+        return CLT_OK;
+    }
+    const clt__slot *s = clt__slot_get(slot);
+    const clt__kernel_source *src = &clt__kernel_sources[index];
+    cl_context ctx;
+    CLT_TRY(clt__slot_context(slot, &ctx));
+    char path[1024];
+    int cached = cache_path(s, src->source, path, sizeof path);
+    cl_program p = cached ? from_binary(ctx, s, path) : NULL;
+    if (!p) {
+        CLT_TRY(from_source(ctx, s, src, &p));
+        if (cached) write_binary(path, p);
+    }
+    sp->programs[index] = p;
+    *out = p;
+    return CLT_OK;
+}
+
+clt_status clt__kernel(int slot, const char *program, const char *name, cl_kernel *out)
+{
+    if (slot < 0 || slot >= clt__slot_count()) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d", slot);
+    pthread_mutex_lock(&lock);
+    clt_status st = CLT_OK;
+    if (!table) {
+        table = calloc((size_t)clt__slot_count(), sizeof *table);
+        if (!table) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+    }
+    slot_programs *sp = table ? &table[slot] : NULL;
+    for (int i = 0; st == CLT_OK && i < sp->nkernels; i++) {
+        if (strcmp(sp->kernels[i].name, name) == 0) {
+            *out = sp->kernels[i].kernel;
+            pthread_mutex_unlock(&lock);
+            return CLT_OK;
+        }
+    }
+    int index = st == CLT_OK ? find_source(program) : -1;
+    if (st == CLT_OK && index < 0) st = clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: no kernel source cl/%s.cl", program);
+    cl_program p = NULL;
+    if (st == CLT_OK) st = get_program(slot, index, &p);
+    if (st == CLT_OK && sp->nkernels == sp->cap) {
+        int ncap = sp->cap ? sp->cap * 2 : 16;
+        cached_kernel *grown = realloc(sp->kernels, (size_t)ncap * sizeof *grown);
+        if (!grown) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+        else {
+            sp->kernels = grown;
+            sp->cap = ncap;
+        }
+    }
+    if (st == CLT_OK) {
+        cl_int err;
+        cl_kernel k = clCreateKernel(p, name, &err);
+        if (err != CL_SUCCESS) st = clt__cl_fail(err, "clCreateKernel %s from cl/%s.cl", name, program);
+        else {
+            sp->kernels[sp->nkernels++] = (cached_kernel){name, index, k};
+            *out = k;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+clt_status clt__launch(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
+                       int dims, const size_t *global, const size_t *local, clt_tensor *written)
+{
+    for (int d = 0; d < dims; d++)
+        if (global[d] == 0) return CLT_OK;
+    cl_kernel k;
+    CLT_TRY(clt__kernel(slot, program, name, &k));
+    cl_command_queue q;
+    CLT_TRY(clt__slot_queue(slot, &q));
+    for (int i = 0; i < nargs; i++) {
+        cl_int err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+        if (err != CL_SUCCESS) return clt__cl_fail(err, "setting argument %d of kernel %s", i, name);
+    }
+    cl_event wait = written ? clt__tensor_take_foreign_read(written) : NULL;
+    cl_event ev;
+    cl_int err = clEnqueueNDRangeKernel(q, k, (cl_uint)dims, NULL, global, local, wait ? 1 : 0,
+                                        wait ? &wait : NULL, written ? &ev : NULL);
+    if (wait) clReleaseEvent(wait);
+    if (err != CL_SUCCESS) return clt__cl_fail(err, "enqueueing kernel %s on %s", name, clt__slot_get(slot)->name);
+    if (written) {
+        clt__tensor_set_write(written, ev);
+        clReleaseEvent(ev);
+    }
+    return CLT_OK;
+}
+
+clt_status clt__launch1(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
+                        size_t n, clt_tensor *written)
+{
+    return clt__launch(slot, program, name, nargs, args, 1, &n, NULL, written);
+}

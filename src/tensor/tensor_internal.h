@@ -1,0 +1,58 @@
+/* Internal: tensor and storage layout, and what kernels need of a tensor. */
+#ifndef CLT_TENSOR_INTERNAL_H
+#define CLT_TENSOR_INTERNAL_H
+
+#include <stdatomic.h>
+#include "../memory/allocator.h"
+#include "cltensor/tensor.h"
+
+/* Device memory shared by a tensor and its views. */
+typedef struct clt__storage {
+    atomic_int refs;
+    int slot;
+    clt__block *block;     /* NULL when nbytes is 0 */
+    size_t nbytes;
+    clt_category cat;
+    cl_event last_write;   /* the last command that wrote it, or NULL */
+    cl_event foreign_read; /* the last command on another queue that read it, or NULL */
+} clt__storage;
+
+struct clt_tensor {
+    atomic_int refs;
+    clt__storage *st;
+    size_t offset; /* bytes into the storage */
+    clt_dtype dtype;
+    int ndim;
+    int64_t shape[CLT_MAX_DIMS];
+    int64_t numel;
+};
+
+/* A tensor as a kernel argument pair: buffer and element offset. */
+typedef struct clt__buf {
+    cl_mem mem;
+    cl_ulong off;
+} clt__buf;
+
+clt__buf clt__tensor_buf(const clt_tensor *t);
+/* Byte offset of the tensor's first element in its buffer. */
+size_t clt__tensor_byte_offset(const clt_tensor *t);
+int clt__tensor_slot(const clt_tensor *t);
+
+/* Replaces the storage's last-write event (the tensor keeps its own reference). */
+void clt__tensor_set_write(clt_tensor *t, cl_event ev);
+
+/* Hands over the storage's pending read by another queue (NULL if none):
+ * a command about to overwrite the tensor must wait for it. */
+cl_event clt__tensor_take_foreign_read(clt_tensor *t);
+
+/* Checks the shape (count, sizes, overflow) and computes element count and bytes. */
+clt_status clt__check_shape(int ndim, const int64_t *shape, clt_dtype dt, int64_t *numel, size_t *nbytes);
+/* A new, uninitialised tensor on a slot. */
+clt_status clt__tensor_new(clt_tensor **out, int slot, clt_dtype dt, int ndim, const int64_t *shape);
+
+/* CLT_ERR_DEVICE_MISMATCH naming both devices unless a and b share a device. */
+clt_status clt__same_device(const char *op, const clt_tensor *a, const clt_tensor *b);
+/* CLT_ERR_INVALID_ARGUMENT when t is NULL. */
+clt_status clt__need(const char *op, const char *what, const void *t);
+
+#endif

@@ -1,0 +1,41 @@
+/* Shared helpers for the Check suites. */
+#ifndef CLT_TEST_SUPPORT_H
+#define CLT_TEST_SUPPORT_H
+
+#include <check.h>
+#include <stdint.h>
+#include <cltensor.h>
+
+/* Fails the test with the status name and clt_last_error() unless expr is CLT_OK. */
+#define ck_assert_ok(expr)                                                                          \
+    do {                                                                                            \
+        clt_status s_ = (expr);                                                                     \
+        ck_assert_msg(s_ == CLT_OK, "%s returned %s: %s", #expr, clt_status_string(s_),            \
+                      clt_last_error());                                                            \
+    } while (0)
+
+/* Fails unless expr returns `want`, and the error message is not empty. */
+#define ck_assert_status(expr, want)                                                                \
+    do {                                                                                            \
+        clt_status s_ = (expr);                                                                     \
+        ck_assert_msg(s_ == (want), "%s returned %s, expected %s (%s)", #expr, clt_status_string(s_), \
+                      clt_status_string(want), clt_last_error());                                   \
+        ck_assert_msg(clt_last_error()[0] != '\0', "%s left no error message", #expr);              \
+    } while (0)
+
+/* Deterministic host data in [lo, hi). */
+void clt_test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi);
+
+/* Largest |a-b| / max(1, |b|) over n elements. */
+double clt_test_max_rel_err(const float *a, const float *b, int64_t n);
+
+/* Reads a float32 tensor into a new malloc'd array (test fails on error). */
+float *clt_test_read(const clt_tensor *t);
+
+/* Asserts that no tensor is alive on any device (allocated == 0). */
+void clt_test_assert_no_live_tensors(void);
+
+/* Runs a suite with CK_NORMAL output and returns the process exit status. */
+int clt_test_run(Suite *s);
+
+#endif
