@@ -7,5 +7,6 @@
 #include "cltensor/device.h"
 #include "cltensor/memory.h"
 #include "cltensor/tensor.h"
+#include "cltensor/ops.h"
 
 #endif

@@ -1,0 +1,81 @@
+/* Operations on float32 tensors. Each runs as kernels on its operands'
+ * device and only enqueues: nothing waits for the device.
+ *
+ * Conventions: a function that writes `clt_tensor **out` creates a new tensor
+ * on the operands' device (the caller owns one reference). A name ending in
+ * `_` updates its first argument in place. Operands on different devices
+ * fail with CLT_ERR_DEVICE_MISMATCH; shapes that do not fit fail with
+ * CLT_ERR_SHAPE; dtypes other than those documented fail with
+ * CLT_ERR_UNSUPPORTED. Shapes are given as (rows, cols) for 2-D tensors. */
+#ifndef CLTENSOR_OPS_H
+#define CLTENSOR_OPS_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* c = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T, row-major 2-D.
+ * The device's dense implementation does the work. */
+clt_status clt_gemm(int transpose_a, int transpose_b, float alpha, const clt_tensor *a, const clt_tensor *b,
+                    float beta, clt_tensor *c);
+/* out = a @ b; a is (M,K), b is (K,N). */
+clt_status clt_matmul(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
+
+/* Dense layer. x is (B,C), w is (OC,C), b is (OC) or NULL; y is (B,OC):
+ * y = x @ w^T + b. */
+clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
+/* dy is (B,OC), x is (B,C), w is (OC,C). Accumulates dw += dy^T @ x (OC,C) and
+ * db += sum over rows of dy (OC) (db may be NULL); when dx is not NULL
+ * creates *dx = dy @ w (B,C). */
+clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
+                               const clt_tensor *x, const clt_tensor *w);
+
+/* y = max(x, 0), any shape. */
+clt_status clt_relu(clt_tensor **y, const clt_tensor *x);
+/* dx = dy where y > 0, else 0; y is the forward output (same shape as dy). */
+clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_tensor *y);
+
+/* In-place elementwise updates (same shape or same element count). */
+clt_status clt_fill_(clt_tensor *t, double value);
+clt_status clt_scale_(clt_tensor *x, float alpha);                    /* x *= alpha */
+clt_status clt_axpy_(clt_tensor *y, float alpha, const clt_tensor *x); /* y += alpha * x */
+clt_status clt_add_(clt_tensor *y, const clt_tensor *x);              /* y += x */
+
+/* Reductions. x is (B,C): out is (C), the sum of the rows. */
+clt_status clt_sum_rows(clt_tensor **out, const clt_tensor *x);
+/* out is a one-element tensor: the sum / mean of every element of x. */
+clt_status clt_sum(clt_tensor **out, const clt_tensor *x);
+clt_status clt_mean(clt_tensor **out, const clt_tensor *x);
+/* x is (B,C) float32; out is (B) int32: the index of each row's largest
+ * value (the first one on ties). */
+clt_status clt_argmax_rows(clt_tensor **out, const clt_tensor *x);
+/* a and b are int32 of equal shape; out is a one-element float32 tensor
+ * holding how many elements are equal. */
+clt_status clt_count_equal(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
+
+/* Softmax with cross-entropy, fused and numerically stable. logits is (B,C),
+ * labels is (B) int32 in [0, C). *loss is a one-element tensor, the mean
+ * loss over the batch. When dlogits is not NULL, *dlogits (B,C) is
+ * (softmax(logits) - onehot(labels)) / B, computed in the same pass. Labels
+ * out of range give NaN loss rather than reading out of bounds. */
+clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+                                     const clt_tensor *labels);
+
+/* Optimizer updates, one fused kernel over a parameter (or a flat buffer
+ * of parameters). SGD as PyTorch: g = grad + weight_decay * param;
+ * buf = momentum * buf + g (buf may be NULL when momentum is 0; on the
+ * first step pass first_step = 1 so buf = g); param -= lr * buf (or g). */
+clt_status clt_sgd_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *momentum_buf, float lr,
+                         float momentum, float weight_decay, int first_step);
+/* Adam as PyTorch (bias-corrected, eps outside the square root). With
+ * decoupled = 1 this is AdamW: param *= 1 - lr * weight_decay before the
+ * update; otherwise weight_decay is added to the gradient. step counts from 1. */
+clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *m, clt_tensor *v, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, int decoupled, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
