@@ -1,5 +1,5 @@
 /* Elementwise operations. */
-#include "../kernels/program.h"
+#include "ops_internal.h"
 
 clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
 {
@@ -29,3 +29,47 @@ clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
     *out = y;
     return CLT_OK;
 }
+
+clt_status clt_fill_(clt_tensor *t, double value)
+{
+    CLT_TRY(clt__need("clt_fill_", "t", t));
+    union {
+        float f;
+        int32_t i;
+        cl_uint u;
+    } bits;
+    if (t->dtype == CLT_FLOAT32) bits.f = (float)value;
+    else if (value >= -2147483648.0 && value <= 2147483647.0) bits.i = (int32_t)value;
+    else return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_fill_: %g does not fit int32", value);
+    clt__buf tb = clt__tensor_buf(t);
+    cl_ulong n = (cl_ulong)t->numel;
+    clt__arg args[] = {CLT_ARG(tb.mem), CLT_ARG(tb.off), CLT_ARG(bits.u), CLT_ARG(n)};
+    return clt__launch1(t->st->slot, "elementwise", "fill_u32", 4, args, (size_t)n, t);
+}
+
+clt_status clt_scale_(clt_tensor *x, float alpha)
+{
+    CLT_TRY(clt__need_f32("clt_scale_", "x", x));
+    clt__buf xb = clt__tensor_buf(x);
+    cl_ulong n = (cl_ulong)x->numel;
+    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(alpha), CLT_ARG(n)};
+    return clt__launch1(x->st->slot, "elementwise", "scale_f32", 4, args, (size_t)n, x);
+}
+
+static clt_status axpy(const char *op, clt_tensor *y, float alpha, const clt_tensor *x)
+{
+    CLT_TRY(clt__need_f32(op, "y", y));
+    CLT_TRY(clt__need_f32(op, "x", x));
+    CLT_TRY(clt__same_device(op, y, x));
+    CLT_TRY(clt__same_numel(op, y, x));
+    clt__buf yb = clt__tensor_buf(y), xb = clt__tensor_buf(x);
+    cl_ulong n = (cl_ulong)y->numel;
+    clt__arg args[] = {CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(alpha), CLT_ARG(xb.mem), CLT_ARG(xb.off),
+                       CLT_ARG(n)};
+    return clt__launch1(y->st->slot, "elementwise", "axpy_f32", 6, args, (size_t)n, y);
+}
+
+clt_status clt_axpy_(clt_tensor *y, float alpha, const clt_tensor *x) { return axpy("clt_axpy_", y, alpha, x); }
+
+/* 1 * x is exact, so axpy with alpha 1 is exactly y + x. */
+clt_status clt_add_(clt_tensor *y, const clt_tensor *x) { return axpy("clt_add_", y, 1.0f, x); }

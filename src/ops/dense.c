@@ -1,0 +1,201 @@
+/* Dense ops: GEMM, matmul and the linear layer's forward and backward.
+ * Every product goes through clt__dense_gemm, the one place that picks a
+ * device's dense implementation (CLBlast for now). */
+#include <clblast_c.h>
+
+#include "../device/device_internal.h"
+#include "../device/sync.h"
+#include "ops_internal.h"
+
+static const char *clblast_name(CLBlastStatusCode c)
+{
+    switch (c) {
+    case CLBlastNotImplemented: return "CLBlastNotImplemented";
+    case CLBlastInvalidMatrixA: return "CLBlastInvalidMatrixA";
+    case CLBlastInvalidMatrixB: return "CLBlastInvalidMatrixB";
+    case CLBlastInvalidMatrixC: return "CLBlastInvalidMatrixC";
+    case CLBlastInvalidVectorX: return "CLBlastInvalidVectorX";
+    case CLBlastInvalidVectorY: return "CLBlastInvalidVectorY";
+    case CLBlastInvalidDimension: return "CLBlastInvalidDimension";
+    case CLBlastInvalidLeadDimA: return "CLBlastInvalidLeadDimA";
+    case CLBlastInvalidLeadDimB: return "CLBlastInvalidLeadDimB";
+    case CLBlastInvalidLeadDimC: return "CLBlastInvalidLeadDimC";
+    case CLBlastInvalidIncrementX: return "CLBlastInvalidIncrementX";
+    case CLBlastInvalidIncrementY: return "CLBlastInvalidIncrementY";
+    case CLBlastInsufficientMemoryA: return "CLBlastInsufficientMemoryA";
+    case CLBlastInsufficientMemoryB: return "CLBlastInsufficientMemoryB";
+    case CLBlastInsufficientMemoryC: return "CLBlastInsufficientMemoryC";
+    case CLBlastInsufficientMemoryX: return "CLBlastInsufficientMemoryX";
+    case CLBlastInsufficientMemoryY: return "CLBlastInsufficientMemoryY";
+    case CLBlastInsufficientMemoryTemp: return "CLBlastInsufficientMemoryTemp";
+    case CLBlastInvalidBatchCount: return "CLBlastInvalidBatchCount";
+    case CLBlastInvalidOverrideKernel: return "CLBlastInvalidOverrideKernel";
+    case CLBlastMissingOverrideParameter: return "CLBlastMissingOverrideParameter";
+    case CLBlastInvalidLocalMemUsage: return "CLBlastInvalidLocalMemUsage";
+    case CLBlastNoHalfPrecision: return "CLBlastNoHalfPrecision";
+    case CLBlastNoDoublePrecision: return "CLBlastNoDoublePrecision";
+    case CLBlastInvalidVectorScalar: return "CLBlastInvalidVectorScalar";
+    case CLBlastInsufficientMemoryScalar: return "CLBlastInsufficientMemoryScalar";
+    case CLBlastDatabaseError: return "CLBlastDatabaseError";
+    case CLBlastUnknownError: return "CLBlastUnknownError";
+    case CLBlastUnexpectedError: return "CLBlastUnexpectedError";
+    default: return "unknown CLBlast status";
+    }
+}
+
+/* CLBlast reuses OpenCL's (negative) codes; its own start at -1000. */
+static clt_status clblast_fail(CLBlastStatusCode c, int slot, size_t m, size_t n, size_t k)
+{
+    const char *dev = clt__slot_get(slot)->name;
+    if (c > -1000)
+        return clt__cl_fail((cl_int)c, "CLBlastSgemm (m=%zu, n=%zu, k=%zu) on %s", m, n, k, dev);
+    clt_status s = CLT_ERR_OPENCL;
+    if (c == CLBlastNotImplemented || c == CLBlastInvalidLocalMemUsage || c == CLBlastDatabaseError)
+        s = CLT_ERR_UNSUPPORTED;
+    return clt__fail(s, "CLBlastSgemm (m=%zu, n=%zu, k=%zu) on %s failed: %s (%d)", m, n, k, dev,
+                     clblast_name(c), (int)c);
+}
+
+clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
+                           const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
+                           clt_tensor *c, size_t ldc)
+{
+    if (m == 0 || n == 0) return CLT_OK;
+    if (k == 0) return beta == 0.0f ? clt_fill_(c, 0.0) : beta == 1.0f ? CLT_OK : clt_scale_(c, beta);
+    /* CLBlast takes no wait list. */
+    CLT_TRY(clt__wait_foreign_read(slot, c));
+    cl_command_queue q;
+    CLT_TRY(clt__slot_queue(slot, &q));
+    clt__buf ab = clt__tensor_buf(a), bb = clt__tensor_buf(b), cb = clt__tensor_buf(c);
+    cl_event ev = NULL;
+    CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+                                        transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, alpha,
+                                        ab.mem, (size_t)ab.off, lda, bb.mem, (size_t)bb.off, ldb, beta, cb.mem,
+                                        (size_t)cb.off, ldc, &q, &ev);
+    if (st != CLBlastSuccess) return clblast_fail(st, slot, m, n, k);
+    clt_status s = CLT_OK;
+    if (ev) {
+        clt__tensor_set_write(c, ev);
+        s = clt__after_enqueue(slot, ev, "CLBlastSgemm");
+        clReleaseEvent(ev);
+    }
+    return s;
+}
+
+static clt_status shape_fail(const char *op, const char *what, const clt_tensor *a, const clt_tensor *b,
+                             const clt_tensor *c)
+{
+    char sa[128], sb[128], sc[128] = "";
+    if (c) clt__shape_str(c, sc, sizeof sc);
+    return clt__fail(CLT_ERR_SHAPE, "%s: %s (shapes %s, %s%s%s)", op, what, clt__shape_str(a, sa, sizeof sa),
+                     clt__shape_str(b, sb, sizeof sb), c ? ", " : "", sc);
+}
+
+clt_status clt_gemm(int transpose_a, int transpose_b, float alpha, const clt_tensor *a, const clt_tensor *b,
+                    float beta, clt_tensor *c)
+{
+    const char *op = "clt_gemm";
+    CLT_TRY(clt__need_f32(op, "a", a));
+    CLT_TRY(clt__need_f32(op, "b", b));
+    CLT_TRY(clt__need_f32(op, "c", c));
+    CLT_TRY(clt__same_device(op, a, b));
+    CLT_TRY(clt__same_device(op, a, c));
+    CLT_TRY(clt__need_2d(op, "a", a));
+    CLT_TRY(clt__need_2d(op, "b", b));
+    CLT_TRY(clt__need_2d(op, "c", c));
+    int64_t m = a->shape[transpose_a ? 1 : 0], k = a->shape[transpose_a ? 0 : 1];
+    int64_t kb = b->shape[transpose_b ? 1 : 0], n = b->shape[transpose_b ? 0 : 1];
+    if (k != kb) return shape_fail(op, "inner dimensions of op(a) and op(b) differ", a, b, c);
+    if (c->shape[0] != m || c->shape[1] != n) return shape_fail(op, "c is not (rows of op(a), cols of op(b))", a, b, c);
+    return clt__dense_gemm(a->st->slot, transpose_a, transpose_b, (size_t)m, (size_t)n, (size_t)k, alpha, a,
+                           (size_t)a->shape[1], b, (size_t)b->shape[1], beta, c, (size_t)c->shape[1]);
+}
+
+clt_status clt_matmul(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
+{
+    const char *op = "clt_matmul";
+    CLT_TRY(clt__need(op, "out", out));
+    *out = NULL;
+    CLT_TRY(clt__need_f32(op, "a", a));
+    CLT_TRY(clt__need_f32(op, "b", b));
+    CLT_TRY(clt__same_device(op, a, b));
+    CLT_TRY(clt__need_2d(op, "a", a));
+    CLT_TRY(clt__need_2d(op, "b", b));
+    if (a->shape[1] != b->shape[0]) return shape_fail(op, "a is (M,K) and b must be (K,N)", a, b, NULL);
+    int64_t shape[] = {a->shape[0], b->shape[1]};
+    clt_tensor *y;
+    CLT_TRY(clt__tensor_new(&y, a->st->slot, CLT_FLOAT32, 2, shape));
+    clt_status s = clt__dense_gemm(a->st->slot, 0, 0, (size_t)shape[0], (size_t)shape[1], (size_t)a->shape[1], 1.0f,
+                                   a, (size_t)a->shape[1], b, (size_t)b->shape[1], 0.0f, y, (size_t)shape[1]);
+    return clt__finish(s, y, out);
+}
+
+clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
+{
+    const char *op = "clt_linear_forward";
+    CLT_TRY(clt__need(op, "y", y));
+    *y = NULL;
+    CLT_TRY(clt__need_f32(op, "x", x));
+    CLT_TRY(clt__need_f32(op, "w", w));
+    if (b) CLT_TRY(clt__need_f32(op, "b", b));
+    CLT_TRY(clt__same_device(op, x, w));
+    if (b) CLT_TRY(clt__same_device(op, x, b));
+    CLT_TRY(clt__need_2d(op, "x", x));
+    CLT_TRY(clt__need_2d(op, "w", w));
+    if (x->shape[1] != w->shape[1]) return shape_fail(op, "x is (B,C) and w must be (OC,C)", x, w, b);
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+        return shape_fail(op, "w is (OC,C) and b must be (OC)", x, w, b);
+    int slot = x->st->slot;
+    cl_ulong rows = (cl_ulong)x->shape[0], cols = (cl_ulong)w->shape[0];
+    int64_t shape[] = {x->shape[0], w->shape[0]};
+    clt_tensor *out;
+    CLT_TRY(clt__tensor_new(&out, slot, CLT_FLOAT32, 2, shape));
+    clt_status s = CLT_OK;
+    if (b) {
+        clt__buf ob = clt__tensor_buf(out), bb = clt__tensor_buf(b);
+        clt__arg args[] = {CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(bb.mem), CLT_ARG(bb.off), CLT_ARG(rows),
+                           CLT_ARG(cols)};
+        size_t global[] = {(size_t)cols, (size_t)rows};
+        s = clt__launch(slot, "dense", "bias_rows_f32", 6, args, 2, global, NULL, out);
+    }
+    if (s == CLT_OK)
+        s = clt__dense_gemm(slot, 0, 1, (size_t)rows, (size_t)cols, (size_t)x->shape[1], 1.0f, x,
+                            (size_t)x->shape[1], w, (size_t)w->shape[1], b ? 1.0f : 0.0f, out, (size_t)cols);
+    return clt__finish(s, out, y);
+}
+
+clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
+                               const clt_tensor *x, const clt_tensor *w)
+{
+    const char *op = "clt_linear_backward";
+    if (dx) *dx = NULL;
+    CLT_TRY(clt__need_f32(op, "dw", dw));
+    if (db) CLT_TRY(clt__need_f32(op, "db", db));
+    CLT_TRY(clt__need_f32(op, "dy", dy));
+    CLT_TRY(clt__need_f32(op, "x", x));
+    CLT_TRY(clt__need_f32(op, "w", w));
+    CLT_TRY(clt__same_device(op, dy, x));
+    CLT_TRY(clt__same_device(op, dy, w));
+    CLT_TRY(clt__same_device(op, dy, dw));
+    if (db) CLT_TRY(clt__same_device(op, dy, db));
+    CLT_TRY(clt__need_2d(op, "dy", dy));
+    CLT_TRY(clt__need_2d(op, "x", x));
+    CLT_TRY(clt__need_2d(op, "w", w));
+    CLT_TRY(clt__need_2d(op, "dw", dw));
+    int64_t B = x->shape[0], C = x->shape[1], OC = w->shape[0];
+    if (dy->shape[0] != B || dy->shape[1] != OC || w->shape[1] != C)
+        return shape_fail(op, "dy must be (B,OC) for x (B,C) and w (OC,C)", dy, x, w);
+    if (dw->shape[0] != OC || dw->shape[1] != C) return shape_fail(op, "dw must have w's shape", dw, w, NULL);
+    if (db && (db->ndim != 1 || db->shape[0] != OC)) return shape_fail(op, "db must be (OC) for w (OC,C)", db, w, NULL);
+    int slot = dy->st->slot;
+    clt_tensor *g = NULL;
+    if (dx) CLT_TRY(clt__tensor_new(&g, slot, CLT_FLOAT32, 2, x->shape));
+    clt_status s = clt__dense_gemm(slot, 1, 0, (size_t)OC, (size_t)C, (size_t)B, 1.0f, dy, (size_t)OC, x, (size_t)C,
+                                   1.0f, dw, (size_t)C);
+    if (s == CLT_OK && db) s = clt__sum_rows_into(db, dy, 1);
+    if (s == CLT_OK && dx)
+        s = clt__dense_gemm(slot, 0, 0, (size_t)B, (size_t)C, (size_t)OC, 1.0f, dy, (size_t)OC, w, (size_t)C, 0.0f,
+                            g, (size_t)C);
+    if (!dx) return s;
+    return clt__finish(s, g, dx);
+}

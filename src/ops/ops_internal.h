@@ -1,0 +1,45 @@
+/* Internal: argument checks shared by the ops, and the dense entry point. */
+#ifndef CLT_OPS_INTERNAL_H
+#define CLT_OPS_INTERNAL_H
+
+#include "../kernels/program.h"
+#include "cltensor/ops.h"
+
+/* "(2, 3)" into buf; returns buf. */
+const char *clt__shape_str(const clt_tensor *t, char *buf, size_t len);
+
+/* CLT_ERR_INVALID_ARGUMENT when NULL, CLT_ERR_UNSUPPORTED unless float32. */
+clt_status clt__need_f32(const char *op, const char *what, const clt_tensor *t);
+/* Same for int32. */
+clt_status clt__need_i32(const char *op, const char *what, const clt_tensor *t);
+/* CLT_ERR_SHAPE unless t has two dimensions. */
+clt_status clt__need_2d(const char *op, const char *what, const clt_tensor *t);
+/* CLT_ERR_SHAPE unless a and b hold the same number of elements. */
+clt_status clt__same_numel(const char *op, const clt_tensor *a, const clt_tensor *b);
+
+/* Makes the slot's queue wait for a pending read of t by another queue
+ * (a barrier, no host wait): for tensors a launch writes besides the one
+ * clt__launch is told about. */
+clt_status clt__wait_foreign_read(int slot, clt_tensor *t);
+/* Records t's storage as written by the last write of `by` (the same launch). */
+void clt__same_write(clt_tensor *t, const clt_tensor *by);
+
+/* Releases t and returns s when s is a failure, else stores t in *out. */
+clt_status clt__finish(clt_status s, clt_tensor *t, clt_tensor **out);
+
+/* c = alpha * op(a) @ op(b) + beta * c on a slot's device, row-major:
+ * op(a) is (m,k), op(b) is (k,n), c is (m,n), leading dimensions in
+ * elements. The one place that chooses the device's dense implementation.
+ * Records the launch as c's last write. beta = 0 ignores c's contents. */
+clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
+                           const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
+                           clt_tensor *c, size_t ldc);
+
+/* out[0] = (sum of x's n float32 elements) / divisor, on x's device, in
+ * two passes (partial sums, then one work-item over the partials). */
+clt_status clt__reduce_sum(clt_tensor *out, const clt_tensor *x, float divisor);
+
+/* x is (rows, cols) float32, out (cols): out = (accumulate ? out : 0) + sum of x's rows. */
+clt_status clt__sum_rows_into(clt_tensor *out, const clt_tensor *x, int accumulate);
+
+#endif

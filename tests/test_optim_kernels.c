@@ -1,0 +1,207 @@
+/* SGD and Adam steps against a double-precision C reference of PyTorch's
+ * formulas, over three steps, on awkward sizes and views. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+static clt_device dev(void) { return clt_try_gpu(0); }
+
+/* Some device other than dev(), when there is one. */
+static int other_device(clt_device *out)
+{
+    for (int i = 0; i < clt_device_count(); i++) {
+        ck_assert_ok(clt_device_from_list(i, out));
+        if (!clt_device_equal(*out, dev())) return 1;
+    }
+    return 0;
+}
+
+static const int64_t sizes[] = {1, 13, 257};
+
+/* A view of n elements at offset 2 in a padded tensor. */
+static clt_tensor *upload(const float *x, int64_t n, clt_tensor **base)
+{
+    float *buf = malloc((size_t)(n + 4) * sizeof *buf);
+    for (int i = 0; i < 2; i++) buf[i] = buf[n + 2 + i] = 77.0f;
+    memcpy(buf + 2, x, (size_t)n * sizeof *x);
+    int64_t shape[] = {n + 4};
+    ck_assert_ok(clt_from_host(base, dev(), CLT_FLOAT32, 1, shape, buf));
+    free(buf);
+    clt_tensor *v;
+    ck_assert_ok(clt_narrow(&v, *base, 2, n));
+    return v;
+}
+
+/* Within 1e-5 relative (plus 1e-8 absolute for values near zero) of the reference. */
+static void expect(clt_tensor *t, const double *want, int64_t n, const char *what)
+{
+    float *got = clt_test_read(t);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= 1e-5 * fabs(want[i]) + 1e-8, "%s[%lld] (n=%lld): %.9g, expected %.9g",
+                      what, (long long)i, (long long)n, (double)got[i], want[i]);
+    free(got);
+}
+
+static void check_sgd(int64_t n, float lr, float momentum, float wd)
+{
+    float *p0 = malloc((size_t)n * sizeof *p0), *g = malloc((size_t)n * sizeof *g);
+    double *p = malloc((size_t)n * sizeof *p), *buf = calloc((size_t)n, sizeof *buf);
+    clt_test_fill_uniform(p0, n, 1 + (uint64_t)n, -1, 1);
+    for (int64_t i = 0; i < n; i++) p[i] = p0[i];
+    clt_tensor *pb, *bb, *tp = upload(p0, n, &pb), *tbuf = upload(p0, n, &bb); /* buf starts as garbage */
+    for (int step = 1; step <= 3; step++) {
+        clt_test_fill_uniform(g, n, 10 * (uint64_t)step + (uint64_t)n, -1, 1);
+        int64_t shape[] = {n};
+        clt_tensor *tg;
+        ck_assert_ok(clt_from_host(&tg, dev(), CLT_FLOAT32, 1, shape, g));
+        ck_assert_ok(clt_sgd_step_(tp, tg, momentum != 0 ? tbuf : NULL, lr, momentum, wd, step == 1));
+        clt_tensor_release(tg);
+        for (int64_t i = 0; i < n; i++) {
+            double d = g[i] + (double)wd * p[i];
+            if (momentum != 0) buf[i] = d = step == 1 ? d : (double)momentum * buf[i] + d;
+            p[i] -= (double)lr * d;
+        }
+    }
+    expect(tp, p, n, "sgd param");
+    if (momentum != 0) expect(tbuf, buf, n, "sgd momentum buffer");
+    float *all = clt_test_read(pb);
+    ck_assert_float_eq(all[0], 77.0f);
+    ck_assert_float_eq(all[n + 3], 77.0f);
+    free(all);
+    free(p0);
+    free(g);
+    free(p);
+    free(buf);
+    clt_tensor_release(tp);
+    clt_tensor_release(tbuf);
+    clt_tensor_release(pb);
+    clt_tensor_release(bb);
+}
+
+START_TEST(test_sgd)
+{
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        check_sgd(sizes[s], 0.1f, 0.0f, 0.0f);
+        check_sgd(sizes[s], 0.05f, 0.9f, 0.01f);
+        check_sgd(sizes[s], 0.2f, 0.0f, 0.1f);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+static void check_adam(int64_t n, float lr, float wd, int decoupled)
+{
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    float *p0 = malloc((size_t)n * sizeof *p0), *g = malloc((size_t)n * sizeof *g);
+    float *zero = calloc((size_t)n, sizeof *zero);
+    double *p = malloc((size_t)n * sizeof *p), *m = calloc((size_t)n, sizeof *m), *v = calloc((size_t)n, sizeof *v);
+    clt_test_fill_uniform(p0, n, 3 + (uint64_t)n, -1, 1);
+    for (int64_t i = 0; i < n; i++) p[i] = p0[i];
+    clt_tensor *pb, *mb, *vb, *tp = upload(p0, n, &pb), *tm = upload(zero, n, &mb), *tv = upload(zero, n, &vb);
+    for (int step = 1; step <= 3; step++) {
+        clt_test_fill_uniform(g, n, 20 * (uint64_t)step + (uint64_t)n, -1, 1);
+        int64_t shape[] = {n};
+        clt_tensor *tg;
+        ck_assert_ok(clt_from_host(&tg, dev(), CLT_FLOAT32, 1, shape, g));
+        ck_assert_ok(clt_adam_step_(tp, tg, tm, tv, lr, b1, b2, eps, wd, decoupled, step));
+        clt_tensor_release(tg);
+        double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
+        for (int64_t i = 0; i < n; i++) {
+            double d = g[i];
+            if (decoupled) p[i] *= 1 - (double)lr * wd;
+            else d += (double)wd * p[i];
+            m[i] = b1 * m[i] + (1 - (double)b1) * d;
+            v[i] = b2 * v[i] + (1 - (double)b2) * d * d;
+            p[i] -= lr / bc1 * m[i] / (sqrt(v[i]) / sqrt(bc2) + eps);
+        }
+    }
+    expect(tp, p, n, "adam param");
+    expect(tm, m, n, "adam m");
+    expect(tv, v, n, "adam v");
+    free(p0);
+    free(g);
+    free(zero);
+    free(p);
+    free(m);
+    free(v);
+    clt_tensor *all[] = {tp, tm, tv, pb, mb, vb};
+    for (int i = 0; i < 6; i++) clt_tensor_release(all[i]);
+}
+
+START_TEST(test_adam)
+{
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        check_adam(sizes[s], 1e-3f, 0.0f, 0);
+        check_adam(sizes[s], 1e-2f, 0.1f, 0);
+        check_adam(sizes[s], 1e-2f, 0.1f, 1);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_empty_param)
+{
+    int64_t shape[] = {0};
+    clt_tensor *p, *g, *m, *v;
+    ck_assert_ok(clt_empty(&p, dev(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_empty(&g, dev(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_empty(&m, dev(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_empty(&v, dev(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_sgd_step_(p, g, m, 0.1f, 0.9f, 0, 1));
+    ck_assert_ok(clt_adam_step_(p, g, m, v, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0, 1));
+    clt_tensor_release(p);
+    clt_tensor_release(g);
+    clt_tensor_release(m);
+    clt_tensor_release(v);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    int64_t s3[] = {3}, s4[] = {4};
+    clt_tensor *p, *g4, *m, *i;
+    ck_assert_ok(clt_zeros(&p, dev(), CLT_FLOAT32, 1, s3));
+    ck_assert_ok(clt_zeros(&g4, dev(), CLT_FLOAT32, 1, s4));
+    ck_assert_ok(clt_zeros(&m, dev(), CLT_FLOAT32, 1, s3));
+    ck_assert_ok(clt_zeros(&i, dev(), CLT_INT32, 1, s3));
+    ck_assert_status(clt_sgd_step_(NULL, m, NULL, 0.1f, 0, 0, 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_sgd_step_(p, g4, NULL, 0.1f, 0, 0, 1), CLT_ERR_SHAPE);
+    ck_assert_status(clt_sgd_step_(p, i, NULL, 0.1f, 0, 0, 1), CLT_ERR_UNSUPPORTED);
+    ck_assert_status(clt_sgd_step_(p, m, NULL, 0.1f, 0.9f, 0, 1), CLT_ERR_INVALID_ARGUMENT); /* no buffer */
+    ck_assert_status(clt_sgd_step_(p, m, g4, 0.1f, 0.9f, 0, 1), CLT_ERR_SHAPE);
+    ck_assert_status(clt_sgd_step_(p, m, NULL, -0.1f, 0, 0, 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_adam_step_(p, m, m, NULL, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0, 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_adam_step_(p, m, m, m, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0, 0), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_adam_step_(p, m, m, m, 0.1f, 1.0f, 0.999f, 1e-8f, 0, 0, 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_adam_step_(p, m, g4, m, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0, 1), CLT_ERR_SHAPE);
+    ck_assert_status(clt_adam_step_(p, m, i, m, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0, 1), CLT_ERR_UNSUPPORTED);
+    clt_device other;
+    if (other_device(&other)) {
+        clt_tensor *far;
+        ck_assert_ok(clt_zeros(&far, other, CLT_FLOAT32, 1, s3));
+        ck_assert_status(clt_sgd_step_(p, far, NULL, 0.1f, 0, 0, 1), CLT_ERR_DEVICE_MISMATCH);
+        ck_assert_status(clt_adam_step_(p, m, m, far, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0, 1), CLT_ERR_DEVICE_MISMATCH);
+        clt_tensor_release(far);
+    }
+    clt_tensor_release(p);
+    clt_tensor_release(g4);
+    clt_tensor_release(m);
+    clt_tensor_release(i);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("optim_kernels");
+    TCase *tc = tcase_create("steps");
+    tcase_add_test(tc, test_sgd);
+    tcase_add_test(tc, test_adam);
+    tcase_add_test(tc, test_empty_param);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}
