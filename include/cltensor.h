@@ -8,5 +8,7 @@
 #include "cltensor/memory.h"
 #include "cltensor/tensor.h"
 #include "cltensor/ops.h"
+#include "cltensor/io.h"
+#include "cltensor/data.h"
 
 #endif

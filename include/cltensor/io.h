@@ -1,0 +1,137 @@
+/* Files: safetensors checkpoints (the format of Hugging Face's safetensors
+ * library, which PyTorch's save_file/load_file write and read) and IDX
+ * arrays (the format MNIST and Fashion-MNIST ship in).
+ *
+ * Readers treat every file as hostile: a malformed file fails with
+ * CLT_ERR_FORMAT and a message naming the file and what is wrong, and no
+ * reader allocates more than the file can hold. A file that cannot be opened
+ * or read fails with CLT_ERR_IO naming the path and the system's reason.
+ * Writers replace their target atomically: they write a temporary file in
+ * the target's directory, flush it to disk and rename it over the target, so
+ * the target is always either the old or the new complete file. */
+#ifndef CLTENSOR_IO_H
+#define CLTENSOR_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- safetensors ----
+ * Layout: an 8-byte little-endian header length N, N bytes of JSON
+ *   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]},
+ *    "__metadata__": {"key": "value", ...}}
+ * then the data buffer; offsets count from the buffer's start and tensors are
+ * contiguous, row-major, little-endian. */
+
+/* Largest header accepted, as in the reference implementation. */
+#define CLT_SAFETENSORS_MAX_HEADER 100000000
+
+/* Writes n tensors (float32 as "F32", int32 as "I32") under the given names,
+ * in the given order, and n_meta string pairs as "__metadata__" (n_meta may
+ * be 0 with NULL arrays). Reads each tensor from its device (a
+ * synchronization point). The header is padded with spaces to a multiple of
+ * 8 bytes, as the reference implementation does. Names must be non-empty,
+ * distinct, not "__metadata__", and valid UTF-8.
+ * Errors: CLT_ERR_INVALID_ARGUMENT for bad names or NULL arguments, CLT_ERR_IO
+ * when the file cannot be written (the old file, if any, is left intact and
+ * no temporary file remains). */
+clt_status clt_safetensors_save(const char *path, int n, const char *const *names, clt_tensor *const *tensors,
+                                int n_meta, const char *const *meta_keys, const char *const *meta_values);
+
+/* An open safetensors file whose header has been checked. */
+typedef struct clt_safetensors clt_safetensors;
+
+/* What the header says about one tensor. Pointers stay valid until the file
+ * is closed. */
+typedef struct clt_safetensors_info {
+    const char *name;
+    const char *dtype;      /* as in the file: "F32", "I32", "F16", "BF16", "I64", ... */
+    int ndim;
+    const int64_t *shape;   /* ndim sizes */
+    int64_t numel;
+    uint64_t begin, end;    /* byte range in the data buffer */
+} clt_safetensors_info;
+
+/* Opens path and validates the whole header: JSON syntax (with duplicate
+ * names refused), header length against the file size, each entry's dtype
+ * (one of the safetensors dtypes), shape (non-negative integers whose
+ * product fits in 64 bits) and offsets (begin <= end, end-begin equal to
+ * the shape's byte size), and that the tensors tile the data buffer exactly:
+ * no overlap, no gap, nothing past the end, no trailing bytes. Metadata must
+ * map strings to strings. Tensors of dtypes cltensor cannot hold still open
+ * (they fail only when read). The file stays open until clt_safetensors_close.
+ * Errors: CLT_ERR_IO (cannot open or read), CLT_ERR_FORMAT (any problem
+ * above; the message names the file, the tensor and the problem). */
+clt_status clt_safetensors_open(clt_safetensors **out, const char *path);
+
+/* Closes the file; NULL does nothing. */
+void clt_safetensors_close(clt_safetensors *f);
+
+/* Number of tensors (metadata excluded), in the order of their offsets. */
+int clt_safetensors_count(const clt_safetensors *f);
+/* The i-th tensor's description (CLT_ERR_INVALID_ARGUMENT when out of range). */
+clt_status clt_safetensors_info_get(const clt_safetensors *f, int i, clt_safetensors_info *out);
+/* Index of the tensor called name, or -1. */
+int clt_safetensors_find(const clt_safetensors *f, const char *name);
+
+/* Number of metadata pairs, the i-th pair, and the value for a key (NULL if
+ * absent). Strings stay valid until the file is closed. */
+int clt_safetensors_metadata_count(const clt_safetensors *f);
+clt_status clt_safetensors_metadata_at(const clt_safetensors *f, int i, const char **key, const char **value);
+const char *clt_safetensors_metadata(const clt_safetensors *f, const char *key);
+
+/* Reads the tensor called name into a new tensor on dev: F32 and I32 as they
+ * are; F16 and BF16 widened exactly to float32.
+ * Errors: CLT_ERR_INVALID_ARGUMENT (no such tensor; the message names it and
+ * the file), CLT_ERR_UNSUPPORTED (another dtype, named), CLT_ERR_IO (the
+ * file shrank or cannot be read), device errors from creating the tensor. */
+clt_status clt_safetensors_read(const clt_safetensors *f, const char *name, clt_device dev, clt_tensor **out);
+
+/* Reads the tensor called name into dst, which must have the same shape and
+ * a matching dtype (float32 for F32, F16 and BF16; int32 for I32); the copy
+ * runs on dst's device without waiting.
+ * Errors: as clt_safetensors_read, plus CLT_ERR_SHAPE naming both shapes or
+ * both dtypes when they differ. */
+clt_status clt_safetensors_read_into(const clt_safetensors *f, const char *name, clt_tensor *dst);
+
+/* ---- IDX ----
+ * Layout: bytes 0 0 T D (T the element type, D the number of dimensions),
+ * D big-endian uint32 sizes, then the elements. Only unsigned bytes
+ * (T = 0x08) are supported: labels are (N), images (N, rows, cols). Files may
+ * be gzip-compressed or raw; both are read transparently. */
+
+#define CLT_IDX_MAX_DIMS 8
+
+typedef struct clt_idx {
+    int ndim;
+    int64_t dims[CLT_IDX_MAX_DIMS];
+    size_t nbytes;   /* product of dims */
+    uint8_t *data;   /* nbytes elements, owned; freed by clt_idx_free */
+} clt_idx;
+
+/* Reads a whole IDX file of unsigned bytes. Validates the magic, the number
+ * of dimensions (1..CLT_IDX_MAX_DIMS), their product (overflow in 64 bits),
+ * that the data is exactly that long (no truncation, no trailing bytes) and,
+ * for gzip, the stream's integrity. Memory grows with the data actually read,
+ * never to a size the header merely claims.
+ * Errors: CLT_ERR_IO (cannot open or read), CLT_ERR_FORMAT (malformed,
+ * naming the file and the problem), CLT_ERR_UNSUPPORTED (another element
+ * type). On failure *out is zeroed and holds nothing. */
+clt_status clt_idx_read(const char *path, clt_idx *out);
+
+/* Frees the data and zeroes the struct; NULL does nothing. */
+void clt_idx_free(clt_idx *idx);
+
+/* Writes an IDX file of unsigned bytes, gzip-compressed when gzip is
+ * non-zero, atomically. Each dimension must be in 0..UINT32_MAX.
+ * Errors: CLT_ERR_INVALID_ARGUMENT, CLT_ERR_IO. */
+clt_status clt_idx_write(const char *path, int ndim, const int64_t *dims, const uint8_t *data, int gzip);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

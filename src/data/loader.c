@@ -1,0 +1,163 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../tensor/tensor_internal.h"
+#include "cltensor/data.h"
+
+struct clt_loader {
+    const clt_dataset *ds;
+    clt_device dev;
+    clt_loader_options opt;
+    int64_t n, num_batches, pixels;
+    int64_t epoch, next_batch;
+    int64_t *order;  /* example indices of the current epoch */
+    float *xs;       /* host staging for one shard of a batch */
+    int32_t *ys;
+    float scale[256]; /* pixel value -> [0, 1] */
+};
+
+clt_loader_options clt_loader_default_options(void)
+{
+    clt_loader_options o = {.batch_size = 256, .shuffle = 1, .seed = 0, .limit = 0, .rank = 0, .world = 1,
+                            .flatten = 0};
+    return o;
+}
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, bound) without modulo bias. */
+static uint64_t below(uint64_t *s, uint64_t bound)
+{
+    uint64_t reject = (0 - bound) % bound; /* 2^64 mod bound */
+    uint64_t r;
+    do r = splitmix64(s);
+    while (r < reject);
+    return r % bound;
+}
+
+/* Fisher-Yates from a state that depends only on the seed and the epoch, so
+ * every rank and every resumed run agrees on the order. */
+static void make_order(clt_loader *l)
+{
+    for (int64_t i = 0; i < l->n; i++) l->order[i] = i;
+    if (!l->opt.shuffle) return;
+    uint64_t s = l->opt.seed ^ (0xd1b54a32d192ed03ull * (uint64_t)(l->epoch + 1));
+    for (int64_t i = l->n - 1; i > 0; i--) {
+        int64_t j = (int64_t)below(&s, (uint64_t)i + 1);
+        int64_t t = l->order[i];
+        l->order[i] = l->order[j];
+        l->order[j] = t;
+    }
+}
+
+clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device dev, const clt_loader_options *opt)
+{
+    const char *op = "clt_loader_create";
+    CLT_TRY(clt__need(op, "out", out));
+    *out = NULL;
+    CLT_TRY(clt__need(op, "ds", ds));
+    CLT_TRY(clt__need(op, "opt", opt));
+    if (ds->n < 0 || (ds->n > 0 && (!ds->images || !ds->labels)) || ds->rows < 1 || ds->cols < 1 ||
+        ds->rows > INT32_MAX / ds->cols)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the dataset is empty or malformed (%lld images of %lldx%lld)",
+                         op, (long long)ds->n, (long long)ds->rows, (long long)ds->cols);
+    if (opt->batch_size < 1)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch size %lld (must be >= 1)", op,
+                         (long long)opt->batch_size);
+    if (opt->limit < 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: limit %lld (0 for all, else > 0)", op,
+                         (long long)opt->limit);
+    if (opt->world < 1 || opt->rank < 0 || opt->rank >= opt->world)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: rank %d of world %d", op, opt->rank, opt->world);
+    clt_loader *l = calloc(1, sizeof *l);
+    if (!l) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    l->ds = ds;
+    l->dev = dev;
+    l->opt = *opt;
+    l->n = opt->limit > 0 && opt->limit < ds->n ? opt->limit : ds->n;
+    l->num_batches = (l->n + opt->batch_size - 1) / opt->batch_size;
+    l->pixels = ds->rows * ds->cols;
+    int64_t most = opt->batch_size < l->n ? opt->batch_size : l->n; /* the largest shard */
+    l->order = malloc((size_t)(l->n ? l->n : 1) * sizeof *l->order);
+    l->xs = malloc((size_t)(most ? most : 1) * (size_t)l->pixels * sizeof *l->xs);
+    l->ys = malloc((size_t)(most ? most : 1) * sizeof *l->ys);
+    if (!l->order || !l->xs || !l->ys) {
+        clt_loader_free(l);
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld examples", op, (long long)l->n);
+    }
+    for (int v = 0; v < 256; v++) l->scale[v] = (float)v / 255.0f;
+    make_order(l);
+    *out = l;
+    return CLT_OK;
+}
+
+void clt_loader_free(clt_loader *l)
+{
+    if (!l) return;
+    free(l->order);
+    free(l->xs);
+    free(l->ys);
+    free(l);
+}
+
+int64_t clt_loader_num_examples(const clt_loader *l) { return l ? l->n : 0; }
+int64_t clt_loader_num_batches(const clt_loader *l) { return l ? l->num_batches : 0; }
+int64_t clt_loader_epoch(const clt_loader *l) { return l ? l->epoch : 0; }
+
+clt_status clt_loader_set_epoch(clt_loader *l, int64_t epoch)
+{
+    CLT_TRY(clt__need("clt_loader_set_epoch", "l", l));
+    if (epoch < 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_loader_set_epoch: epoch %lld", (long long)epoch);
+    l->epoch = epoch;
+    l->next_batch = 0;
+    make_order(l);
+    return CLT_OK;
+}
+
+/* Fills xs/ys with this rank's share of global batch b and returns its
+ * size. Reads only the loader's fixed state and the epoch's order, so it can
+ * prepare batch b+1 on another thread while batch b is in use. */
+static int64_t prepare(const clt_loader *l, int64_t b, float *xs, int32_t *ys)
+{
+    int64_t start = b * l->opt.batch_size;
+    int64_t len = l->n - start < l->opt.batch_size ? l->n - start : l->opt.batch_size;
+    int64_t lo = len * l->opt.rank / l->opt.world, hi = len * (l->opt.rank + 1) / l->opt.world;
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t idx = l->order[start + k];
+        const uint8_t *img = l->ds->images + idx * l->pixels;
+        float *dst = xs + (k - lo) * l->pixels;
+        for (int64_t p = 0; p < l->pixels; p++) dst[p] = l->scale[img[p]];
+        ys[k - lo] = l->ds->labels[idx];
+    }
+    return hi - lo;
+}
+
+clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y)
+{
+    const char *op = "clt_loader_next";
+    CLT_TRY(clt__need(op, "x", x));
+    CLT_TRY(clt__need(op, "y", y));
+    *x = *y = NULL;
+    CLT_TRY(clt__need(op, "l", l));
+    if (l->next_batch >= l->num_batches) return clt_loader_set_epoch(l, l->epoch + 1);
+    int64_t count = prepare(l, l->next_batch, l->xs, l->ys);
+    int64_t xshape[4] = {count, 1, l->ds->rows, l->ds->cols}, flat[2] = {count, l->pixels};
+    int64_t yshape[1] = {count};
+    clt_status s = l->opt.flatten ? clt_from_host(x, l->dev, CLT_FLOAT32, 2, flat, l->xs)
+                                  : clt_from_host(x, l->dev, CLT_FLOAT32, 4, xshape, l->xs);
+    if (s == CLT_OK) s = clt_from_host(y, l->dev, CLT_INT32, 1, yshape, l->ys);
+    if (s != CLT_OK) {
+        clt_tensor_release(*x);
+        *x = NULL;
+        return s;
+    }
+    l->next_batch++;
+    return CLT_OK;
+}
