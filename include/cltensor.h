@@ -8,7 +8,13 @@
 #include "cltensor/memory.h"
 #include "cltensor/tensor.h"
 #include "cltensor/ops.h"
+#include "cltensor/async.h"
+#include "cltensor/nn.h"
+#include "cltensor/optim.h"
 #include "cltensor/io.h"
 #include "cltensor/data.h"
+#include "cltensor/trainer.h"
+#include "cltensor/plan.h"
+#include "cltensor/parallel.h"
 
 #endif

@@ -13,7 +13,8 @@ extern "C" {
 typedef enum clt_device_type {
     CLT_DEVICE_CPU = 0, /* index counts CPU OpenCL devices over all platforms */
     CLT_DEVICE_GPU = 1, /* index counts GPU and accelerator devices over all platforms */
-    CLT_DEVICE_AT = 2   /* platform and index name an OpenCL platform and its device */
+    CLT_DEVICE_AT = 2,  /* platform and index name an OpenCL platform and its device */
+    CLT_DEVICE_PINNED = 3 /* page-locked host memory ("pinned"; see cltensor/async.h) */
 } clt_device_type;
 
 typedef struct clt_device {
@@ -50,7 +51,7 @@ int clt_device_equal(clt_device a, clt_device b);
  * when buf is NULL or too small. */
 clt_status clt_device_name(clt_device dev, char *buf, size_t len);
 
-/* Parses "cpu", "cpu:0", "gpu", "gpu:1" or "P:D". */
+/* Parses "cpu", "cpu:0", "gpu", "gpu:1", "pinned" or "P:D". */
 clt_status clt_device_parse(const char *text, clt_device *out);
 
 /* The default device of the calling thread: set by clt_set_default_device,
@@ -84,7 +85,8 @@ clt_status clt_device_info_get(int i, clt_device_info *out);
 clt_status clt_device_from_list(int i, clt_device *out);
 
 /* Waits until every command queued on the device has finished (a
- * synchronization point). A device never used is already idle. */
+ * synchronization point, see cltensor/async.h). A device never used is
+ * already idle. */
 clt_status clt_synchronize(clt_device dev);
 /* clt_synchronize on every device in use. */
 clt_status clt_synchronize_all(void);

@@ -16,6 +16,7 @@ typedef enum clt_status {
     CLT_ERR_SHAPE = 101,            /* shapes that do not fit the operation */
     CLT_ERR_DEVICE_MISMATCH = 102,  /* operands on different devices */
     CLT_ERR_BUSY = 103,             /* the tensor is in flight (a non-blocking copy reads it) */
+    CLT_ERR_SYNC = 104,             /* a synchronization point was hit while CLT_SYNC_DEBUG=error */
 
     CLT_ERR_NO_DEVICE = 200,        /* the named device does not exist */
     CLT_ERR_OUT_OF_MEMORY = 201,    /* the device (or its memory cap) is full */

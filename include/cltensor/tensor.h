@@ -79,7 +79,10 @@ clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t le
 
 /* Placement. clt_to returns t itself (one more reference, no copy) when it is
  * already on dev, else a copy; clt_copy_to always copies. Copies between
- * devices of one platform go device to device; others go through the host. */
+ * devices of one platform go device to device; others go through a pinned
+ * staging buffer. Neither waits for the device: the copy is ordered after
+ * t's producers by events. Only copies from or into pinned memory wait for
+ * the transfer (clt_to_async in cltensor/async.h does not). */
 clt_status clt_to(clt_tensor **out, clt_tensor *t, clt_device dev);
 clt_status clt_copy_to(clt_tensor **out, clt_tensor *t, clt_device dev);
 /* Copies src's elements into dst (same dtype and element count, same device). */

@@ -16,6 +16,7 @@ const char *clt_status_string(clt_status s)
     case CLT_ERR_SHAPE: return "CLT_ERR_SHAPE";
     case CLT_ERR_DEVICE_MISMATCH: return "CLT_ERR_DEVICE_MISMATCH";
     case CLT_ERR_BUSY: return "CLT_ERR_BUSY";
+    case CLT_ERR_SYNC: return "CLT_ERR_SYNC";
     case CLT_ERR_NO_DEVICE: return "CLT_ERR_NO_DEVICE";
     case CLT_ERR_OUT_OF_MEMORY: return "CLT_ERR_OUT_OF_MEMORY";
     case CLT_ERR_OPENCL: return "CLT_ERR_OPENCL";

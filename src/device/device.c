@@ -1,9 +1,9 @@
 /* Devices: enumeration of every OpenCL platform and device, naming, and the
  * contexts and in-order queues, created once per device when first used. */
 #include "device_internal.h"
+#include "sync.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,7 @@ static int slot_count;
 static clt__context_group *groups;
 static int group_count;
 static cl_command_queue *queues;
-static atomic_ullong *sync_counts;
+static int pinned_slot = -1;
 static pthread_once_t enumerate_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -107,19 +107,41 @@ static void enumerate(void)
         snprintf(s->name, sizeof s->name, "cpu:0");
         n++;
     }
+    /* Pinned host memory lives in the context of the first GPU (else of the
+     * first device): the device it is most likely copied to. */
+    if (n > 0 && n == cap) {
+        clt__slot *grown = realloc(tab, (size_t)(cap + 1) * sizeof *tab);
+        if (grown) {
+            tab = grown;
+            cap++;
+        }
+    }
+    if (n > 0 && n < cap) {
+        int base = 0;
+        for (int i = 0; i < n; i++)
+            if (tab[i].type == CLT_DEVICE_GPU) {
+                base = i;
+                break;
+            }
+        clt__slot *s = &tab[n];
+        *s = tab[base];
+        s->type = CLT_DEVICE_PINNED;
+        s->type_index = 0;
+        s->presented_as_gpu = 0;
+        snprintf(s->name, sizeof s->name, "pinned");
+        pinned_slot = n++;
+    }
     free(plats);
     int ngroups = 2 * (int)np;
     groups = calloc((size_t)ngroups, sizeof *groups);
     queues = calloc((size_t)(n ? n : 1), sizeof *queues);
-    sync_counts = calloc((size_t)(n ? n : 1), sizeof *sync_counts);
-    if (!groups || !queues || !sync_counts) {
+    if (!groups || !queues) {
         free(groups);
         free(queues);
-        free((void *)sync_counts);
         free(tab);
         groups = NULL;
         queues = NULL;
-        sync_counts = NULL;
+        pinned_slot = -1;
         return;
     }
     group_count = ngroups;
@@ -147,7 +169,7 @@ static int find_slot(clt_device dev)
         if (dev.type == CLT_DEVICE_AT) {
             /* The natural slot of P:D: not the extra cpu:0 made by CLT_CPU_AS_GPU. */
             if (s->platform_index == dev.platform && s->device_index == dev.index &&
-                s->context_group == s->platform_index)
+                s->context_group == s->platform_index && s->type != CLT_DEVICE_PINNED)
                 return i;
         } else if (s->type == dev.type && s->type_index == dev.index) {
             return i;
@@ -175,6 +197,8 @@ clt_status clt__resolve(clt_device dev, int *slot)
     if (clt__slot_count() == 0)
         return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: no OpenCL platform was found "
                          "(is an ICD such as pocl-opencl-icd installed?)", name);
+    if (dev.type == CLT_DEVICE_PINNED)
+        return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: pinned memory has one device, \"pinned\"", name);
     if (dev.type == CLT_DEVICE_AT)
         return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: no OpenCL platform %d with a device %d "
                          "(see `clt devices`)", name, dev.platform, dev.index);
@@ -189,6 +213,7 @@ clt_device clt__slot_device(int slot)
 }
 
 clt_device clt_cpu(void) { return (clt_device){CLT_DEVICE_CPU, 0, 0}; }
+clt_device clt_pinned(void) { return (clt_device){CLT_DEVICE_PINNED, 0, 0}; }
 clt_device clt_gpu(int i) { return (clt_device){CLT_DEVICE_GPU, i, 0}; }
 clt_device clt_device_at(int platform_index, int device_index)
 {
@@ -228,6 +253,8 @@ clt_status clt_device_name(clt_device dev, char *buf, size_t len)
         n = snprintf(buf, len, "%s", slots[slot].name);
     else if (dev.type == CLT_DEVICE_AT)
         n = snprintf(buf, len, "%d:%d", dev.platform, dev.index);
+    else if (dev.type == CLT_DEVICE_PINNED)
+        n = dev.index == 0 ? snprintf(buf, len, "pinned") : snprintf(buf, len, "pinned:%d", dev.index);
     else
         n = snprintf(buf, len, "%s:%d", dev.type == CLT_DEVICE_CPU ? "cpu" : "gpu", dev.index);
     if (n < 0 || (size_t)n >= len)
@@ -243,6 +270,8 @@ clt_status clt_device_parse(const char *text, clt_device *out)
         *out = clt_cpu();
     } else if (strcmp(text, "gpu") == 0) {
         *out = clt_gpu(0);
+    } else if (strcmp(text, "pinned") == 0 || strcmp(text, "pinned:0") == 0) {
+        *out = clt_pinned();
     } else if (sscanf(text, "cpu:%d%n", &a, &used) == 1 && text[used] == '\0' && a >= 0) {
         *out = (clt_device){CLT_DEVICE_CPU, a, 0};
     } else if (sscanf(text, "gpu:%d%n", &a, &used) == 1 && text[used] == '\0' && a >= 0) {
@@ -251,7 +280,7 @@ clt_status clt_device_parse(const char *text, clt_device *out)
         *out = clt_device_at(a, b);
     } else {
         return clt__fail(CLT_ERR_INVALID_ARGUMENT,
-                         "cannot parse device \"%s\": expected cpu, cpu:N, gpu, gpu:N or P:D", text);
+                         "cannot parse device \"%s\": expected cpu, cpu:N, gpu, gpu:N, pinned or P:D", text);
     }
     return CLT_OK;
 }
@@ -277,14 +306,21 @@ void clt_set_default_device(clt_device dev)
     default_set = 1;
 }
 
-int clt_device_count(void) { return clt__slot_count(); }
+/* The pinned slot, last in the table, is not an OpenCL device of its own. */
+int clt_device_count(void) { return clt__slot_count() - (pinned_slot >= 0); }
+
+int clt__pinned_slot(void)
+{
+    clt__slot_count();
+    return pinned_slot;
+}
 
 clt_status clt_device_from_list(int i, clt_device *out)
 {
     if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_from_list: out is NULL");
-    if (i < 0 || i >= clt__slot_count())
+    if (i < 0 || i >= clt_device_count())
         return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
-                         clt__slot_count());
+                         clt_device_count());
     *out = clt__slot_device(i);
     return CLT_OK;
 }
@@ -299,10 +335,10 @@ static void info_string(cl_device_id d, cl_device_info what, char *buf, size_t l
 clt_status clt_device_info_get(int i, clt_device_info *out)
 {
     if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_info_get: out is NULL");
-    const clt__slot *s = clt__slot_get(i);
+    const clt__slot *s = i < clt_device_count() ? clt__slot_get(i) : NULL;
     if (!s)
         return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
-                         clt__slot_count());
+                         clt_device_count());
     memset(out, 0, sizeof *out);
     out->platform_index = s->platform_index;
     out->device_index = s->device_index;
@@ -347,8 +383,13 @@ clt_status clt__slot_context(int slot, cl_context *out)
         if (!devs) {
             st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory creating a context for %s", s->name);
         } else {
-            for (int i = 0; i < slot_count; i++)
-                if (slots[i].context_group == s->context_group) devs[nd++] = slots[i].device;
+            for (int i = 0; i < slot_count; i++) {
+                if (slots[i].context_group != s->context_group) continue;
+                /* The pinned slot repeats a device: OpenCL wants each once. */
+                int listed = 0;
+                for (cl_uint j = 0; j < nd; j++) listed |= devs[j] == slots[i].device;
+                if (!listed) devs[nd++] = slots[i].device;
+            }
             cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)s->platform, 0};
             cl_int err;
             g->context = clCreateContext(props, nd, devs, NULL, NULL, &err);
@@ -376,7 +417,7 @@ clt_status clt__slot_queue(int slot, cl_command_queue *out)
     clt_status st = CLT_OK;
     if (!queues[slot]) {
         cl_int err;
-        queues[slot] = clCreateCommandQueue(ctx, slots[slot].device, 0, &err);
+        queues[slot] = clCreateCommandQueue(ctx, slots[slot].device, clt__queue_properties(), &err);
         if (err != CL_SUCCESS) {
             queues[slot] = NULL;
             st = clt__cl_fail(err, "clCreateCommandQueue for %s", slots[slot].name);
@@ -390,29 +431,3 @@ clt_status clt__slot_queue(int slot, cl_command_queue *out)
 int clt__slot_in_use(int slot) { return slot >= 0 && slot < clt__slot_count() && queues[slot] != NULL; }
 
 int clt__same_context(int a, int b) { return slots[a].context_group == slots[b].context_group; }
-
-void clt__count_sync(int slot)
-{
-    if (slot >= 0 && slot < clt__slot_count()) atomic_fetch_add(&sync_counts[slot], 1);
-}
-
-clt_status clt_synchronize(clt_device dev)
-{
-    int slot;
-    CLT_TRY(clt__resolve(dev, &slot));
-    if (!clt__slot_in_use(slot)) return CLT_OK;
-    clt__count_sync(slot);
-    cl_int err = clFinish(queues[slot]);
-    if (err != CL_SUCCESS) return clt__cl_fail(err, "clFinish on %s", slots[slot].name);
-    return CLT_OK;
-}
-
-clt_status clt_synchronize_all(void)
-{
-    int n = clt__slot_count();
-    for (int i = 0; i < n; i++) {
-        if (!clt__slot_in_use(i)) continue;
-        CLT_TRY(clt_synchronize(clt__slot_device(i)));
-    }
-    return CLT_OK;
-}

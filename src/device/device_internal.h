@@ -10,7 +10,7 @@ typedef struct clt__slot {
     cl_platform_id platform;
     cl_device_id device;
     int platform_index, device_index; /* P:D as `clt devices` lists them */
-    clt_device_type type;             /* CLT_DEVICE_CPU or CLT_DEVICE_GPU as presented */
+    clt_device_type type;             /* CLT_DEVICE_CPU, CLT_DEVICE_GPU as presented, or CLT_DEVICE_PINNED */
     int type_index;                   /* i in cpu:i / gpu:i */
     int presented_as_gpu;
     int context_group;                /* slots of one group share one context */
@@ -35,7 +35,7 @@ int clt__slot_in_use(int slot);
 /* 1 when two slots share a context, so buffers of one are valid on the other's queue. */
 int clt__same_context(int a, int b);
 
-/* Counts a host synchronization point on the slot's device. */
-void clt__count_sync(int slot);
+/* The slot of pinned host memory ("pinned"), or -1 when there is no device. */
+int clt__pinned_slot(void);
 
 #endif

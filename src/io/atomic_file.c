@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../core/error.h"
+#include "../core/fault.h"
 
 static atomic_uint tmp_counter;
 
@@ -58,6 +59,8 @@ clt_status clt__afile_open(clt__afile *f, const char *path)
 clt_status clt__afile_write(clt__afile *f, const void *data, size_t n)
 {
     if (n == 0) return CLT_OK;
+    if (clt__fault(CLT__FAULT_WRITE))
+        return clt__fail(CLT_ERR_IO, "cannot write %s: %s (injected by CLT_FAULT)", f->path, strerror(ENOSPC));
     if (fwrite(data, 1, n, f->fp) != n)
         return clt__fail(CLT_ERR_IO, "cannot write %s: %s", f->path, strerror(errno));
     return CLT_OK;
@@ -81,7 +84,9 @@ static void sync_dir(const char *path)
 clt_status clt__afile_commit(clt__afile *f)
 {
     clt_status s = CLT_OK;
-    if (fflush(f->fp) != 0 || fsync(fileno(f->fp)) != 0)
+    if (clt__fault(CLT__FAULT_WRITE))
+        s = clt__fail(CLT_ERR_IO, "cannot write %s: %s (injected by CLT_FAULT)", f->path, strerror(ENOSPC));
+    else if (fflush(f->fp) != 0 || fsync(fileno(f->fp)) != 0)
         s = clt__fail(CLT_ERR_IO, "cannot write %s: %s", f->path, strerror(errno));
     if (fclose(f->fp) != 0 && s == CLT_OK)
         s = clt__fail(CLT_ERR_IO, "cannot write %s: %s", f->path, strerror(errno));

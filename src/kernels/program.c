@@ -16,7 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/fault.h"
 #include "../device/device_internal.h"
+#include "../device/sync.h"
 #include "sources.h"
 
 #define BUILD_OPTIONS "-cl-std=CL1.2"
@@ -214,6 +216,9 @@ static clt_status get_program(int slot, int index, cl_program *out)
 clt_status clt__kernel(int slot, const char *program, const char *name, cl_kernel *out)
 {
     if (slot < 0 || slot >= clt__slot_count()) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d", slot);
+    if (slot == clt__pinned_slot())
+        return clt__fail(CLT_ERR_UNSUPPORTED, "kernel %s: pinned tensors hold host memory and kernels do not run "
+                         "on them; move the tensor to a device with clt_to first", name);
     pthread_mutex_lock(&lock);
     clt_status st = CLT_OK;
     if (!table) {
@@ -267,17 +272,19 @@ clt_status clt__launch(int slot, const char *program, const char *name, int narg
         cl_int err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
         if (err != CL_SUCCESS) return clt__cl_fail(err, "setting argument %d of kernel %s", i, name);
     }
+    if (clt__fault(CLT__FAULT_ENQUEUE))
+        return clt__cl_fail(CL_OUT_OF_RESOURCES, "enqueueing kernel %s on %s (injected by CLT_FAULT)", name,
+                            clt__slot_get(slot)->name);
     cl_event wait = written ? clt__tensor_take_foreign_read(written) : NULL;
     cl_event ev;
     cl_int err = clEnqueueNDRangeKernel(q, k, (cl_uint)dims, NULL, global, local, wait ? 1 : 0,
-                                        wait ? &wait : NULL, written ? &ev : NULL);
+                                        wait ? &wait : NULL, &ev);
     if (wait) clReleaseEvent(wait);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "enqueueing kernel %s on %s", name, clt__slot_get(slot)->name);
-    if (written) {
-        clt__tensor_set_write(written, ev);
-        clReleaseEvent(ev);
-    }
-    return CLT_OK;
+    if (written) clt__tensor_set_write(written, ev);
+    clt_status s = clt__after_enqueue(slot, ev, name);
+    clReleaseEvent(ev);
+    return s;
 }
 
 clt_status clt__launch1(int slot, const char *program, const char *name, int nargs, const clt__arg *args,

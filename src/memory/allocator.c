@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/fault.h"
 #include "../device/device_internal.h"
+#include "../device/sync.h"
 #include "publish.h"
 
 #define ROUND 512u
@@ -35,6 +37,7 @@ struct clt__block {
 
 struct clt__segment {
     cl_mem mem;
+    void *host; /* pinned memory: the mapped address, else NULL */
     size_t size;
     int pool;
     int slot;
@@ -68,7 +71,7 @@ static int parse_cap(const char *text, int64_t total, int64_t *out)
     default: break;
     }
     if (*end != '\0' && *end != ',') return 0;
-    if (mult == 1 && v > 0 && v <= 1 && strchr(text, '.')) v *= (double)total;
+    if (mult == 1 && v > 0 && v <= 1 && memchr(text, '.', (size_t)(end - text))) v *= (double)total;
     else v *= mult;
     *out = (int64_t)v;
     return 1;
@@ -151,6 +154,9 @@ static void release_segment(clt__allocator *a, clt__segment *seg)
     clt__segment **pp = &a->segments;
     while (*pp != seg) pp = &(*pp)->next;
     *pp = seg->next;
+    cl_command_queue q;
+    if (seg->host && clt__side_queue(a->slot, &q) == CLT_OK)
+        clEnqueueUnmapMemObject(q, seg->mem, seg->host, 0, NULL, NULL);
     clReleaseMemObject(seg->mem);
     a->stats.reserved -= (int64_t)seg->size;
     a->stats.segments--;
@@ -194,34 +200,44 @@ static clt_status oom(clt__allocator *a, size_t nbytes, const char *why)
 }
 
 /* Gets a buffer from the driver and touches it, so that a lazily allocating
- * driver reports out-of-memory here rather than at a later kernel launch. */
-static clt_status driver_alloc(clt__allocator *a, size_t size, cl_mem *out)
+ * driver reports out-of-memory here rather than at a later kernel launch.
+ * The touch runs on a side queue: it does not wait behind queued work.
+ * Pinned memory is allocated for host access and mapped for good instead. */
+static clt_status driver_alloc(clt__allocator *a, size_t size, cl_mem *out, void **host)
 {
     const clt__slot *s = clt__slot_get(a->slot);
     if (a->stats.cap && a->stats.reserved + (int64_t)size > a->stats.cap)
         return CLT_ERR_OUT_OF_MEMORY;
+    if (clt__fault(CLT__FAULT_DRIVER))
+        return clt__cl_fail(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer of %zu bytes on %s (injected by CLT_FAULT)",
+                            size, s->name);
     cl_context ctx;
     cl_command_queue q;
     CLT_TRY(clt__slot_context(a->slot, &ctx));
-    CLT_TRY(clt__slot_queue(a->slot, &q));
+    CLT_TRY(clt__side_queue(a->slot, &q));
+    int pinned = s->type == CLT_DEVICE_PINNED;
     cl_int err;
-    cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, size, NULL, &err);
+    cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE | (pinned ? CL_MEM_ALLOC_HOST_PTR : 0), size, NULL, &err);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "clCreateBuffer of %zu bytes on %s", size, s->name);
     const cl_uchar zero = 0;
     cl_event ev;
-    err = clEnqueueFillBuffer(q, m, &zero, 1, 0, size, 0, NULL, &ev);
+    void *p = NULL;
+    if (pinned)
+        p = clEnqueueMapBuffer(q, m, CL_FALSE, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, NULL, &ev, &err);
+    else
+        err = clEnqueueFillBuffer(q, m, &zero, 1, 0, size, 0, NULL, &ev);
+    clt_status st = CLT_OK;
     if (err == CL_SUCCESS) {
-        err = clWaitForEvents(1, &ev);
-        cl_int exec = CL_COMPLETE;
-        clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
-        if (err == CL_SUCCESS && exec < 0) err = exec;
+        st = clt__host_wait(a->slot, pinned ? "mapping new pinned memory" : "touching a new device buffer", ev);
         clReleaseEvent(ev);
     }
-    if (err != CL_SUCCESS) {
+    if (err != CL_SUCCESS || st != CLT_OK) {
         clReleaseMemObject(m);
+        if (st != CLT_OK) return st;
         return clt__cl_fail(err, "touching a new buffer of %zu bytes on %s", size, s->name);
     }
     *out = m;
+    *host = p;
     return CLT_OK;
 }
 
@@ -240,10 +256,11 @@ static clt_status new_segment(clt__allocator *a, int pool, size_t size, clt__blo
                                             : round_up(size, SMALL_SEGMENT);
     if (seg_size > s->max_alloc) seg_size = size;
     cl_mem mem = NULL;
-    clt_status st = driver_alloc(a, seg_size, &mem);
+    void *host = NULL;
+    clt_status st = driver_alloc(a, seg_size, &mem, &host);
     if (st == CLT_ERR_OUT_OF_MEMORY && seg_size > size) {
         seg_size = size;
-        st = driver_alloc(a, seg_size, &mem);
+        st = driver_alloc(a, seg_size, &mem, &host);
     }
     if (st != CLT_OK) return st;
     clt__segment *seg = calloc(1, sizeof *seg);
@@ -255,6 +272,7 @@ static clt_status new_segment(clt__allocator *a, int pool, size_t size, clt__blo
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for allocator bookkeeping");
     }
     seg->mem = mem;
+    seg->host = host;
     seg->size = seg_size;
     seg->pool = pool;
     seg->slot = a->slot;
@@ -310,6 +328,9 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **ou
         return clt__fail(CLT_ERR_OUT_OF_MEMORY,
                          "tensor of %.1f MiB exceeds the largest single allocation of %s (%.1f MiB)",
                          (double)nbytes / MIB, s->name, (double)s->max_alloc / MIB);
+    if (clt__fault(CLT__FAULT_ALLOC))
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes on %s (injected by CLT_FAULT)", nbytes,
+                         s->name);
     size_t size = round_up(nbytes, ROUND);
     int pool = size <= SMALL_LIMIT ? POOL_SMALL : POOL_LARGE;
     pthread_mutex_lock(&a->lock);
@@ -353,7 +374,7 @@ void clt__free(clt__block *b, cl_event pending)
          * the block while another queue still reads it. */
         cl_command_queue q;
         if (clt__slot_queue(a->slot, &q) != CLT_OK || clEnqueueBarrierWithWaitList(q, 1, &pending, NULL) != CL_SUCCESS)
-            clWaitForEvents(1, &pending);
+            clt__host_wait(a->slot, "freeing a block another device reads", pending);
     }
     pthread_mutex_lock(&a->lock);
     a->stats.allocated -= (int64_t)b->requested;
@@ -396,6 +417,7 @@ void clt__block_set_category(clt__block *b, clt_category cat)
 
 cl_mem clt__block_mem(const clt__block *b) { return b->seg->mem; }
 size_t clt__block_offset(const clt__block *b) { return b->offset; }
+void *clt__block_host(const clt__block *b) { return b->seg->host ? (char *)b->seg->host + b->offset : NULL; }
 int clt__block_slot(const clt__block *b) { return b->seg->slot; }
 
 /* Public counters. A device never used reads zero everywhere. */
@@ -456,6 +478,7 @@ clt_status clt_reset_peak_memory_stats(clt_device dev)
     a->stats.peak_allocated = a->stats.allocated;
     a->stats.peak_reserved = a->stats.reserved;
     for (int c = 0; c < CLT_MEM_CATEGORY_COUNT; c++) a->stats.category_peak[c] = a->stats.category_allocated[c];
+    clt__publish_update(a->slot, &a->stats);
     pthread_mutex_unlock(&a->lock);
     return CLT_OK;
 }

@@ -20,6 +20,8 @@ void clt__block_set_category(clt__block *b, clt_category cat);
 
 cl_mem clt__block_mem(const clt__block *b);
 size_t clt__block_offset(const clt__block *b);
+/* The host address of a pinned block (NULL on other devices). */
+void *clt__block_host(const clt__block *b);
 int clt__block_slot(const clt__block *b);
 
 #endif

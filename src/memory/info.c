@@ -57,12 +57,12 @@ clt_status clt_memory_report(clt_device dev, FILE *out)
     char name[32];
     CLT_TRY(clt_device_name(dev, name, sizeof name));
     fprintf(out, "memory on %s\n", name);
-    fprintf(out, "  %-16s %10s %10s\n", "", "MiB", "peak MiB");
-    fprintf(out, "  %-16s %10.1f %10.1f\n", "allocated", s.allocated / MIB, s.peak_allocated / MIB);
+    fprintf(out, "  %-18s %10s %10s\n", "", "MiB", "peak MiB");
+    fprintf(out, "  %-18s %10.1f %10.1f\n", "allocated", s.allocated / MIB, s.peak_allocated / MIB);
     for (int c = 0; c < CLT_MEM_CATEGORY_COUNT; c++)
-        fprintf(out, "    %-14s %10.1f %10.1f\n", clt_category_name((clt_category)c),
+        fprintf(out, "    %-16s %10.1f %10.1f\n", clt_category_name((clt_category)c),
                 s.category_allocated[c] / MIB, s.category_peak[c] / MIB);
-    fprintf(out, "  %-16s %10.1f %10.1f\n", "reserved", s.reserved / MIB, s.peak_reserved / MIB);
-    if (s.cap) fprintf(out, "  %-16s %10.1f\n", "cap", s.cap / MIB);
+    fprintf(out, "  %-18s %10.1f %10.1f\n", "reserved", s.reserved / MIB, s.peak_reserved / MIB);
+    if (s.cap) fprintf(out, "  %-18s %10.1f\n", "cap", s.cap / MIB);
     return CLT_OK;
 }

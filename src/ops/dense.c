@@ -1,8 +1,13 @@
 /* Dense ops: GEMM, matmul and the linear layer's forward and backward.
  * Every product goes through clt__dense_gemm, the one place that picks a
- * device's dense implementation (CLBlast for now). */
+ * device's dense implementation: the register-tiled kernels of
+ * cl/gemm_cpu.cl on CPU devices, CLBlast elsewhere (its kernels are shaped
+ * for GPUs). CLT_DENSE=cpu|clblast forces either one. */
 #include <clblast_c.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "../core/fault.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
 #include "ops_internal.h"
@@ -56,18 +61,19 @@ static clt_status clblast_fail(CLBlastStatusCode c, int slot, size_t m, size_t n
                      clblast_name(c), (int)c);
 }
 
-clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
-                           const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                           clt_tensor *c, size_t ldc)
+static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
+                               float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
+                               float beta, clt_tensor *c, size_t ldc)
 {
-    if (m == 0 || n == 0) return CLT_OK;
-    if (k == 0) return beta == 0.0f ? clt_fill_(c, 0.0) : beta == 1.0f ? CLT_OK : clt_scale_(c, beta);
     /* CLBlast takes no wait list. */
     CLT_TRY(clt__wait_foreign_read(slot, c));
     cl_command_queue q;
     CLT_TRY(clt__slot_queue(slot, &q));
     clt__buf ab = clt__tensor_buf(a), bb = clt__tensor_buf(b), cb = clt__tensor_buf(c);
     cl_event ev = NULL;
+    if (clt__fault(CLT__FAULT_ENQUEUE))
+        return clt__cl_fail(CL_OUT_OF_RESOURCES, "CLBlastSgemm (m=%zu, n=%zu, k=%zu) on %s (injected by CLT_FAULT)", m,
+                            n, k, clt__slot_get(slot)->name);
     CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
                                         transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, alpha,
                                         ab.mem, (size_t)ab.off, lda, bb.mem, (size_t)bb.off, ldb, beta, cb.mem,
@@ -80,6 +86,97 @@ clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m,
         clReleaseEvent(ev);
     }
     return s;
+}
+
+/* The tile of one work-item of cl/gemm_cpu.cl. */
+#define CPU_TM 12
+#define CPU_TN 16
+
+/* The register-tiled kernels; a transposed B is packed into panels first.
+ * bias (n), when not NULL, is added to every row in the same pass. */
+static clt_status cpu_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
+                           const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
+                           clt_tensor *c, size_t ldc, const clt_tensor *bias)
+{
+    size_t panels = (n + CPU_TN - 1) / CPU_TN, local[] = {1, 1};
+    cl_ulong lb = ldb, un = n, uk = k;
+    clt__buf bb = clt__tensor_buf(b);
+    clt_tensor *packed = NULL;
+    clt_status s = CLT_OK;
+    if (transpose_b) {
+        int64_t shape[] = {(int64_t)(panels * k * CPU_TN)};
+        CLT_TRY(clt__tensor_new(&packed, slot, CLT_FLOAT32, 1, shape));
+        clt__buf pb = clt__tensor_buf(packed);
+        clt__arg pargs[] = {CLT_ARG(bb.mem), CLT_ARG(bb.off), CLT_ARG(lb), CLT_ARG(pb.mem),
+                            CLT_ARG(pb.off), CLT_ARG(un),     CLT_ARG(uk)};
+        s = clt__launch(slot, "gemm_cpu", "pack_bt_f32", 7, pargs, 1, &panels, local, packed);
+        bb = pb;
+    }
+    if (s == CLT_OK) {
+        clt__buf ab = clt__tensor_buf(a), cb = clt__tensor_buf(c), biasb = bias ? clt__tensor_buf(bias) : cb;
+        cl_ulong la = lda, lc = ldc, um = m;
+        cl_uint has_bias = bias != NULL;
+        clt__arg args[] = {CLT_ARG(ab.mem),    CLT_ARG(ab.off),  CLT_ARG(la),     CLT_ARG(bb.mem), CLT_ARG(bb.off),
+                           CLT_ARG(lb),        CLT_ARG(cb.mem),  CLT_ARG(cb.off), CLT_ARG(lc),     CLT_ARG(um),
+                           CLT_ARG(un),        CLT_ARG(uk),      CLT_ARG(alpha),  CLT_ARG(beta),   CLT_ARG(biasb.mem),
+                           CLT_ARG(biasb.off), CLT_ARG(has_bias)};
+        size_t global[] = {(m + CPU_TM - 1) / CPU_TM, panels};
+        static const char *const names[2][2] = {{"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}};
+        s = clt__launch(slot, "gemm_cpu", names[transpose_a != 0][transpose_b != 0], 17, args, 2, global, local, c);
+    }
+    /* The allocator reuses packed's memory only after the queue's pending work. */
+    clt_tensor_release(packed);
+    return s;
+}
+
+/* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is a CPU
+ * (also when CLT_CPU_AS_GPU presents it as a GPU). */
+static clt_status use_cpu_kernels(int slot, int *out)
+{
+    const char *env = getenv("CLT_DENSE");
+    if (env && *env) {
+        if (strcmp(env, "cpu") != 0 && strcmp(env, "clblast") != 0)
+            return clt__fail(CLT_ERR_INVALID_ARGUMENT, "CLT_DENSE=%s: expected cpu or clblast", env);
+        *out = strcmp(env, "cpu") == 0;
+        return CLT_OK;
+    }
+    cl_device_type type;
+    cl_int err = clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    if (err != CL_SUCCESS) return clt__cl_fail(err, "querying the type of %s", clt__slot_get(slot)->name);
+    *out = (type & CL_DEVICE_TYPE_CPU) != 0;
+    return CLT_OK;
+}
+
+/* clt__dense_gemm with an optional bias (n) added to every row of c; a bias
+ * needs beta = 0. The CPU kernels add it in their epilogue; otherwise (and
+ * for k = 0) it fills c first and the product accumulates with beta 1. */
+static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
+                             const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
+                             clt_tensor *c, size_t ldc, const clt_tensor *bias)
+{
+    if (m == 0 || n == 0) return CLT_OK;
+    int cpu = 0;
+    CLT_TRY(use_cpu_kernels(slot, &cpu));
+    if (cpu && k > 0)
+        return cpu_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+    if (bias) {
+        clt__buf ob = clt__tensor_buf(c), bb = clt__tensor_buf(bias);
+        cl_ulong rows = m, cols = n;
+        clt__arg args[] = {CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(bb.mem), CLT_ARG(bb.off), CLT_ARG(rows),
+                           CLT_ARG(cols)};
+        size_t global[] = {n, m};
+        CLT_TRY(clt__launch(slot, "dense", "bias_rows_f32", 6, args, 2, global, NULL, c));
+        beta = 1.0f;
+    }
+    if (k == 0) return beta == 0.0f ? clt_fill_(c, 0.0) : beta == 1.0f ? CLT_OK : clt_scale_(c, beta);
+    return clblast_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
+                           const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
+                           clt_tensor *c, size_t ldc)
+{
+    return dense_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
 }
 
 static clt_status shape_fail(const char *op, const char *what, const clt_tensor *a, const clt_tensor *b,
@@ -150,17 +247,8 @@ clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_ten
     int64_t shape[] = {x->shape[0], w->shape[0]};
     clt_tensor *out;
     CLT_TRY(clt__tensor_new(&out, slot, CLT_FLOAT32, 2, shape));
-    clt_status s = CLT_OK;
-    if (b) {
-        clt__buf ob = clt__tensor_buf(out), bb = clt__tensor_buf(b);
-        clt__arg args[] = {CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(bb.mem), CLT_ARG(bb.off), CLT_ARG(rows),
-                           CLT_ARG(cols)};
-        size_t global[] = {(size_t)cols, (size_t)rows};
-        s = clt__launch(slot, "dense", "bias_rows_f32", 6, args, 2, global, NULL, out);
-    }
-    if (s == CLT_OK)
-        s = clt__dense_gemm(slot, 0, 1, (size_t)rows, (size_t)cols, (size_t)x->shape[1], 1.0f, x,
-                            (size_t)x->shape[1], w, (size_t)w->shape[1], b ? 1.0f : 0.0f, out, (size_t)cols);
+    clt_status s = dense_gemm(slot, 0, 1, (size_t)rows, (size_t)cols, (size_t)x->shape[1], 1.0f, x,
+                              (size_t)x->shape[1], w, (size_t)w->shape[1], 0.0f, out, (size_t)cols, b);
     return clt__finish(s, out, y);
 }
 

@@ -1,9 +1,14 @@
 /* Placement: explicit copies within a device, between devices of one
- * context (device to device), and between contexts (through the host). */
+ * context (device to device), and between contexts or to and from pinned
+ * memory (through host memory, see pinned.c). None waits for the device
+ * unless pinned memory is involved and the caller asked for a blocking copy. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../device/device_internal.h"
+#include "../device/sync.h"
+#include "pinned.h"
 #include "tensor_internal.h"
 
 /* Copies src into dst (same element count and dtype), enqueued on dst's
@@ -15,88 +20,80 @@ static clt_status copy_same_context(clt_tensor *dst, const clt_tensor *src)
     cl_command_queue q;
     CLT_TRY(clt__slot_queue(dst->st->slot, &q));
     int foreign = dst->st->slot != src->st->slot;
-    cl_event wait[2];
+    cl_event wait[3];
     cl_uint nwait = 0;
     if (foreign && src->st->last_write) wait[nwait++] = src->st->last_write;
     if (foreign && src->st->foreign_read) wait[nwait++] = src->st->foreign_read;
+    /* dst may still be read by another queue: overwrite it only after that read. */
+    cl_event dst_read = clt__tensor_take_foreign_read(dst);
+    if (dst_read) wait[nwait++] = dst_read;
+    /* OpenCL lets a queue wait on another queue's event only once that
+     * queue is flushed; otherwise the wait may never end. */
+    cl_command_queue src_q;
+    if (foreign && clt__slot_queue(src->st->slot, &src_q) == CLT_OK) clFlush(src_q);
     cl_event ev;
     cl_int err = clEnqueueCopyBuffer(q, clt__tensor_buf(src).mem, clt__tensor_buf(dst).mem,
                                      clt__tensor_byte_offset(src), clt__tensor_byte_offset(dst), nbytes, nwait,
                                      nwait ? wait : NULL, &ev);
+    if (dst_read) clReleaseEvent(dst_read);
     if (err != CL_SUCCESS)
         return clt__cl_fail(err, "copying %zu bytes from %s to %s", nbytes, clt__slot_get(src->st->slot)->name,
                             clt__slot_get(dst->st->slot)->name);
     if (foreign) {
-        /* src's own queue must not overwrite or reuse it before this read. */
+        /* src's own queue must not overwrite or reuse it before this read,
+         * and will wait for ev: flush so that it can. */
+        clFlush(q);
         clRetainEvent(ev);
         if (src->st->foreign_read) clReleaseEvent(src->st->foreign_read);
         src->st->foreign_read = ev;
     }
     clt__tensor_set_write(dst, ev);
+    char name[48];
+    snprintf(name, sizeof name, "%s->%s", clt__slot_get(src->st->slot)->name, clt__slot_get(dst->st->slot)->name);
+    clt_status s = clt__after_copy(dst->st->slot, ev, name, nbytes);
     clReleaseEvent(ev);
+    return s;
+}
+
+/* Copies src into the new tensor dst; *done (may be NULL) receives the
+ * last command. */
+static clt_status copy_into(clt_tensor *dst, clt_tensor *src, int blocking, cl_event *done, const char *api)
+{
+    if (clt__is_pinned(dst) || clt__is_pinned(src) || !clt__same_context(dst->st->slot, src->st->slot))
+        return clt__copy_via_host(dst, src, blocking, done, api);
+    if (done) *done = NULL;
+    CLT_TRY(copy_same_context(dst, src));
+    if (done && dst->st->last_write) {
+        clRetainEvent(dst->st->last_write);
+        *done = dst->st->last_write;
+    }
     return CLT_OK;
 }
 
-static void CL_CALLBACK free_staging(cl_event ev, cl_int status, void *data)
+static clt_status copy_to(clt_tensor **out, clt_tensor *t, clt_device dev, int blocking, cl_event *done,
+                          const char *api)
 {
-    (void)ev;
-    (void)status;
-    free(data);
-}
-
-/* Across contexts (platforms) the bytes go through host memory. */
-static clt_status copy_through_host(clt_tensor *dst, const clt_tensor *src)
-{
-    size_t nbytes = clt_tensor_nbytes(src);
-    if (nbytes == 0) return CLT_OK;
-    void *staging = malloc(nbytes);
-    if (!staging) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory staging %zu bytes", nbytes);
-    clt_status s = clt_to_host(src, staging, nbytes);
-    cl_command_queue q;
-    if (s == CLT_OK) s = clt__slot_queue(dst->st->slot, &q);
-    if (s != CLT_OK) {
-        free(staging);
-        return s;
-    }
-    cl_event ev;
-    cl_int err = clEnqueueWriteBuffer(q, clt__tensor_buf(dst).mem, CL_FALSE, clt__tensor_byte_offset(dst), nbytes,
-                                      staging, 0, NULL, &ev);
-    if (err != CL_SUCCESS) {
-        free(staging);
-        return clt__cl_fail(err, "writing %zu bytes to %s", nbytes, clt__slot_get(dst->st->slot)->name);
-    }
-    if (clSetEventCallback(ev, CL_COMPLETE, free_staging, staging) != CL_SUCCESS) {
-        clWaitForEvents(1, &ev);
-        free(staging);
-    }
-    clt__tensor_set_write(dst, ev);
-    clReleaseEvent(ev);
-    return CLT_OK;
-}
-
-static clt_status copy_into(clt_tensor *dst, const clt_tensor *src)
-{
-    if (clt__same_context(dst->st->slot, src->st->slot)) return copy_same_context(dst, src);
-    return copy_through_host(dst, src);
-}
-
-clt_status clt_copy_to(clt_tensor **out, clt_tensor *t, clt_device dev)
-{
-    CLT_TRY(clt__need("clt_copy_to", "out", out));
+    CLT_TRY(clt__need(api, "out", out));
     *out = NULL;
-    CLT_TRY(clt__need("clt_copy_to", "t", t));
+    CLT_TRY(clt__need(api, "t", t));
     int slot;
     CLT_TRY(clt__resolve(dev, &slot));
     clt_tensor *c;
     CLT_TRY(clt__tensor_new(&c, slot, t->dtype, t->ndim, t->shape));
-    clt_status s = copy_into(c, t);
+    clt_status s = copy_into(c, t, blocking, done, api);
     if (s == CLT_OK) s = clt_tensor_set_category(c, t->st->cat);
     if (s != CLT_OK) {
+        if (done && *done) clReleaseEvent(*done);
         clt_tensor_release(c);
         return s;
     }
     *out = c;
     return CLT_OK;
+}
+
+clt_status clt_copy_to(clt_tensor **out, clt_tensor *t, clt_device dev)
+{
+    return copy_to(out, t, dev, 1, NULL, "clt_copy_to");
 }
 
 clt_status clt_to(clt_tensor **out, clt_tensor *t, clt_device dev)
@@ -110,7 +107,33 @@ clt_status clt_to(clt_tensor **out, clt_tensor *t, clt_device dev)
         *out = clt_tensor_retain(t);
         return CLT_OK;
     }
-    return clt_copy_to(out, t, dev);
+    return copy_to(out, t, dev, 1, NULL, "clt_to");
+}
+
+clt_status clt_to_async(clt_tensor **out, clt_tensor *t, clt_device dev, clt_event **done)
+{
+    if (done) *done = NULL;
+    CLT_TRY(clt__need("clt_to_async", "out", out));
+    *out = NULL;
+    CLT_TRY(clt__need("clt_to_async", "t", t));
+    int slot;
+    CLT_TRY(clt__resolve(dev, &slot));
+    if (slot == t->st->slot) {
+        *out = clt_tensor_retain(t);
+        return CLT_OK;
+    }
+    cl_event ev = NULL;
+    CLT_TRY(copy_to(out, t, dev, 0, done ? &ev : NULL, "clt_to_async"));
+    if (!ev) return CLT_OK;
+    /* The command ran on the queue of the device side of the transfer. */
+    int queue_slot = slot == clt__pinned_slot() ? t->st->slot : slot;
+    clt_status s = clt__event_new(ev, queue_slot, done);
+    clReleaseEvent(ev);
+    if (s != CLT_OK) {
+        clt_tensor_release(*out);
+        *out = NULL;
+    }
+    return s;
 }
 
 clt_status clt_copy_(clt_tensor *dst, const clt_tensor *src)
@@ -121,5 +144,6 @@ clt_status clt_copy_(clt_tensor *dst, const clt_tensor *src)
     if (dst->dtype != src->dtype || dst->numel != src->numel)
         return clt__fail(CLT_ERR_SHAPE, "clt_copy_: %lld %s elements into %lld %s elements", (long long)src->numel,
                          clt_dtype_name(src->dtype), (long long)dst->numel, clt_dtype_name(dst->dtype));
+    if (clt__is_pinned(dst)) return clt__copy_via_host(dst, (clt_tensor *)src, 0, NULL, "clt_copy_");
     return copy_same_context(dst, src);
 }

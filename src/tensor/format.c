@@ -52,16 +52,22 @@ static void put_dim(out_buf *o, const fmt_ctx *c, int dim, int64_t base, int ind
     const clt_tensor *t = c->t;
     int64_t n = t->shape[dim], stride = 1;
     for (int d = dim + 1; d < t->ndim; d++) stride *= t->shape[d];
+    /* As PyTorch: blocks of three or more dimensions are set apart by blank lines. */
+    int blank = t->ndim - dim - 2;
     put(o, "[");
     for (int64_t i = 0; i < n; i++) {
         if (c->summarise && n > 2 * EDGE && i == EDGE) {
             put(o, "...,");
-            put(o, dim == t->ndim - 1 ? " " : "\n%*s", indent + 1, "");
+            if (dim == t->ndim - 1) put(o, " ");
+            else put(o, "\n%.*s%*s", blank, "\n\n\n\n\n\n\n", indent + 1, "");
             i = n - EDGE;
         }
         if (dim == t->ndim - 1) put_value(o, c, base + i);
         else put_dim(o, c, dim + 1, base + i * stride, indent + 1);
-        if (i + 1 < n) put(o, dim == t->ndim - 1 ? ", " : ",\n%*s", indent + 1, "");
+        if (i + 1 < n) {
+            if (dim == t->ndim - 1) put(o, ", ");
+            else put(o, ",\n%.*s%*s", blank, "\n\n\n\n\n\n\n", indent + 1, "");
+        }
     }
     put(o, "]");
 }
@@ -73,7 +79,7 @@ clt_status clt_tensor_format(const clt_tensor *t, char *buf, size_t len)
     size_t nbytes = clt_tensor_nbytes(t);
     void *data = malloc(nbytes ? nbytes : 1);
     if (!data) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory reading a tensor to print");
-    clt_status s = clt_to_host(t, data, nbytes);
+    clt_status s = clt__read_host(t, data, nbytes, "clt_tensor_format");
     if (s != CLT_OK) {
         free(data);
         return s;

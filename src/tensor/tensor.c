@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "../device/device_internal.h"
+#include "../device/sync.h"
+#include "pinned.h"
 
 const char *clt_dtype_name(clt_dtype dt)
 {
@@ -54,7 +56,8 @@ clt_status clt__check_shape(int ndim, const int64_t *shape, clt_dtype dt, int64_
 static void storage_release(clt__storage *st)
 {
     if (!st || atomic_fetch_sub(&st->refs, 1) != 1) return;
-    clt__free(st->block, st->foreign_read);
+    if (st->slot == clt__pinned_slot()) clt__pinned_free(st);
+    else clt__free(st->block, st->foreign_read);
     if (st->last_write) clReleaseEvent(st->last_write);
     if (st->foreign_read) clReleaseEvent(st->foreign_read);
     free(st);
@@ -73,6 +76,7 @@ clt_status clt__tensor_new(clt_tensor **out, int slot, clt_dtype dt, int ndim, c
         free(st);
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for a tensor header");
     }
+    if (slot == clt__pinned_slot()) clt__pinned_reclaim();
     if (nbytes > 0) {
         clt_status s = clt__alloc(slot, nbytes, CLT_MEM_OTHER, &st->block);
         if (s != CLT_OK) {
@@ -108,6 +112,12 @@ clt_status clt_empty(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, c
 static clt_status fill(clt_tensor *t, const void *pattern)
 {
     if (t->numel == 0) return CLT_OK;
+    if (clt__is_pinned(t)) {
+        /* A new tensor: no transfer can be using it yet. */
+        char *p = clt__pinned_ptr(t);
+        for (int64_t i = 0; i < t->numel; i++) memcpy(p + 4 * i, pattern, 4);
+        return CLT_OK;
+    }
     cl_command_queue q;
     CLT_TRY(clt__slot_queue(t->st->slot, &q));
     cl_event ev;
@@ -115,12 +125,18 @@ static clt_status fill(clt_tensor *t, const void *pattern)
                                      clt_tensor_nbytes(t), 0, NULL, &ev);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "clEnqueueFillBuffer");
     clt__tensor_set_write(t, ev);
+    clt_status s = clt__after_enqueue(t->st->slot, ev, "fill");
     clReleaseEvent(ev);
-    return CLT_OK;
+    return s;
 }
 
 clt_status clt_full(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape, double value)
 {
+    /* Converting an out-of-range double to int32 is undefined behaviour. */
+    if (dt == CLT_INT32 && !(value >= INT32_MIN && value <= INT32_MAX)) {
+        if (out) *out = NULL;
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_full: %g does not fit int32", value);
+    }
     CLT_TRY(clt_empty(out, dev, dt, ndim, shape));
     float f = (float)value;
     int32_t i = (int32_t)value;
@@ -150,30 +166,40 @@ static void CL_CALLBACK free_staging(cl_event ev, cl_int status, void *data)
 }
 
 /* Writes host bytes into t without waiting: the bytes are copied to a
- * staging buffer that is freed when the write completes. */
-static clt_status write_async(clt_tensor *t, const void *src, size_t nbytes)
+ * staging buffer that is freed when the write completes. A pinned tensor
+ * (checked by the caller) is simply written. */
+clt_status clt__write_host(clt_tensor *t, const void *src, size_t nbytes)
 {
     if (nbytes == 0) return CLT_OK;
+    if (clt__is_pinned(t)) {
+        memcpy(clt__pinned_ptr(t), src, nbytes);
+        return CLT_OK;
+    }
     cl_command_queue q;
     CLT_TRY(clt__slot_queue(t->st->slot, &q));
     void *staging = malloc(nbytes);
     if (!staging) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory staging %zu bytes", nbytes);
     memcpy(staging, src, nbytes);
     cl_event ev;
+    cl_event wait = clt__tensor_take_foreign_read(t);
     cl_int err = clEnqueueWriteBuffer(q, clt__tensor_buf(t).mem, CL_FALSE, clt__tensor_byte_offset(t), nbytes,
-                                      staging, 0, NULL, &ev);
+                                      staging, wait ? 1 : 0, wait ? &wait : NULL, &ev);
+    if (wait) clReleaseEvent(wait);
     if (err != CL_SUCCESS) {
         free(staging);
         return clt__cl_fail(err, "clEnqueueWriteBuffer of %zu bytes", nbytes);
     }
     err = clSetEventCallback(ev, CL_COMPLETE, free_staging, staging);
     if (err != CL_SUCCESS) {
-        clWaitForEvents(1, &ev);
+        clt__host_wait(t->st->slot, "freeing a staging buffer", ev);
         free(staging);
     }
     clt__tensor_set_write(t, ev);
+    char name[32];
+    snprintf(name, sizeof name, "host->%s", clt__slot_get(t->st->slot)->name);
+    clt_status s = clt__after_copy(t->st->slot, ev, name, nbytes);
     clReleaseEvent(ev);
-    return CLT_OK;
+    return s;
 }
 
 clt_status clt_from_host(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
@@ -185,7 +211,7 @@ clt_status clt_from_host(clt_tensor **out, clt_device dev, clt_dtype dt, int ndi
         *out = NULL;
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_from_host: data is NULL");
     }
-    clt_status s = write_async(*out, data, clt_tensor_nbytes(*out));
+    clt_status s = clt__write_host(*out, data, clt_tensor_nbytes(*out));
     if (s != CLT_OK) {
         clt_tensor_release(*out);
         *out = NULL;
@@ -368,23 +394,41 @@ clt_status clt__same_device(const char *op, const clt_tensor *a, const clt_tenso
                      clt__slot_get(a->st->slot)->name, clt__slot_get(b->st->slot)->name);
 }
 
-clt_status clt_to_host(const clt_tensor *t, void *dst, size_t nbytes)
+clt_status clt__read_host(const clt_tensor *t, void *dst, size_t nbytes, const char *api)
 {
-    CLT_TRY(clt__need("clt_to_host", "t", t));
+    CLT_TRY(clt__need(api, "t", t));
     size_t need = clt_tensor_nbytes(t);
     if (need == 0) return CLT_OK;
-    CLT_TRY(clt__need("clt_to_host", "dst", dst));
+    CLT_TRY(clt__need(api, "dst", dst));
     if (nbytes < need)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_to_host: destination holds %zu bytes, tensor has %zu",
-                         nbytes, need);
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: destination holds %zu bytes, tensor has %zu", api, nbytes,
+                         need);
+    if (clt__is_pinned(t)) {
+        CLT_TRY(clt__pinned_readable(t, api));
+        memcpy(dst, clt__pinned_ptr(t), need);
+        return CLT_OK;
+    }
+    int slot = t->st->slot;
     cl_command_queue q;
-    CLT_TRY(clt__slot_queue(t->st->slot, &q));
-    clt__count_sync(t->st->slot);
-    cl_int err = clEnqueueReadBuffer(q, clt__tensor_buf(t).mem, CL_TRUE, clt__tensor_byte_offset(t), need, dst,
-                                     0, NULL, NULL);
-    if (err != CL_SUCCESS) return clt__cl_fail(err, "clEnqueueReadBuffer of %zu bytes from %s", need,
-                                               clt__slot_get(t->st->slot)->name);
-    return CLT_OK;
+    CLT_TRY(clt__slot_queue(slot, &q));
+    /* Refused up front in CLT_SYNC_DEBUG=error mode, before anything is enqueued. */
+    CLT_TRY(clt__sync_point(slot, api));
+    cl_event ev;
+    cl_int err = clEnqueueReadBuffer(q, clt__tensor_buf(t).mem, CL_FALSE, clt__tensor_byte_offset(t), need, dst,
+                                     0, NULL, &ev);
+    if (err != CL_SUCCESS)
+        return clt__cl_fail(err, "clEnqueueReadBuffer of %zu bytes from %s", need, clt__slot_get(slot)->name);
+    char name[32];
+    snprintf(name, sizeof name, "%s->host", clt__slot_get(slot)->name);
+    clt__trace_command(slot, ev, name, "copy", need);
+    clt_status s = clt__sync_wait_only(slot, api, 1, &ev);
+    clReleaseEvent(ev);
+    return s;
+}
+
+clt_status clt_to_host(const clt_tensor *t, void *dst, size_t nbytes)
+{
+    return clt__read_host(t, dst, nbytes, "clt_to_host");
 }
 
 clt_status clt_item(const clt_tensor *t, double *out)
@@ -397,7 +441,7 @@ clt_status clt_item(const clt_tensor *t, double *out)
         float f;
         int32_t i;
     } v;
-    CLT_TRY(clt_to_host(t, &v, sizeof v));
+    CLT_TRY(clt__read_host(t, &v, sizeof v, "clt_item"));
     *out = t->dtype == CLT_FLOAT32 ? (double)v.f : (double)v.i;
     return CLT_OK;
 }

@@ -15,6 +15,7 @@ typedef struct clt__storage {
     clt_category cat;
     cl_event last_write;   /* the last command that wrote it, or NULL */
     cl_event foreign_read; /* the last command on another queue that read it, or NULL */
+    struct clt__pinned_io *io; /* pinned memory: transfers in flight (see pinned.h), or NULL */
 } clt__storage;
 
 struct clt_tensor {
@@ -44,6 +45,11 @@ void clt__tensor_set_write(clt_tensor *t, cl_event ev);
 /* Hands over the storage's pending read by another queue (NULL if none):
  * a command about to overwrite the tensor must wait for it. */
 cl_event clt__tensor_take_foreign_read(clt_tensor *t);
+
+/* Copies host bytes into t (nbytes = its size) without waiting. */
+clt_status clt__write_host(clt_tensor *t, const void *src, size_t nbytes);
+/* clt_to_host on behalf of the public call `api` (named at the sync point). */
+clt_status clt__read_host(const clt_tensor *t, void *dst, size_t nbytes, const char *api);
 
 /* Checks the shape (count, sizes, overflow) and computes element count and bytes. */
 clt_status clt__check_shape(int ndim, const int64_t *shape, clt_dtype dt, int64_t *numel, size_t *nbytes);

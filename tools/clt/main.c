@@ -1,20 +1,27 @@
-/* clt: the command-line tool. */
+/* clt: the command-line tool. Each command is a function in commands.h and
+ * a row of the table below. */
 #include <stdio.h>
 #include <string.h>
 
-#include <cltensor.h>
-
 #include "commands.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"devices", clt_cmd_devices, "list every OpenCL platform and device"},
+    {"smi", clt_cmd_smi, "memory per device and per cltensor process, like nvidia-smi"},
+    {"train", clt_cmd_train, "train the chapter's ResMLP classifier on Fashion-MNIST"},
+    {"eval", clt_cmd_eval, "test loss and accuracy of a checkpoint"},
+};
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: clt <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  devices   list every OpenCL platform and device\n"
-            "\n"
-            "Run `clt <command> --help` for a command's options.\n");
+    fprintf(out, "usage: clt <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nRun `clt <command> --help` for a command's options.\n");
 }
 
 int main(int argc, char **argv)
@@ -28,7 +35,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(cmd, "devices") == 0) return clt_cmd_devices(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "clt: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -1,0 +1,158 @@
+/* The chapter's exercises 1 and 2 with the memory planner (cltensor/plan.h).
+ * 1: predicted vs measured peak of a training step of the four-plateau MLP
+ *    (1024 -> 4096 x 3 -> 10 with Adam; --small: 256 -> 512 x 3 -> 10) at
+ *    batch 64, 256 and 1024.
+ * 2: a ResMLP of 16 blocks (width 128) with Adam under a memory cap (--cap
+ *    MiB, default 24): the largest batch each variant, without and with
+ *    checkpointing, trains at, found by bisection on real steps, against the
+ *    planner's largest batch for that cap.
+ * Uses CLT_DEVICE when set, else try_gpu(). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cltensor.h>
+
+#define MIB (1024.0 * 1024.0)
+
+#define CHECK(expr)                                                                               \
+    do {                                                                                          \
+        clt_status s_ = (expr);                                                                   \
+        if (s_ != CLT_OK) {                                                                       \
+            fprintf(stderr, "%s failed: %s: %s\n", #expr, clt_status_string(s_), clt_last_error()); \
+            exit(1);                                                                              \
+        }                                                                                         \
+    } while (0)
+
+static clt_device dev;
+
+/* The trainer's step on a random batch made on the device; its status. */
+static clt_status step(clt_model *m, clt_optimizer *opt, int64_t rows, int64_t in, int classes)
+{
+    int64_t shape[2] = {rows, in};
+    int32_t *lab = malloc((size_t)rows * sizeof *lab);
+    if (!lab) return CLT_ERR_OUT_OF_MEMORY;
+    for (int64_t i = 0; i < rows; i++) lab[i] = (int32_t)(i % classes);
+    clt_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL, *dlogits = NULL;
+    clt_status s = clt_randn(&x, dev, 2, shape, 1);
+    if (s == CLT_OK) s = clt_from_host(&y, dev, CLT_INT32, 1, &rows, lab);
+    free(lab);
+    if (s == CLT_OK) s = clt_model_forward(m, x, &logits);
+    if (s == CLT_OK) s = clt_cross_entropy_forward(&loss, &dlogits, logits, y);
+    if (s == CLT_OK) s = clt_model_zero_grad(m);
+    if (s == CLT_OK) s = clt_model_backward(m, dlogits, NULL);
+    if (s == CLT_OK) s = clt_optimizer_step(opt);
+    if (s == CLT_OK) s = clt_synchronize(dev);
+    clt_tensor_release(x);
+    clt_tensor_release(y);
+    clt_tensor_release(logits);
+    clt_tensor_release(loss);
+    clt_tensor_release(dlogits);
+    return s;
+}
+
+static clt_plan_options adam_plan(int64_t batch, int segments)
+{
+    clt_plan_options o = clt_plan_default_options();
+    o.batch_size = batch;
+    o.optimizer = CLT_OPTIMIZER_ADAM;
+    o.checkpoint_segments = segments;
+    o.device = dev;
+    return o;
+}
+
+static void exercise1(int small)
+{
+    int64_t in = small ? 256 : 1024, h = small ? 512 : 4096, hiddens[3] = {h, h, h};
+    clt_model *m;
+    clt_optimizer *opt;
+    CHECK(clt_model_create_mlp(&m, dev, in, 3, hiddens, 10, 0));
+    CHECK(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
+    printf("exercise 1: MLP %lld -> %lld x 3 -> 10, Adam\n", (long long)in, (long long)h);
+    printf("  batch  predicted MiB  measured MiB   error  (weights+grads+Adam %.1f MiB)\n",
+           4.0 * 4 * clt_model_parameter_count(m) / MIB);
+    const int64_t batches[] = {64, 256, 1024};
+    for (int k = 0; k < 3; k++) {
+        clt_plan p;
+        clt_plan_options o = adam_plan(batches[k], 0);
+        CHECK(clt_plan_step(m, &o, &p));
+        CHECK(step(m, opt, batches[k], in, 10)); /* creates gradients and state */
+        CHECK(clt_reset_peak_memory_stats(dev));
+        CHECK(step(m, opt, batches[k], in, 10));
+        int64_t peak = clt_max_memory_allocated(dev);
+        printf("  %5lld  %13.2f  %12.2f  %+5.2f%%\n", (long long)batches[k], p.peak / MIB, peak / MIB,
+               100.0 * ((double)p.peak - (double)peak) / (double)peak);
+    }
+    clt_optimizer_free(opt);
+    clt_model_free(m);
+}
+
+/* Largest batch in [lo, hi] that trains under the cap (lo known to fit). */
+static int64_t bisect(clt_model *m, clt_optimizer *opt, int64_t lo, int64_t hi, int64_t in)
+{
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        CHECK(clt_empty_cache(dev));
+        clt_status s = step(m, opt, mid, in, 10);
+        if (s == CLT_OK) lo = mid;
+        else if (s == CLT_ERR_OUT_OF_MEMORY) hi = mid - 1;
+        else CHECK(s);
+    }
+    return lo;
+}
+
+static void exercise2(int64_t cap)
+{
+    enum { IN = 32, H = 128, BLOCKS = 16 };
+    printf("exercise 2: ResMLP %d blocks of width %d, Adam, memory cap %.0f MiB\n", BLOCKS, H, cap / MIB);
+    int64_t found[2] = {0, 0};
+    for (int ck = 0; ck < 2; ck++) {
+        int segments = ck ? CLT_CHECKPOINT_AUTO : 0;
+        clt_model *m;
+        clt_optimizer *opt;
+        CHECK(clt_model_create_resmlp(&m, dev, IN, H, BLOCKS, 10, 0));
+        CHECK(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
+        CHECK(clt_model_set_checkpointing(m, segments));
+        clt_plan_options o = adam_plan(1, segments);
+        int64_t predicted;
+        CHECK(clt_plan_max_batch(m, &o, cap, 1 << 22, &predicted));
+        CHECK(step(m, opt, 1, IN, 10));
+        CHECK(clt_empty_cache(dev));
+        CHECK(clt_set_memory_cap(dev, cap));
+        found[ck] = predicted > 0 ? bisect(m, opt, 0, predicted + predicted / 4 + 1, IN) : 0;
+        CHECK(clt_set_memory_cap(dev, 0));
+        o.batch_size = found[ck] > 0 ? found[ck] : 1;
+        clt_plan p;
+        CHECK(clt_plan_step(m, &o, &p));
+        printf("  checkpointing=%-5s largest batch: predicted %6lld, measured %6lld (%.0f%%); "
+               "at it %.1f MiB allocated of %.0f MiB\n",
+               ck ? "True" : "False", (long long)predicted, (long long)found[ck],
+               100.0 * (double)found[ck] / (double)(predicted ? predicted : 1), p.peak / MIB, cap / MIB);
+        clt_optimizer_free(opt);
+        clt_model_free(m);
+        CHECK(clt_empty_cache(dev));
+    }
+    if (found[0] > 0) printf("  checkpointing goes %.2fx as far\n", (double)found[1] / (double)found[0]);
+}
+
+int main(int argc, char **argv)
+{
+    int small = 0;
+    int64_t cap = 24ll << 20;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--small") == 0) small = 1;
+        else if (strcmp(argv[i], "--cap") == 0 && i + 1 < argc) cap = (int64_t)(atof(argv[++i]) * MIB);
+        else {
+            fprintf(stderr, "usage: %s [--small] [--cap MiB]\n", argv[0]);
+            return 2;
+        }
+    }
+    dev = getenv("CLT_DEVICE") ? clt_get_default_device() : clt_try_gpu(0);
+    char name[32];
+    CHECK(clt_device_name(dev, name, sizeof name));
+    printf("device %s\n", name);
+    exercise1(small);
+    exercise2(cap);
+    return 0;
+}

@@ -1,0 +1,165 @@
+/* Models: a Sequential of layers (Linear, ReLU, Flatten, ResidualBlock) with
+ * explicit forward and backward passes, llm.c style, and the softmax
+ * cross-entropy loss.
+ *
+ * Memory layout: all of a model's parameters are views into ONE flat float32
+ * tensor tagged CLT_MEM_WEIGHTS, in the order of PyTorch's state_dict (each
+ * Linear's weight (out,in), then its bias (out)). Gradients are views into a
+ * second flat tensor tagged CLT_MEM_GRADIENTS, created (zeroed) by the first
+ * backward pass. Moving a model moves the flat tensors in one copy each, and
+ * an optimizer updates every parameter with one kernel over the flat buffer.
+ *
+ * Training memory follows the chapter's four plateaus: weights from
+ * clt_model_init; activations kept by a training forward (tagged
+ * CLT_MEM_ACTIVATIONS) until backward consumes and frees them; gradients
+ * from the first backward on; optimizer state from the first optimizer step. */
+#ifndef CLTENSOR_NN_H
+#define CLTENSOR_NN_H
+
+#include <stdint.h>
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clt_model clt_model;
+
+/* ---- Building ---------------------------------------------------------
+ * clt_model_create makes an empty Sequential; clt_model_add_* append layers;
+ * clt_model_init allocates and initialises the parameters on a device, after
+ * which the model is usable and no layer can be added. Parameter names are
+ * "<prefix>.<i>.weight" ("<i>.weight" when prefix is "" or NULL), i being
+ * the layer's index in the Sequential, as PyTorch names nn.Sequential
+ * entries. Adding a layer whose input width contradicts the previous
+ * layer's output width fails with CLT_ERR_SHAPE. */
+clt_status clt_model_create(clt_model **out, const char *prefix);
+/* Linear(in, out): y = x @ weight^T + bias; x is (B,in), weight (out,in). */
+clt_status clt_model_add_linear(clt_model *m, int64_t in_features, int64_t out_features);
+/* ReLU: y = max(x, 0), any shape. */
+clt_status clt_model_add_relu(clt_model *m);
+/* Flatten: (B, d1, d2, ...) -> (B, d1*d2*...), a view of its input. */
+clt_status clt_model_add_flatten(clt_model *m);
+/* ResidualBlock(h): y = x + body(x), body = Linear(h,h), ReLU, Linear(h,h),
+ * ReLU; its parameters are named "<prefix>.<i>.body.0.weight",
+ * "...body.0.bias", "...body.2.weight", "...body.2.bias". */
+clt_status clt_model_add_residual(clt_model *m, int64_t num_hiddens);
+/* Allocates the flat parameter tensor on dev and initialises it as PyTorch
+ * does by default: every Linear's weight and bias uniform in
+ * [-1/sqrt(in), 1/sqrt(in)). The values come from a host generator seeded
+ * by `seed`, so they are the same on every device. Training mode is on. */
+clt_status clt_model_init(clt_model *m, clt_device dev, uint64_t seed);
+
+/* An initialised MLP named as nn.Sequential(...) itself ("0.weight",
+ * "2.weight", ...): Linear(num_inputs, hiddens[0]), ReLU, ...,
+ * Linear(hiddens[n-1], num_outputs); num_hidden_layers may be 0. */
+clt_status clt_model_create_mlp(clt_model **out, clt_device dev, int64_t num_inputs, int num_hidden_layers,
+                                const int64_t *hiddens, int64_t num_outputs, uint64_t seed);
+/* The chapter's ResMLPClassifier, initialised, with its state_dict names:
+ * net = Sequential(Flatten, Linear(num_inputs, h), ReLU, ResidualBlock(h) x
+ * num_blocks, Linear(h, num_outputs)), so for two blocks "net.1.weight",
+ * "net.3.body.0.weight", ..., "net.5.bias". */
+clt_status clt_model_create_resmlp(clt_model **out, clt_device dev, int64_t num_inputs, int64_t num_hiddens,
+                                   int num_blocks, int64_t num_outputs, uint64_t seed);
+
+/* Releases the parameters, gradients and any kept activations. NULL is fine.
+ * An optimizer built on the model must be freed first or not used again. */
+void clt_model_free(clt_model *m);
+
+/* ---- Placement and mode ---------------------------------------------- */
+
+/* Moves every parameter (and the gradients, if any) to dev: one copy of each
+ * flat tensor; a no-op when already there. Activations kept by an unfinished
+ * training forward are dropped. Views obtained earlier from
+ * clt_model_named_parameter are invalid afterwards. Build optimizers after
+ * moving (their state is created on the parameters' device). */
+clt_status clt_model_to(clt_model *m, clt_device dev);
+/* Where the parameters live. */
+clt_device clt_model_device(const clt_model *m);
+/* Training on (1, the default): forward keeps what backward needs. Off: the
+ * chapter's no_grad, forward keeps nothing. Switching drops kept activations. */
+void clt_model_set_training(clt_model *m, int on);
+int clt_model_training(const clt_model *m);
+
+/* ---- Activation checkpointing ----------------------------------------
+ * Trading compute for memory (Chen et al. 2016; torch.utils.checkpoint with
+ * use_reentrant=False). With a segment size S > 0, a training forward runs
+ * each run of consecutive ResidualBlocks in segments of S blocks (the last
+ * may be shorter) that keep only their input; backward runs each segment's
+ * forward again from that input, backpropagates through it and frees the
+ * recomputed activations before moving to the segment below. Stored
+ * activations drop from every block's to the segment inputs plus one
+ * segment's; a step costs about one extra forward. Gradients are bit for bit
+ * those without checkpointing: recomputation runs the same kernels on the
+ * same inputs. No layer draws random numbers; one that does must take its
+ * draws from a counter-based generator keyed on (seed, forward count,
+ * layer), fixed when the training forward runs, so that recomputation
+ * replays them (see docs/checkpointing.md). Layers outside runs of residual
+ * blocks keep their activations as usual. Inference (training off) is
+ * unaffected. */
+#define CLT_CHECKPOINT_AUTO (-1) /* segments of about sqrt(blocks in the run) */
+/* segment_size: blocks per segment, 0 turns checkpointing off (the default),
+ * CLT_CHECKPOINT_AUTO picks round(sqrt(n)) for a run of n blocks. Changing it
+ * drops kept activations. Fails with CLT_ERR_INVALID_ARGUMENT for other
+ * negative sizes. */
+clt_status clt_model_set_checkpointing(clt_model *m, int segment_size);
+/* The segment size set (0 when off or m is NULL). */
+int clt_model_checkpointing(const clt_model *m);
+/* Number of ResidualBlocks at the top level of the model (0 for NULL). */
+int clt_model_num_blocks(const clt_model *m);
+
+/* ---- Forward and backward -------------------------------------------- */
+
+/* x is (B, ...) on the model's device (else CLT_ERR_DEVICE_MISMATCH); *y is
+ * a new tensor (B, out) on that device. In training mode every layer keeps
+ * what its backward needs, replacing what an earlier forward kept. The model
+ * keeps references to x (not copies), so x must not be modified before
+ * backward. Layer shape errors name the layer ("net.3.body.0: ..."). */
+clt_status clt_model_forward(clt_model *m, clt_tensor *x, clt_tensor **y);
+/* dy is the gradient of the loss with respect to the last forward's output
+ * (same shape). Creates the gradients at the first call (zeroed), then
+ * ACCUMULATES every parameter's gradient (+=), and frees the kept
+ * activations. When dx is not NULL, *dx is a new tensor, the gradient with
+ * respect to x (shaped as x). Fails with CLT_ERR_INVALID_ARGUMENT when no
+ * training forward is pending; on any failure the kept activations are
+ * dropped. */
+clt_status clt_model_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx);
+/* Sets every gradient to zero with one fill of the flat gradient tensor.
+ * Before the first backward there are no gradients and nothing is allocated
+ * (they are implicitly zero), as PyTorch's zero_grad(set_to_none=True). */
+clt_status clt_model_zero_grad(clt_model *m);
+/* Scales the gradients so that their global L2 norm is at most max_norm
+ * (PyTorch's clip_grad_norm_, with its 1e-6 guard); *total_norm (may be
+ * NULL) receives the norm before clipping. Reads the norm back, so it is a
+ * synchronization point. Nothing happens before the first backward. */
+clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total_norm);
+
+/* Softmax cross-entropy loss layer. logits is (B,C), labels (B) int32.
+ * *loss is a one-element tensor, the mean loss. When dlogits is not NULL,
+ * *dlogits is what clt_model_backward takes, (softmax - onehot) / B, tagged
+ * CLT_MEM_ACTIVATIONS (the loss's kept state); pass NULL in inference. */
+clt_status clt_cross_entropy_forward(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+                                     const clt_tensor *labels);
+
+/* ---- Parameters ------------------------------------------------------- */
+
+/* Number of float32 parameters N (4N bytes of weights). 0 for NULL. */
+int64_t clt_model_parameter_count(const clt_model *m);
+/* Number of named parameter tensors (two per Linear). 0 for NULL. */
+int clt_model_num_named_parameters(const clt_model *m);
+/* The i-th named parameter, in state_dict order. Each output may be NULL.
+ * *param and *grad are borrowed views owned by the model (valid until
+ * clt_model_to or clt_model_free); *grad is NULL before the first backward. */
+clt_status clt_model_named_parameter(const clt_model *m, int i, const char **name, clt_tensor **param,
+                                     clt_tensor **grad);
+/* Index of the parameter with that name, or -1. */
+int clt_model_find_parameter(const clt_model *m, const char *name);
+/* The flat tensors (N) behind every parameter and gradient: borrowed;
+ * gradients are NULL before the first backward. */
+clt_tensor *clt_model_parameters(const clt_model *m);
+clt_tensor *clt_model_gradients(const clt_model *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

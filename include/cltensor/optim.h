@@ -1,0 +1,60 @@
+/* Optimizers over a model's flat parameter buffer: one fused kernel per step
+ * updates every parameter. State (SGD momentum; Adam's two moments) is
+ * created lazily at the first step that finds gradients, on the parameters'
+ * device, tagged CLT_MEM_OPTIMIZER: the chapter's fourth plateau. */
+#ifndef CLTENSOR_OPTIM_H
+#define CLTENSOR_OPTIM_H
+
+#include <stdint.h>
+#include "nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clt_optimizer clt_optimizer;
+
+/* SGD as PyTorch's: g = grad + weight_decay * param; with momentum,
+ * buf = momentum * buf + g (buf = g at the first step) and param -= lr * buf;
+ * without, param -= lr * g and there is no state. The optimizer borrows the
+ * model, which must outlive it. CLT_ERR_INVALID_ARGUMENT for a NULL or
+ * uninitialised model, or lr, momentum or weight_decay negative or not
+ * finite, or momentum >= 1. */
+clt_status clt_optimizer_create_sgd(clt_optimizer **out, clt_model *model, float lr, float momentum,
+                                    float weight_decay);
+/* Adam as PyTorch's (defaults lr 1e-3, betas 0.9 and 0.999, eps 1e-8),
+ * bias-corrected. decoupled = 1 is AdamW (param *= 1 - lr * weight_decay);
+ * otherwise weight_decay is added to the gradient. Betas must lie in [0, 1). */
+clt_status clt_optimizer_create_adam(clt_optimizer **out, clt_model *model, float lr, float beta1, float beta2,
+                                     float eps, float weight_decay, int decoupled);
+/* NULL is fine. */
+void clt_optimizer_free(clt_optimizer *opt);
+
+/* One update of every parameter from the current gradients. Before the first
+ * backward (no gradients yet) it does nothing, as PyTorch skips parameters
+ * without gradients. Creates the state at the first update. State left on
+ * another device (the model was moved after the first step) fails with
+ * CLT_ERR_DEVICE_MISMATCH. */
+clt_status clt_optimizer_step(clt_optimizer *opt);
+
+/* Learning rate, for schedules. */
+float clt_optimizer_lr(const clt_optimizer *opt);
+clt_status clt_optimizer_set_lr(clt_optimizer *opt, float lr);
+/* Updates done so far (Adam's step t). set_steps restores it from a checkpoint. */
+int64_t clt_optimizer_steps(const clt_optimizer *opt);
+clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps);
+
+/* The state buffers, flat over the parameters in the model's layout:
+ * Adam has "exp_avg" and "exp_avg_sq", SGD with momentum "momentum_buffer",
+ * SGD without none (PyTorch's names). *state is borrowed and NULL until the
+ * first update (or clt_optimizer_init_state). */
+int clt_optimizer_num_states(const clt_optimizer *opt);
+clt_status clt_optimizer_state(const clt_optimizer *opt, int i, const char **name, clt_tensor **state);
+/* Creates the state now, zeroed, on the parameters' device (for loading a
+ * checkpoint into it); a no-op when it exists. */
+clt_status clt_optimizer_init_state(clt_optimizer *opt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,120 @@
+/* More than one device: data parallel training in one process (a replica of
+ * the model per device, each global batch split across them), over several
+ * processes (any transport that can sum a host buffer, e.g. MPI_Allreduce),
+ * and model parallel (a Sequential split into stages on different devices).
+ *
+ * The library itself has no MPI dependency: a process group is described by
+ * a clt_collective the caller fills (`clt train --distributed` fills one
+ * with Open MPI). */
+#ifndef CLTENSOR_PARALLEL_H
+#define CLTENSOR_PARALLEL_H
+
+#include <stdint.h>
+#include "trainer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A group of `world` processes of which this one is `rank`. allreduce_sum
+ * replaces buf[0..n) on every rank by the elementwise sum over all ranks;
+ * every rank calls it with the same n in the same order (it is collective).
+ * It returns CLT_OK or an error status (and should set clt's message). */
+typedef struct clt_collective {
+    int rank, world;
+    clt_status (*allreduce_sum)(void *ctx, float *buf, int64_t n);
+    void *ctx;
+} clt_collective;
+
+/* ---- Replicas ---------------------------------------------------------- */
+
+/* *out is a new model with src's layers and prefix (so the same parameter
+ * names) and a copy of src's parameters, on dev, in training mode, without
+ * gradients. src must be initialised. */
+clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device dev);
+
+/* ---- Data parallel ----------------------------------------------------- */
+
+/* Trains `model` as clt_trainer_fit does, on several devices at once.
+ *
+ * Devices: devices[0..num_devices) when devices is not NULL; otherwise the
+ * first num_devices of clt_try_all_gpus (all of them when num_devices is 0).
+ * The model moves to the first device (the primary) and replicas are made
+ * on the others. opt->num_gpus, use_device and device are not used.
+ *
+ * Each step splits the global batch (opt->batch_size examples, over every
+ * device of every rank) into contiguous shards, shard s of S = world *
+ * num_devices going to device s % num_devices of rank s / num_devices. The
+ * host issues forward, loss and backward to every device before waiting on
+ * any; each device computes its own loss and the mean gradient g_s over its
+ * n_s examples. Only gradients are combined, weighted by shard size: the
+ * primary's gradient becomes sum_s (n_s / N) g_s, the global batch's mean
+ * gradient, so uneven splits are exact. With comm, that sum crosses
+ * processes through comm->allreduce_sum on a host staging buffer. The
+ * primary clips (opt->gradient_clip_val) and steps; its parameters are then
+ * copied to every replica, so replicas stay identical and only the primary
+ * holds optimizer state. The result equals clt_trainer_fit on one device up
+ * to float rounding.
+ *
+ * With comm (NULL: one process): every rank must start from the same
+ * parameters (same seed, or the same checkpoint loaded on every rank) and
+ * call this with the same options; only rank 0 evaluates on val, logs,
+ * writes metrics, plot and checkpoint. out (may be NULL) receives on every
+ * rank the global train loss; val figures on rank 0 only (NaN elsewhere);
+ * out->device names the primary, with "+k" for k more devices in this
+ * process.
+ * Errors: those of clt_trainer_fit; CLT_ERR_INVALID_ARGUMENT for a bad
+ * device list or comm (rank outside [0, world), no allreduce_sum);
+ * CLT_ERR_NO_DEVICE when a listed device does not exist; what
+ * allreduce_sum returns. */
+clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
+                            const clt_trainer_options *opt, const clt_device *devices, int num_devices,
+                            const clt_collective *comm, clt_trainer_result *out);
+
+/* ---- Model parallel ---------------------------------------------------- */
+
+/* Splits src into num_stages new models: stage k holds src's layers
+ * [first_layer[k], first_layer[k+1]) (the last up to the end), lives on
+ * devices[k] and starts with a copy of src's parameters for those layers.
+ * first_layer[0] must be 0 and the indices increasing. A stage's parameter
+ * names count its layers from 0 under src's prefix ("net.0.weight" in stage
+ * 2 is src's "net.<first_layer[1]>.weight"). stages[0..num_stages) receive
+ * the models (the caller frees each); on failure none is left.
+ * Errors: CLT_ERR_INVALID_ARGUMENT for bad ranges; device errors. */
+clt_status clt_model_split(const clt_model *src, int num_stages, const int *first_layer, const clt_device *devices,
+                           clt_model **stages);
+
+/* A chain of stages on (usually) different devices: the article's
+ * sub_network1.cuda(0), sub_network2.cuda(1). Activations are copied to the
+ * next stage's device at each boundary in forward, and gradients back to
+ * the previous stage's device in backward. */
+typedef struct clt_pipeline clt_pipeline;
+
+/* The pipeline borrows stages[0..num_stages), each initialised on its
+ * device; they must outlive it. micro_batches >= 1 (at most the batch's
+ * rows are used): forward and backward split the batch into that many
+ * micro-batches and issue every one, stage after stage, before waiting on
+ * any, so stage k works on micro-batch i while stage k+1 works on i-1
+ * (GPipe's schedule). A model keeps one forward's activations, so in
+ * training micro-batch j > 0 runs through a replica of each stage (made on
+ * the stage's device at the first training forward: micro_batches - 1
+ * extra copies of the parameters), refreshed from the stage at each
+ * forward; backward adds the replicas' gradients into the stages', which
+ * then hold the whole batch's gradient, as without micro-batches. Step the
+ * stages' own optimizers. */
+clt_status clt_pipeline_create(clt_pipeline **out, clt_model *const *stages, int num_stages, int micro_batches);
+/* NULL is fine. */
+void clt_pipeline_free(clt_pipeline *p);
+/* x is (B, ...) on any device (copied to the first stage's if elsewhere);
+ * *y is a new tensor on the last stage's device. */
+clt_status clt_pipeline_forward(clt_pipeline *p, clt_tensor *x, clt_tensor **y);
+/* dy is the gradient of the loss with respect to the last forward's output,
+ * on any device. Accumulates every stage's gradients (+=); when dx is not
+ * NULL, *dx is the gradient with respect to x, on the first stage's device.
+ * Fails with CLT_ERR_INVALID_ARGUMENT when no training forward is pending. */
+clt_status clt_pipeline_backward(clt_pipeline *p, clt_tensor *dy, clt_tensor **dx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,68 @@
+/* Will it fit? A memory planner: the peak of one training step of a model,
+ * predicted before running it, by category, from the same accounting the
+ * allocator reports (clt_max_memory_allocated): exact tensor sizes, the
+ * trainer's order of operations, and what each layer keeps for backward.
+ *
+ * The step is the trainer's: the batch (x and int32 labels) is on the device;
+ * forward; softmax cross-entropy; zero_grad; backward; optimizer step, with
+ * gradients and optimizer state already created by an earlier step. */
+#ifndef CLTENSOR_PLAN_H
+#define CLTENSOR_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "nn.h"
+#include "trainer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clt_plan_options {
+    int64_t batch_size;            /* examples per step, >= 1 */
+    clt_optimizer_kind optimizer;  /* Adam keeps 2 buffers of N, SGD 1 with momentum, else none */
+    float momentum;                /* SGD only */
+    clt_dtype dtype;               /* storage precision; CLT_FLOAT32 (the only one models have) */
+    int checkpoint_segments;       /* as clt_model_set_checkpointing: 0 off, CLT_CHECKPOINT_AUTO, S */
+    clt_device device;             /* where the step runs: CPU devices add their GEMM packing workspace */
+} clt_plan_options;
+
+/* Batch 256, SGD without momentum, float32, no checkpointing, try_gpu(0). */
+clt_plan_options clt_plan_default_options(void);
+
+/* The predicted peak and what is alive at that moment, in bytes. */
+typedef struct clt_plan {
+    int64_t weights;        /* CLT_MEM_WEIGHTS: 4N */
+    int64_t gradients;      /* CLT_MEM_GRADIENTS: 4N */
+    int64_t optimizer;      /* CLT_MEM_OPTIMIZER: 0, 4N or 8N */
+    int64_t batch;          /* x and labels */
+    int64_t activations;    /* CLT_MEM_ACTIVATIONS alive at the peak */
+    int64_t temporaries;    /* everything else alive at the peak: layer outputs being made, input
+                               gradients, the loss, GEMM workspace */
+    int64_t peak;           /* the sum of the above: clt_max_memory_allocated over the step */
+    int64_t peak_activations; /* clt_max_memory_allocated_category(CLT_MEM_ACTIVATIONS) */
+    int64_t input_features; /* per example, the first Linear's input width */
+    int segment_size;       /* blocks per checkpointed segment used, 0 when off */
+} clt_plan;
+
+/* Predicts one step of m (initialised; its parameters' device is not
+ * touched). Errors: CLT_ERR_INVALID_ARGUMENT (NULL, batch < 1, a bad
+ * segment size, a model without a Linear), CLT_ERR_UNSUPPORTED for a dtype
+ * other than float32, CLT_ERR_NO_DEVICE when o->device does not exist. */
+clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan *out);
+
+/* The largest batch size whose predicted peak is at most budget bytes (0 when
+ * not even one example fits), searched up to max_batch. */
+clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
+                              int64_t *batch);
+
+/* Writes the plan as a table plus, when budget > 0, whether it fits in it,
+ * the largest batch that fits with and without checkpointing (up to
+ * max_batch), and what to change when it does not fit. */
+clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
+                           FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

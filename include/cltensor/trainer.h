@@ -1,0 +1,106 @@
+/* The Trainer of the chapter, redeemed: num_gpus is a ceiling, the model
+ * moves to the device once before training, batches move at each step, and
+ * the loss stays on the device during the epoch. Also model checkpoints in
+ * safetensors with PyTorch's state_dict names. */
+#ifndef CLTENSOR_TRAINER_H
+#define CLTENSOR_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "data.h"
+#include "optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum clt_optimizer_kind {
+    CLT_OPTIMIZER_SGD = 0,  /* plain SGD, the chapter's default */
+    CLT_OPTIMIZER_ADAM = 1  /* Adam with PyTorch's betas and eps */
+} clt_optimizer_kind;
+
+/* Metadata written beside the tensors (any field may be 0 / NULL). */
+typedef struct clt_checkpoint_info {
+    const char *arch;          /* "resmlp" */
+    int64_t hiddens, blocks;
+    int64_t epoch, steps;
+} clt_checkpoint_info;
+
+typedef struct clt_trainer_options {
+    int max_epochs;            /* epochs to run, >= 1 */
+    int num_gpus;              /* a ceiling: min(num_gpus, clt_num_gpus()) GPUs; with none, cpu() */
+    double gradient_clip_val;  /* clip gradients to this global L2 norm; 0 disables */
+    int checkpoint_segments;   /* activation checkpointing, blocks per segment (clt_model_set_checkpointing):
+                                  0 off, CLT_CHECKPOINT_AUTO about sqrt(blocks) */
+    int use_device;            /* 1: train on `device`, whatever num_gpus says */
+    clt_device device;
+    int64_t batch_size;        /* global batch */
+    float lr;
+    clt_optimizer_kind optimizer;
+    uint64_t seed;             /* shuffling order */
+    int shuffle;               /* 0: batches in file order */
+    int64_t max_steps;         /* stop after this many optimizer steps; 0: no limit */
+    int64_t train_limit;       /* use the first examples only; 0: all */
+    int64_t val_limit;
+    const char *metrics_path;  /* CSV, one row per epoch; NULL: none */
+    const char *plot_path;     /* SVG of losses and accuracy per epoch; NULL: none */
+    const char *save_path;     /* checkpoint written at the end; NULL: none */
+    clt_checkpoint_info save_info; /* its metadata (epoch and steps are filled in) */
+    int progress;              /* -1: a bar on stderr when it is a terminal; 0: never; 1: always */
+    FILE *log;                 /* a line per epoch; NULL: silent */
+} clt_trainer_options;
+
+/* One epoch, batch 256, SGD lr 0.1, shuffled with seed 0, num_gpus 1,
+ * progress automatic, log to stderr. */
+clt_trainer_options clt_trainer_default_options(void);
+
+typedef struct clt_trainer_result {
+    int epochs;                /* completed */
+    int64_t steps;
+    double train_loss;         /* mean over the last epoch's examples */
+    double val_loss, val_accuracy; /* NaN without validation data */
+    double seconds;            /* training time over all epochs, evaluation excluded */
+    double images_per_second;
+    char device[32];           /* where it trained, e.g. "gpu:0" */
+} clt_trainer_result;
+
+/* Trains model on train (and evaluates on val after each epoch; val may be
+ * NULL) with the options. The model is moved to the training device first
+ * and stays there. out may be NULL.
+ * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named), device and
+ * memory errors from the step, CLT_ERR_IO writing metrics, plot or checkpoint. */
+clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
+                           const clt_trainer_options *opt, clt_trainer_result *out);
+
+/* Mean loss and accuracy of model over the first `limit` examples of ds (all
+ * when 0), in inference mode, on the model's device. Two synchronization
+ * points in all, at the end. */
+clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit,
+                        double *loss, double *accuracy);
+
+/* ---- Checkpoints ----
+ * Parameters are saved under PyTorch's state_dict names ("net.1.weight",
+ * ...), so a file from torch's safetensors loads here and the reverse. With
+ * an optimizer, its state is saved too as "optimizer.<state>.<parameter>"
+ * (e.g. "optimizer.exp_avg.net.1.weight") plus its step count in the
+ * metadata; PyTorch ignores those when loading with strict=False. */
+
+/* Writes atomically (the old file stays whole on failure). A
+ * synchronization point: reads every tensor. */
+clt_status clt_checkpoint_save(const char *path, const clt_model *model, const clt_optimizer *opt,
+                               const clt_checkpoint_info *info);
+/* Loads every parameter of model (and the optimizer state when opt is not
+ * NULL and the file has it) after checking the whole file first: a tensor
+ * the model lacks, one it has that the file lacks, or a shape that differs
+ * fails with CLT_ERR_FORMAT naming the tensor, and the model is untouched.
+ * info (may be NULL) receives the metadata's numbers. */
+clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt,
+                               clt_checkpoint_info *info);
+/* Reads a ResMLP checkpoint's architecture (hidden width and block count)
+ * from its tensor names and shapes, without loading it. */
+clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64_t *blocks);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,58 @@
+/* Internal: the one place where the host waits for a device, and the hook
+ * every enqueued command passes through (trace, blocking mode). */
+#ifndef CLT_DEVICE_SYNC_H
+#define CLT_DEVICE_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../core/error.h"
+#include "cltensor/async.h"
+
+/* A host synchronization point on a slot's device caused by the public call
+ * `api`: counted, reported (CLT_SYNC_DEBUG=warn) or refused with
+ * CLT_ERR_SYNC (error mode). Does not wait; callers use the helpers below. */
+clt_status clt__sync_point(int slot, const char *api);
+/* clt__sync_point, then waits for the events and reports a failed one. */
+clt_status clt__sync_wait(int slot, const char *api, cl_uint n, const cl_event *evs);
+/* The wait of a sync point already passed through clt__sync_point. */
+clt_status clt__sync_wait_only(int slot, const char *api, cl_uint n, const cl_event *evs);
+/* clt__sync_point, then waits for everything queued on the slot. */
+clt_status clt__sync_queue(int slot, const char *api);
+
+/* A short host wait that does not drain the pipeline (a command on a side
+ * queue): traced, not counted. */
+clt_status clt__host_wait(int slot, const char *why, cl_event ev);
+
+/* Every command enqueued on a device queue passes its event here right
+ * after the enqueue (the caller keeps its reference): the trace records it,
+ * and blocking mode waits for it and returns its failure. `name` is the
+ * kernel or command name. */
+clt_status clt__after_enqueue(int slot, cl_event ev, const char *name);
+/* The same for a transfer: `what` names the direction ("gpu:0->gpu:1"). */
+clt_status clt__after_copy(int slot, cl_event ev, const char *what, size_t bytes);
+
+/* Properties for a new device queue: profiling while tracing. */
+cl_command_queue_properties clt__queue_properties(void);
+
+/* A second queue on the slot's device, for short commands that must not
+ * wait behind the pipeline (touching new buffers, mapping pinned memory). */
+clt_status clt__side_queue(int slot, cl_command_queue *out);
+
+/* An event of context ctx that completes with ev (ev itself when it belongs
+ * to ctx, else a user event set by ev's completion). *out is NULL when ev is
+ * NULL; the caller releases it. */
+clt_status clt__bridge_event(cl_event ev, cl_context ctx, cl_event *out);
+
+/* A public handle on ev (retained); *out is NULL when ev is NULL. */
+clt_status clt__event_new(cl_event ev, int slot, clt_event **out);
+
+/* Trace internals shared with src/trace. */
+uint64_t clt__now_ns(void);
+void clt__trace_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes);
+/* cat: "sync" for a counted synchronization point, "wait" for other host waits. */
+void clt__trace_host(int slot, const char *what, const char *cat, uint64_t start_ns, uint64_t end_ns);
+int clt__trace_on(void);
+/* Starts the trace named by CLT_TRACE, once (at the first queue creation). */
+void clt__trace_from_env(void);
+
+#endif

@@ -1,0 +1,272 @@
+/* Layer passes, llm.c style: each forward keeps exactly what its backward
+ * needs (Linear its input, ReLU its output, Flatten only the input shape on
+ * the host), and each backward consumes and frees it. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "../tensor/tensor_internal.h"
+#include "cltensor/ops.h"
+#include "nn_internal.h"
+
+/* Puts the layer's name in front of the message of a failed op. */
+static clt_status layer_fail(const clt__layer *l, clt_status s)
+{
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", clt_last_error());
+    return clt__fail(s, "%s: %s", l->name, msg);
+}
+
+/* Lets go of a kept tensor. One still held elsewhere (by the caller, or by
+ * another layer that drops it next) is no longer this layer's activation,
+ * so the counters stop charging it as one. */
+static void drop(clt_tensor **slot)
+{
+    clt_tensor *t = *slot;
+    if (!t) return;
+    *slot = NULL;
+    int shared = atomic_load(&t->refs) > 1 || atomic_load(&t->st->refs) > 1;
+    if (shared && clt_tensor_category(t) == CLT_MEM_ACTIVATIONS) clt_tensor_set_category(t, CLT_MEM_OTHER);
+    clt_tensor_release(t);
+}
+
+/* Keeps t for backward; a tensor made by this forward counts as an activation
+ * (the model's input is the caller's and keeps its category). */
+static void keep(clt_tensor **slot, clt_tensor *t, int internal)
+{
+    clt_tensor_retain(t);
+    drop(slot);
+    *slot = t;
+    if (internal) clt_tensor_set_category(t, CLT_MEM_ACTIVATIONS);
+}
+
+static int has_params(const clt__layer *l) { return l->kind == CLT__LINEAR || l->kind == CLT__RESIDUAL; }
+
+// x is (B,in), w is (out,in), b is (out); y is (B,out)
+static clt_status linear_forward(clt_model *m, clt__layer *l, clt_tensor *x, int internal, clt_tensor **y)
+{
+    clt_status s = clt_linear_forward(y, x, l->w, l->b);
+    if (s != CLT_OK) return layer_fail(l, s);
+    if (m->training) keep(&l->saved, x, internal);
+    return CLT_OK;
+}
+
+// x and y are any shape, the same
+static clt_status relu_forward(clt_model *m, clt__layer *l, clt_tensor *x, clt_tensor **y)
+{
+    clt_status s = clt_relu(y, x);
+    if (s != CLT_OK) return layer_fail(l, s);
+    if (m->training) keep(&l->saved, *y, 1);
+    return CLT_OK;
+}
+
+// x is (B, d1, d2, ...), y is (B, d1*d2*...) sharing x's storage
+static clt_status flatten_forward(clt__layer *l, clt_tensor *x, clt_tensor **y)
+{
+    int nd = clt_tensor_ndim(x);
+    if (nd < 1) return clt__fail(CLT_ERR_SHAPE, "%s: Flatten needs a batch dimension, got a scalar", l->name);
+    int64_t shape[2] = {clt_tensor_dim(x, 0), 1};
+    l->in_ndim = clt_tensor_shape(x, l->in_shape);
+    for (int i = 1; i < nd; i++) shape[1] *= l->in_shape[i];
+    clt_status s = clt_reshape(y, x, 2, shape);
+    return s == CLT_OK ? s : layer_fail(l, s);
+}
+
+// x and y are (B,h)
+static clt_status residual_forward(clt_model *m, clt__layer *l, clt_tensor *x, int internal, clt_tensor **y)
+{
+    clt_tensor *h;
+    int h_internal;
+    CLT_TRY(clt__seq_forward(m, l->body, l->nbody, x, internal, &h, &h_internal));
+    clt_status s = clt_add(y, x, h);
+    clt_tensor_release(h);
+    return s == CLT_OK ? s : layer_fail(l, s);
+}
+
+static clt_status layer_forward(clt_model *m, clt__layer *l, clt_tensor *x, int internal, clt_tensor **y,
+                                int *y_internal)
+{
+    *y_internal = 1;
+    switch (l->kind) {
+    case CLT__LINEAR: return linear_forward(m, l, x, internal, y);
+    case CLT__RELU: return relu_forward(m, l, x, y);
+    case CLT__FLATTEN:
+        *y_internal = internal;
+        return flatten_forward(l, x, y);
+    case CLT__RESIDUAL: return residual_forward(m, l, x, internal, y);
+    }
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown layer kind %d", l->name, (int)l->kind);
+}
+
+clt_status clt__seq_forward(clt_model *m, clt__layer *layers, int n, clt_tensor *x, int internal,
+                            clt_tensor **y, int *y_internal)
+{
+    *y = NULL;
+    clt_tensor *cur = clt_tensor_retain(x);
+    int cur_internal = internal;
+    for (int i = 0; i < n; i++) {
+        clt_tensor *next = NULL;
+        int next_internal;
+        clt_status s = layer_forward(m, &layers[i], cur, cur_internal, &next, &next_internal);
+        clt_tensor_release(cur);
+        if (s != CLT_OK) return s;
+        cur = next;
+        cur_internal = next_internal;
+    }
+    *y = cur;
+    *y_internal = cur_internal;
+    return CLT_OK;
+}
+
+static clt_status missing(const clt__layer *l)
+{
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: backward without a kept forward", l->name);
+}
+
+// dy is (B,out), x (kept) is (B,in); accumulates dw (out,in) and db (out); dx is (B,in)
+static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
+{
+    if (!l->saved) return missing(l);
+    clt_status s = clt_linear_backward(dx, l->dw, l->db, dy, l->saved, l->w);
+    drop(&l->saved);
+    return s == CLT_OK ? s : layer_fail(l, s);
+}
+
+// dy, y (kept) and dx have the layer's shape
+static clt_status relu_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
+{
+    if (!l->saved) return missing(l);
+    clt_status s = dx ? clt_relu_backward(dx, dy, l->saved) : CLT_OK;
+    drop(&l->saved);
+    return s == CLT_OK ? s : layer_fail(l, s);
+}
+
+// dy is (B,h): dx = dy + body's input gradient
+static clt_status residual_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
+{
+    if (!dx) return clt__seq_backward(NULL, l->body, l->nbody, dy, NULL);
+    clt_tensor *dh;
+    CLT_TRY(clt__seq_backward(NULL, l->body, l->nbody, dy, &dh));
+    clt_status s = clt_add(dx, dy, dh);
+    clt_tensor_release(dh);
+    return s == CLT_OK ? s : layer_fail(l, s);
+}
+
+static clt_status layer_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
+{
+    switch (l->kind) {
+    case CLT__LINEAR: return linear_backward(l, dy, dx);
+    case CLT__RELU: return relu_backward(l, dy, dx);
+    case CLT__FLATTEN: {
+        if (!dx) return CLT_OK;
+        clt_status s = clt_reshape(dx, dy, l->in_ndim, l->in_shape);
+        return s == CLT_OK ? s : layer_fail(l, s);
+    }
+    case CLT__RESIDUAL: return residual_backward(l, dy, dx);
+    }
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown layer kind %d", l->name, (int)l->kind);
+}
+
+int clt__segment_size(int size, int run)
+{
+    if (size != CLT_CHECKPOINT_AUTO) return size;
+    int k = (int)lround(sqrt((double)run));
+    return k < 1 ? 1 : k;
+}
+
+clt_status clt__model_run_forward(clt_model *m, clt_tensor *x, clt_tensor **y)
+{
+    *y = NULL;
+    clt__layer *layers = m->layers;
+    int n = m->nlayers;
+    for (int i = 0; i < n; i++) layers[i].seg_pos = layers[i].seg_len = 0;
+    clt_tensor *cur = clt_tensor_retain(x);
+    int cur_internal = 0, size = 0;
+    for (int i = 0; i < n;) {
+        int len = 1;
+        if (m->training && m->ckpt_size != 0 && layers[i].kind == CLT__RESIDUAL) {
+            int run = 0;
+            while (i + run < n && layers[i + run].kind == CLT__RESIDUAL) run++;
+            /* The size is fixed at the start of a run so that every segment
+             * of it has the same (the last may be shorter). */
+            if (i == 0 || layers[i - 1].kind != CLT__RESIDUAL) size = clt__segment_size(m->ckpt_size, run);
+            len = size < run ? size : run;
+            for (int k = 0; k < len; k++) layers[i + k].seg_pos = k + 1;
+            layers[i].seg_len = len;
+            layers[i].seg_internal = cur_internal;
+            keep(&layers[i].seg_input, cur, cur_internal);
+        }
+        clt_tensor *next = NULL;
+        int next_internal;
+        /* A segment runs as inference: its layers keep nothing. */
+        int training = m->training;
+        if (layers[i].seg_len) m->training = 0;
+        clt_status s = clt__seq_forward(m, &layers[i], len, cur, cur_internal, &next, &next_internal);
+        m->training = training;
+        clt_tensor_release(cur);
+        if (s != CLT_OK) return s;
+        cur = next;
+        cur_internal = next_internal;
+        i += len;
+    }
+    *y = cur;
+    return CLT_OK;
+}
+
+/* Backward through layers[j..j+len) of a checkpointed segment: forward again
+ * from the kept input, keeping activations this time, then backward, which
+ * frees them. */
+static clt_status segment_backward(clt_model *m, clt__layer *layers, int j, clt_tensor *dy, clt_tensor **dx)
+{
+    clt__layer *first = &layers[j];
+    if (!first->seg_input) return missing(first);
+    clt_tensor *out;
+    int out_internal;
+    clt_status s = clt__seq_forward(m, first, first->seg_len, first->seg_input, first->seg_internal, &out,
+                                    &out_internal);
+    clt_tensor_release(out);
+    /* The input goes with the segment's other activations, at the end. */
+    if (s == CLT_OK) s = clt__seq_backward(NULL, first, first->seg_len, dy, dx);
+    return s;
+}
+
+clt_status clt__seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor *dy, clt_tensor **dx)
+{
+    if (dx) *dx = NULL;
+    /* Below the first layer with parameters, input gradients are only
+     * worth computing when the caller asked for dx. */
+    int first = n;
+    for (int i = 0; i < n && first == n; i++)
+        if (has_params(&layers[i])) first = i;
+    clt_tensor *cur = clt_tensor_retain(dy);
+    clt_status s = CLT_OK;
+    for (int i = n - 1; i >= 0 && cur;) {
+        if (!dx && i < first) break;
+        int seg = m && layers[i].seg_pos;
+        int j = seg ? i - layers[i].seg_pos + 1 : i;
+        int need = dx || j > first;
+        clt_tensor *next = NULL;
+        if (seg) s = segment_backward(m, layers, j, cur, need ? &next : NULL);
+        else s = layer_backward(&layers[i], cur, need ? &next : NULL);
+        clt_tensor_release(cur);
+        cur = next;
+        if (s != CLT_OK) break;
+        i = j - 1;
+    }
+    clt__seq_drop(layers, n);
+    if (s != CLT_OK || !dx) {
+        clt_tensor_release(cur);
+        return s;
+    }
+    *dx = cur;
+    return CLT_OK;
+}
+
+void clt__seq_drop(clt__layer *layers, int n)
+{
+    for (int i = 0; i < n; i++) {
+        drop(&layers[i].saved);
+        drop(&layers[i].seg_input);
+        if (layers[i].body) clt__seq_drop(layers[i].body, layers[i].nbody);
+    }
+}

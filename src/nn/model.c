@@ -1,0 +1,577 @@
+/* Models: building a Sequential, the flat parameter and gradient buffers and
+ * their views, placement, and the forward/backward entry points. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cltensor/ops.h"
+#include "nn_internal.h"
+
+static clt_status need(const char *op, const char *what, const void *p)
+{
+    if (p) return CLT_OK;
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, what);
+}
+
+static clt_status need_built(const char *op, const clt_model *m)
+{
+    CLT_TRY(need(op, "model", m));
+    if (m->initialised) return CLT_OK;
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the model has no parameters yet; call clt_model_init", op);
+}
+
+clt_status clt_model_create(clt_model **out, const char *prefix)
+{
+    CLT_TRY(need("clt_model_create", "out", out));
+    *out = NULL;
+    if (!prefix) prefix = "";
+    clt_model *m = calloc(1, sizeof *m);
+    if (!m) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_model_create: out of host memory");
+    if (strlen(prefix) >= sizeof m->prefix) {
+        free(m);
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_create: prefix \"%s\" is longer than %zu characters",
+                         prefix, sizeof m->prefix - 1);
+    }
+    strcpy(m->prefix, prefix);
+    m->features = -1;
+    m->training = 1;
+    *out = m;
+    return CLT_OK;
+}
+
+static void layers_free(clt__layer *layers, int n)
+{
+    for (int i = 0; i < n; i++) {
+        clt__layer *l = &layers[i];
+        clt_tensor_release(l->w);
+        clt_tensor_release(l->b);
+        clt_tensor_release(l->dw);
+        clt_tensor_release(l->db);
+        clt_tensor_release(l->saved);
+        clt_tensor_release(l->seg_input);
+        if (l->body) layers_free(l->body, l->nbody);
+        free(l->body);
+    }
+}
+
+void clt_model_free(clt_model *m)
+{
+    if (!m) return;
+    layers_free(m->layers, m->nlayers);
+    free(m->layers);
+    clt_tensor_release(m->params);
+    clt_tensor_release(m->grads);
+    free(m->linears);
+    free(m->named);
+    free(m);
+}
+
+/* Appends a layer named "<prefix>.<index>" to the model. */
+static clt_status add_layer(clt_model *m, const char *op, clt__layer_kind kind, clt__layer **out)
+{
+    CLT_TRY(need(op, "model", m));
+    if (m->initialised)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the model is initialised; add layers before clt_model_init",
+                         op);
+    if (m->nlayers == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 8;
+        clt__layer *grown = realloc(m->layers, (size_t)cap * sizeof *grown);
+        if (!grown) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+        m->layers = grown;
+        m->cap = cap;
+    }
+    clt__layer *l = &m->layers[m->nlayers];
+    memset(l, 0, sizeof *l);
+    l->kind = kind;
+    snprintf(l->name, sizeof l->name, "%s%s%d", m->prefix, m->prefix[0] ? "." : "", m->nlayers);
+    m->nlayers++;
+    *out = l;
+    return CLT_OK;
+}
+
+static clt_status check_width(const clt_model *m, const char *op, int64_t in)
+{
+    if (m->features < 0 || m->features == in) return CLT_OK;
+    return clt__fail(CLT_ERR_SHAPE, "%s: layer %d takes %lld features but the layer before gives %lld", op,
+                     m->nlayers, (long long)in, (long long)m->features);
+}
+
+static clt_status check_positive(const char *op, const char *what, int64_t v)
+{
+    if (v > 0 && v <= INT32_MAX) return CLT_OK;
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: %s is %lld (must be 1..%d)", op, what, (long long)v, INT32_MAX);
+}
+
+clt_status clt_model_add_linear(clt_model *m, int64_t in_features, int64_t out_features)
+{
+    const char *op = "clt_model_add_linear";
+    CLT_TRY(need(op, "model", m));
+    CLT_TRY(check_positive(op, "in_features", in_features));
+    CLT_TRY(check_positive(op, "out_features", out_features));
+    CLT_TRY(check_width(m, op, in_features));
+    clt__layer *l;
+    CLT_TRY(add_layer(m, op, CLT__LINEAR, &l));
+    l->in = in_features;
+    l->out = out_features;
+    m->features = out_features;
+    return CLT_OK;
+}
+
+clt_status clt_model_add_relu(clt_model *m)
+{
+    clt__layer *l;
+    return add_layer(m, "clt_model_add_relu", CLT__RELU, &l);
+}
+
+clt_status clt_model_add_flatten(clt_model *m)
+{
+    clt__layer *l;
+    CLT_TRY(add_layer(m, "clt_model_add_flatten", CLT__FLATTEN, &l));
+    m->features = -1;
+    return CLT_OK;
+}
+
+clt_status clt_model_add_residual(clt_model *m, int64_t num_hiddens)
+{
+    const char *op = "clt_model_add_residual";
+    CLT_TRY(need(op, "model", m));
+    CLT_TRY(check_positive(op, "num_hiddens", num_hiddens));
+    CLT_TRY(check_width(m, op, num_hiddens));
+    clt__layer *body = calloc(4, sizeof *body);
+    if (!body) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    clt__layer *l;
+    clt_status s = add_layer(m, op, CLT__RESIDUAL, &l);
+    if (s != CLT_OK) {
+        free(body);
+        return s;
+    }
+    for (int j = 0; j < 4; j++) {
+        body[j].kind = j % 2 == 0 ? CLT__LINEAR : CLT__RELU;
+        body[j].in = body[j].out = num_hiddens;
+        snprintf(body[j].name, sizeof body[j].name, "%.80s.body.%d", l->name, j);
+    }
+    l->body = body;
+    l->nbody = 4;
+    m->features = num_hiddens;
+    return CLT_OK;
+}
+
+static int count_linears(const clt__layer *layers, int n)
+{
+    int c = 0;
+    for (int i = 0; i < n; i++) c += layers[i].kind == CLT__LINEAR ? 1 : count_linears(layers[i].body, layers[i].nbody);
+    return c;
+}
+
+static void collect_linears(clt_model *m, clt__layer *layers, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (layers[i].kind == CLT__LINEAR) m->linears[m->nlinears++] = &layers[i];
+        if (layers[i].body) collect_linears(m, layers[i].body, layers[i].nbody);
+    }
+}
+
+/* Views of one Linear's weight (out,in) and bias (out) in a flat buffer. */
+static clt_status linear_views(clt_tensor *flat, const clt__layer *l, clt_tensor **w, clt_tensor **b)
+{
+    clt_tensor *seg;
+    CLT_TRY(clt_narrow(&seg, flat, l->offset, l->out * l->in));
+    int64_t shape[2] = {l->out, l->in};
+    clt_status s = clt_reshape(w, seg, 2, shape);
+    clt_tensor_release(seg);
+    if (s != CLT_OK) return s;
+    s = clt_narrow(b, flat, l->offset + l->out * l->in, l->out);
+    if (s != CLT_OK) {
+        clt_tensor_release(*w);
+        *w = NULL;
+    }
+    return s;
+}
+
+/* Points every Linear's parameter (or gradient) views at a flat buffer; the
+ * model is unchanged on failure. */
+static clt_status bind_views(clt_model *m, clt_tensor *flat, int grads)
+{
+    clt_tensor **v = calloc((size_t)m->nlinears * 2 + 1, sizeof *v);
+    if (!v) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory binding parameter views");
+    for (int k = 0; k < m->nlinears; k++) {
+        clt_status s = linear_views(flat, m->linears[k], &v[2 * k], &v[2 * k + 1]);
+        if (s != CLT_OK) {
+            for (int j = 0; j < 2 * k; j++) clt_tensor_release(v[j]);
+            free(v);
+            return s;
+        }
+    }
+    for (int k = 0; k < m->nlinears; k++) {
+        clt__layer *l = m->linears[k];
+        clt_tensor **w = grads ? &l->dw : &l->w, **b = grads ? &l->db : &l->b;
+        clt_tensor_release(*w);
+        clt_tensor_release(*b);
+        *w = v[2 * k];
+        *b = v[2 * k + 1];
+    }
+    free(v);
+    return CLT_OK;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* PyTorch's default Linear init, weight and bias uniform in
+ * [-1/sqrt(in), 1/sqrt(in)), drawn in flat-buffer order. */
+static void init_values(const clt_model *m, float *host, uint64_t seed)
+{
+    uint64_t state = seed;
+    for (int k = 0; k < m->nlinears; k++) {
+        const clt__layer *l = m->linears[k];
+        double bound = 1.0 / sqrt((double)l->in);
+        int64_t n = l->out * l->in + l->out;
+        for (int64_t j = 0; j < n; j++) {
+            double u = (double)(splitmix(&state) >> 11) / 9007199254740992.0;
+            host[l->offset + j] = (float)(bound * (2.0 * u - 1.0));
+        }
+    }
+}
+
+static clt_status build_names(clt_model *m)
+{
+    m->named = calloc((size_t)m->nlinears * 2 + 1, sizeof *m->named);
+    if (!m->named) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_model_init: out of host memory");
+    for (int k = 0; k < m->nlinears; k++)
+        for (int bias = 0; bias < 2; bias++) {
+            clt__named *e = &m->named[2 * k + bias];
+            snprintf(e->name, sizeof e->name, "%s.%s", m->linears[k]->name, bias ? "bias" : "weight");
+            e->layer = m->linears[k];
+            e->is_bias = bias;
+        }
+    m->nnamed = 2 * m->nlinears;
+    return CLT_OK;
+}
+
+static void unbuild(clt_model *m)
+{
+    for (int k = 0; k < m->nlinears; k++) {
+        clt__layer *l = m->linears[k];
+        clt_tensor_release(l->w);
+        clt_tensor_release(l->b);
+        l->w = l->b = NULL;
+    }
+    clt_tensor_release(m->params);
+    m->params = NULL;
+    free(m->linears);
+    m->linears = NULL;
+    m->nlinears = 0;
+    free(m->named);
+    m->named = NULL;
+    m->nnamed = 0;
+    m->nparams = 0;
+}
+
+clt_status clt_model_init(clt_model *m, clt_device dev, uint64_t seed)
+{
+    CLT_TRY(need("clt_model_init", "model", m));
+    if (m->initialised) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_init: the model is initialised already");
+    int n = count_linears(m->layers, m->nlayers);
+    m->linears = calloc((size_t)n + 1, sizeof *m->linears);
+    if (!m->linears) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_model_init: out of host memory");
+    collect_linears(m, m->layers, m->nlayers);
+    int64_t total = 0;
+    for (int k = 0; k < n; k++) {
+        m->linears[k]->offset = total;
+        total += m->linears[k]->out * m->linears[k]->in + m->linears[k]->out;
+    }
+    m->nparams = total;
+    clt_status s = build_names(m);
+    float *host = s == CLT_OK ? malloc((size_t)total * sizeof *host + 1) : NULL;
+    if (s == CLT_OK && !host)
+        s = clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_model_init: out of host memory for %lld parameters",
+                      (long long)total);
+    if (s == CLT_OK) {
+        init_values(m, host, seed);
+        s = clt_from_host(&m->params, dev, CLT_FLOAT32, 1, &total, host);
+    }
+    free(host);
+    if (s == CLT_OK) s = clt_tensor_set_category(m->params, CLT_MEM_WEIGHTS);
+    if (s == CLT_OK) s = bind_views(m, m->params, 0);
+    if (s != CLT_OK) {
+        unbuild(m);
+        return s;
+    }
+    m->initialised = 1;
+    m->training = 1;
+    return CLT_OK;
+}
+
+clt_status clt_model_create_mlp(clt_model **out, clt_device dev, int64_t num_inputs, int num_hidden_layers,
+                                const int64_t *hiddens, int64_t num_outputs, uint64_t seed)
+{
+    CLT_TRY(need("clt_model_create_mlp", "out", out));
+    *out = NULL;
+    if (num_hidden_layers < 0 || (num_hidden_layers > 0 && !hiddens))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_create_mlp: %d hidden layers with hiddens %s",
+                         num_hidden_layers, hiddens ? "given" : "NULL");
+    clt_model *m;
+    CLT_TRY(clt_model_create(&m, ""));
+    clt_status s = CLT_OK;
+    int64_t width = num_inputs;
+    for (int i = 0; i < num_hidden_layers && s == CLT_OK; i++) {
+        s = clt_model_add_linear(m, width, hiddens[i]);
+        if (s == CLT_OK) s = clt_model_add_relu(m);
+        width = hiddens[i];
+    }
+    if (s == CLT_OK) s = clt_model_add_linear(m, width, num_outputs);
+    if (s == CLT_OK) s = clt_model_init(m, dev, seed);
+    if (s != CLT_OK) {
+        clt_model_free(m);
+        return s;
+    }
+    *out = m;
+    return CLT_OK;
+}
+
+clt_status clt_model_create_resmlp(clt_model **out, clt_device dev, int64_t num_inputs, int64_t num_hiddens,
+                                   int num_blocks, int64_t num_outputs, uint64_t seed)
+{
+    CLT_TRY(need("clt_model_create_resmlp", "out", out));
+    *out = NULL;
+    if (num_blocks < 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_create_resmlp: %d blocks", num_blocks);
+    clt_model *m;
+    CLT_TRY(clt_model_create(&m, "net"));
+    clt_status s = clt_model_add_flatten(m);
+    if (s == CLT_OK) s = clt_model_add_linear(m, num_inputs, num_hiddens);
+    if (s == CLT_OK) s = clt_model_add_relu(m);
+    for (int i = 0; i < num_blocks && s == CLT_OK; i++) s = clt_model_add_residual(m, num_hiddens);
+    if (s == CLT_OK) s = clt_model_add_linear(m, num_hiddens, num_outputs);
+    if (s == CLT_OK) s = clt_model_init(m, dev, seed);
+    if (s != CLT_OK) {
+        clt_model_free(m);
+        return s;
+    }
+    *out = m;
+    return CLT_OK;
+}
+
+static void drop_activations(clt_model *m)
+{
+    clt__seq_drop(m->layers, m->nlayers);
+    m->pending = 0;
+}
+
+clt_status clt_model_to(clt_model *m, clt_device dev)
+{
+    CLT_TRY(need_built("clt_model_to", m));
+    clt_tensor *params = NULL, *grads = NULL;
+    CLT_TRY(clt_to(&params, m->params, dev));
+    if (params == m->params) {
+        clt_tensor_release(params);
+        return CLT_OK;
+    }
+    clt_status s = m->grads ? clt_to(&grads, m->grads, dev) : CLT_OK;
+    if (s == CLT_OK) s = bind_views(m, params, 0);
+    if (s == CLT_OK && grads) {
+        s = bind_views(m, grads, 1);
+        /* Best effort: a view keeps its storage alive whichever it names. */
+        if (s != CLT_OK) bind_views(m, m->params, 0);
+    }
+    if (s != CLT_OK) {
+        clt_tensor_release(params);
+        clt_tensor_release(grads);
+        return s;
+    }
+    drop_activations(m);
+    clt_tensor_release(m->params);
+    clt_tensor_release(m->grads);
+    m->params = params;
+    m->grads = grads;
+    return CLT_OK;
+}
+
+clt_device clt_model_device(const clt_model *m)
+{
+    return m && m->params ? clt_tensor_device(m->params) : clt_cpu();
+}
+
+void clt_model_set_training(clt_model *m, int on)
+{
+    if (!m) return;
+    if (m->training != (on != 0)) drop_activations(m);
+    m->training = on != 0;
+}
+
+int clt_model_training(const clt_model *m) { return m ? m->training : 0; }
+
+clt_status clt_model_set_checkpointing(clt_model *m, int segment_size)
+{
+    CLT_TRY(need("clt_model_set_checkpointing", "model", m));
+    if (segment_size < 0 && segment_size != CLT_CHECKPOINT_AUTO)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "clt_model_set_checkpointing: segment size %d (must be >= 0, or CLT_CHECKPOINT_AUTO)",
+                         segment_size);
+    if (segment_size != m->ckpt_size) drop_activations(m);
+    m->ckpt_size = segment_size;
+    return CLT_OK;
+}
+
+int clt_model_checkpointing(const clt_model *m) { return m ? m->ckpt_size : 0; }
+
+int clt_model_num_blocks(const clt_model *m)
+{
+    int n = 0;
+    for (int i = 0; m && i < m->nlayers; i++) n += m->layers[i].kind == CLT__RESIDUAL;
+    return n;
+}
+
+static clt_status same_device(const char *op, const clt_model *m, const clt_tensor *t, const char *what)
+{
+    clt_device td = clt_tensor_device(t), md = clt_model_device(m);
+    if (clt_device_equal(td, md)) return CLT_OK;
+    char a[32], b[32];
+    clt_device_name(td, a, sizeof a);
+    clt_device_name(md, b, sizeof b);
+    return clt__fail(CLT_ERR_DEVICE_MISMATCH,
+                     "%s: %s is on %s but the model's parameters are on %s; move one with clt_to or clt_model_to",
+                     op, what, a, b);
+}
+
+clt_status clt_model_forward(clt_model *m, clt_tensor *x, clt_tensor **y)
+{
+    const char *op = "clt_model_forward";
+    CLT_TRY(need(op, "y", y));
+    *y = NULL;
+    CLT_TRY(need_built(op, m));
+    CLT_TRY(need(op, "x", x));
+    CLT_TRY(same_device(op, m, x, "the input"));
+    if (clt_tensor_dtype(x) != CLT_FLOAT32)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: the input is %s, the model takes float32", op,
+                         clt_dtype_name(clt_tensor_dtype(x)));
+    /* What an earlier forward kept goes first, so the two never coexist. */
+    drop_activations(m);
+    clt_tensor *out;
+    clt_status s = clt__model_run_forward(m, x, &out);
+    if (s != CLT_OK) {
+        drop_activations(m);
+        return s;
+    }
+    if (m->training) {
+        m->pending = 1;
+        m->out_ndim = clt_tensor_shape(out, m->out_shape);
+    }
+    *y = out;
+    return CLT_OK;
+}
+
+static clt_status create_grads(clt_model *m)
+{
+    clt_tensor *g;
+    CLT_TRY(clt_zeros_like(&g, m->params));
+    clt_status s = clt_tensor_set_category(g, CLT_MEM_GRADIENTS);
+    if (s == CLT_OK) s = bind_views(m, g, 1);
+    if (s != CLT_OK) {
+        clt_tensor_release(g);
+        return s;
+    }
+    m->grads = g;
+    return CLT_OK;
+}
+
+clt_status clt_model_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx)
+{
+    const char *op = "clt_model_backward";
+    if (dx) *dx = NULL;
+    CLT_TRY(need_built(op, m));
+    if (!m->pending)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "%s: no activations are kept; run clt_model_forward in training mode first (once per "
+                         "backward)", op);
+    clt_status s = need(op, "dy", dy);
+    if (s == CLT_OK) s = same_device(op, m, dy, "dy");
+    if (s == CLT_OK) {
+        int64_t shape[CLT_MAX_DIMS];
+        int nd = clt_tensor_shape(dy, shape);
+        int same = nd == m->out_ndim;
+        for (int i = 0; same && i < nd; i++) same = shape[i] == m->out_shape[i];
+        if (!same)
+            s = clt__fail(CLT_ERR_SHAPE, "%s: dy has %d dimensions (%lld x ...) but the forward output has %d "
+                          "(%lld x ...)", op, nd, (long long)(nd ? shape[0] : 0), m->out_ndim,
+                          (long long)(m->out_ndim ? m->out_shape[0] : 0));
+    }
+    if (s == CLT_OK && !m->grads) s = create_grads(m);
+    if (s == CLT_OK) s = clt__seq_backward(m, m->layers, m->nlayers, dy, dx);
+    drop_activations(m);
+    return s;
+}
+
+clt_status clt_model_zero_grad(clt_model *m)
+{
+    CLT_TRY(need_built("clt_model_zero_grad", m));
+    return m->grads ? clt_fill_(m->grads, 0.0) : CLT_OK;
+}
+
+clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total_norm)
+{
+    const char *op = "clt_model_clip_grad_norm";
+    if (total_norm) *total_norm = 0;
+    CLT_TRY(need_built(op, m));
+    if (!(max_norm > 0) || isinf(max_norm))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: max_norm is %g (must be positive and finite)", op, max_norm);
+    if (!m->grads || m->nparams == 0) return CLT_OK;
+    /* The squared norm as a (1,N) x (N,1) product. */
+    int64_t row[2] = {1, m->nparams}, one[2] = {1, 1};
+    clt_tensor *g = NULL, *sq = NULL;
+    clt_status s = clt_reshape(&g, m->grads, 2, row);
+    if (s == CLT_OK) s = clt_zeros(&sq, clt_model_device(m), CLT_FLOAT32, 2, one);
+    if (s == CLT_OK) s = clt_gemm(0, 1, 1.0f, g, g, 0.0f, sq);
+    double norm2 = 0;
+    if (s == CLT_OK) s = clt_item(sq, &norm2);
+    clt_tensor_release(g);
+    clt_tensor_release(sq);
+    if (s != CLT_OK) return s;
+    double norm = sqrt(norm2);
+    if (total_norm) *total_norm = norm;
+    double coef = max_norm / (norm + 1e-6);
+    return coef < 1.0 ? clt_scale_(m->grads, (float)coef) : CLT_OK;
+}
+
+clt_status clt_cross_entropy_forward(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+                                     const clt_tensor *labels)
+{
+    CLT_TRY(clt_softmax_cross_entropy(loss, dlogits, logits, labels));
+    if (dlogits) clt_tensor_set_category(*dlogits, CLT_MEM_ACTIVATIONS);
+    return CLT_OK;
+}
+
+int64_t clt_model_parameter_count(const clt_model *m) { return m ? m->nparams : 0; }
+
+int clt_model_num_named_parameters(const clt_model *m) { return m ? m->nnamed : 0; }
+
+clt_status clt_model_named_parameter(const clt_model *m, int i, const char **name, clt_tensor **param,
+                                     clt_tensor **grad)
+{
+    CLT_TRY(need_built("clt_model_named_parameter", m));
+    if (i < 0 || i >= m->nnamed)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_named_parameter: index %d outside 0..%d", i,
+                         m->nnamed - 1);
+    const clt__named *e = &m->named[i];
+    if (name) *name = e->name;
+    if (param) *param = e->is_bias ? e->layer->b : e->layer->w;
+    if (grad) *grad = e->is_bias ? e->layer->db : e->layer->dw;
+    return CLT_OK;
+}
+
+int clt_model_find_parameter(const clt_model *m, const char *name)
+{
+    if (!m || !name) return -1;
+    for (int i = 0; i < m->nnamed; i++)
+        if (strcmp(m->named[i].name, name) == 0) return i;
+    return -1;
+}
+
+clt_tensor *clt_model_parameters(const clt_model *m) { return m ? m->params : NULL; }
+clt_tensor *clt_model_gradients(const clt_model *m) { return m ? m->grads : NULL; }

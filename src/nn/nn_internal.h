@@ -1,0 +1,84 @@
+/* Internal: layers of a model and the model itself. */
+#ifndef CLT_NN_INTERNAL_H
+#define CLT_NN_INTERNAL_H
+
+#include "../core/error.h"
+#include "cltensor/nn.h"
+
+typedef enum clt__layer_kind {
+    CLT__LINEAR,
+    CLT__RELU,
+    CLT__FLATTEN,
+    CLT__RESIDUAL
+} clt__layer_kind;
+
+#define CLT__NAME_MAX 96
+
+typedef struct clt__layer {
+    clt__layer_kind kind;
+    char name[CLT__NAME_MAX]; /* "net.3.body.0", for messages and parameter names */
+    /* Linear: weight (out,in) at element `offset` of the flat buffers, bias (out) after it. */
+    int64_t in, out, offset;
+    clt_tensor *w, *b, *dw, *db; /* views; dw and db NULL until gradients exist */
+    /* Residual: the body Linear, ReLU, Linear, ReLU. */
+    struct clt__layer *body;
+    int nbody;
+    /* What backward needs: Linear its input, ReLU its output. */
+    clt_tensor *saved;
+    /* Checkpointing, top-level residual blocks only: seg_pos is the 1-based
+     * position in the current forward's segment (0: not in one); the
+     * segment's first layer holds its length and its input, the only
+     * tensor a checkpointed segment keeps. */
+    int seg_pos, seg_len, seg_internal;
+    clt_tensor *seg_input;
+    /* Flatten: the input shape, to restore in backward. */
+    int in_ndim;
+    int64_t in_shape[CLT_MAX_DIMS];
+} clt__layer;
+
+/* One named parameter tensor: a Linear's weight or bias. */
+typedef struct clt__named {
+    char name[CLT__NAME_MAX + 8];
+    clt__layer *layer;
+    int is_bias;
+} clt__named;
+
+struct clt_model {
+    char prefix[32];
+    clt__layer *layers;
+    int nlayers, cap;
+    int64_t features;       /* output width of the last layer added, -1 when unknown */
+    int64_t nparams;
+    int initialised;
+    int training;
+    int ckpt_size;          /* blocks per checkpointed segment; 0 off, CLT_CHECKPOINT_AUTO */
+    int pending;            /* a training forward kept activations for backward */
+    int out_ndim;           /* shape of the pending forward's output */
+    int64_t out_shape[CLT_MAX_DIMS];
+    clt_tensor *params;     /* flat (N), CLT_MEM_WEIGHTS */
+    clt_tensor *grads;      /* flat (N), CLT_MEM_GRADIENTS, NULL before the first backward */
+    clt__layer **linears;   /* every Linear, nested ones included, in state_dict order */
+    int nlinears;
+    clt__named *named;
+    int nnamed;
+};
+
+/* Layer passes (src/nn/layers.c). x is borrowed; `internal` says x was made
+ * by this forward pass, so keeping it counts as an activation. *y is a new
+ * reference and *y_internal says the same of it. */
+clt_status clt__seq_forward(clt_model *m, clt__layer *layers, int n, clt_tensor *x, int internal,
+                            clt_tensor **y, int *y_internal);
+/* The model's own layers, checkpointed in training mode when ckpt_size is
+ * not 0: runs of residual blocks go in segments keeping only their input. */
+clt_status clt__model_run_forward(clt_model *m, clt_tensor *x, clt_tensor **y);
+/* dy is borrowed; *dx (a new reference) is computed only when dx is not NULL.
+ * A checkpointed segment is recomputed from its input (training mode, the
+ * same kernels, so bit for bit), backpropagated and freed before the layers
+ * below it run. */
+clt_status clt__seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor *dy, clt_tensor **dx);
+/* Blocks per segment for a run of `run` residual blocks (size as set). */
+int clt__segment_size(int size, int run);
+/* Releases every kept tensor of the layers. */
+void clt__seq_drop(clt__layer *layers, int n);
+
+#endif

@@ -1,0 +1,460 @@
+/* The memory planner: replays one training step on counted stand-ins for
+ * tensors, mirroring what src/nn/layers.c allocates, keeps and frees, in the
+ * same order, so that the predicted peak is the allocator's. Keep the two in
+ * step when a layer changes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CL/cl.h>
+
+#include "../device/device_internal.h"
+#include "cltensor/memory.h"
+#include "cltensor/plan.h"
+#include "nn_internal.h"
+
+/* The column tile of the CPU GEMM kernels (CPU_TN in src/ops/dense.c): a
+ * transposed B is packed into panels of that width for the call. */
+#define PACK_TN 16
+
+typedef struct sim_layer {
+    int saved, seg_input, seg_internal, seg_pos, seg_len, nbody;
+    struct sim_layer *body;
+} sim_layer;
+
+typedef struct sim {
+    int64_t *bytes;
+    int *refs;
+    unsigned char *act;
+    int n, cap;
+    int64_t live, act_live, peak, peak_act, act_at_peak;
+    int64_t rows;
+    int cpu, training, ckpt_size, oom;
+} sim;
+
+static void note(sim *s)
+{
+    if (s->live > s->peak) {
+        s->peak = s->live;
+        s->act_at_peak = s->act_live;
+    }
+    if (s->act_live > s->peak_act) s->peak_act = s->act_live;
+}
+
+static int t_new(sim *s, int64_t bytes)
+{
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        int64_t *b = realloc(s->bytes, (size_t)cap * sizeof *b);
+        if (b) s->bytes = b;
+        int *r = b ? realloc(s->refs, (size_t)cap * sizeof *r) : NULL;
+        if (r) s->refs = r;
+        unsigned char *a = r ? realloc(s->act, (size_t)cap) : NULL;
+        if (!a) {
+            s->oom = 1;
+            return -1;
+        }
+        s->act = a;
+        s->cap = cap;
+    }
+    int id = s->n++;
+    s->bytes[id] = bytes;
+    s->refs[id] = 1;
+    s->act[id] = 0;
+    s->live += bytes;
+    note(s);
+    return id;
+}
+
+static int t_retain(sim *s, int id)
+{
+    if (id >= 0) s->refs[id]++;
+    return id;
+}
+
+static void t_release(sim *s, int id)
+{
+    if (id < 0 || --s->refs[id] > 0) return;
+    s->live -= s->bytes[id];
+    if (s->act[id]) s->act_live -= s->bytes[id];
+}
+
+static void t_tag(sim *s, int id)
+{
+    if (id < 0 || s->act[id]) return;
+    s->act[id] = 1;
+    s->act_live += s->bytes[id];
+    note(s);
+}
+
+/* Scratch alive for one call only. */
+static void t_transient(sim *s, int64_t bytes)
+{
+    s->live += bytes;
+    note(s);
+    s->live -= bytes;
+}
+
+static int64_t t_bytes(const sim *s, int id) { return id < 0 ? 0 : s->bytes[id]; }
+
+/* As drop() and keep() in layers.c. */
+static void drop(sim *s, int *slot)
+{
+    int t = *slot;
+    if (t < 0) return;
+    *slot = -1;
+    if (s->refs[t] > 1 && s->act[t]) {
+        s->act[t] = 0;
+        s->act_live -= s->bytes[t];
+    }
+    t_release(s, t);
+}
+
+static void keep(sim *s, int *slot, int t, int internal)
+{
+    t_retain(s, t);
+    drop(s, slot);
+    *slot = t;
+    if (internal) t_tag(s, t);
+}
+
+static void seq_drop(sim *s, sim_layer *sl, int n)
+{
+    for (int i = 0; i < n; i++) {
+        drop(s, &sl[i].saved);
+        drop(s, &sl[i].seg_input);
+        if (sl[i].body) seq_drop(s, sl[i].body, sl[i].nbody);
+    }
+}
+
+static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x, int internal, int *y_internal);
+
+static int layer_forward(sim *s, const clt__layer *l, sim_layer *sl, int x, int internal, int *y_internal)
+{
+    *y_internal = 1;
+    int y = -1;
+    switch (l->kind) {
+    case CLT__LINEAR:
+        y = t_new(s, s->rows * l->out * 4);
+        if (s->cpu) t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
+        if (s->training) keep(s, &sl->saved, x, internal);
+        break;
+    case CLT__RELU:
+        y = t_new(s, t_bytes(s, x));
+        if (s->training) keep(s, &sl->saved, y, 1);
+        break;
+    case CLT__FLATTEN:
+        *y_internal = internal;
+        y = t_retain(s, x);
+        break;
+    case CLT__RESIDUAL: {
+        int hi;
+        int h = seq_forward(s, l->body, sl->body, l->nbody, x, internal, &hi);
+        y = t_new(s, t_bytes(s, x));
+        t_release(s, h);
+        break;
+    }
+    }
+    return y;
+}
+
+static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x, int internal, int *y_internal)
+{
+    int cur = t_retain(s, x), ci = internal;
+    for (int i = 0; i < n; i++) {
+        int ni;
+        int next = layer_forward(s, &l[i], &sl[i], cur, ci, &ni);
+        t_release(s, cur);
+        cur = next;
+        ci = ni;
+    }
+    *y_internal = ci;
+    return cur;
+}
+
+/* As clt__model_run_forward. */
+static int model_forward(sim *s, const clt_model *m, sim_layer *sl, int x)
+{
+    const clt__layer *l = m->layers;
+    int n = m->nlayers;
+    for (int i = 0; i < n; i++) sl[i].seg_pos = sl[i].seg_len = 0;
+    int cur = t_retain(s, x), ci = 0, size = 0;
+    for (int i = 0; i < n;) {
+        int len = 1;
+        if (s->training && s->ckpt_size != 0 && l[i].kind == CLT__RESIDUAL) {
+            int run = 0;
+            while (i + run < n && l[i + run].kind == CLT__RESIDUAL) run++;
+            if (i == 0 || l[i - 1].kind != CLT__RESIDUAL) size = clt__segment_size(s->ckpt_size, run);
+            len = size < run ? size : run;
+            for (int k = 0; k < len; k++) sl[i + k].seg_pos = k + 1;
+            sl[i].seg_len = len;
+            sl[i].seg_internal = ci;
+            keep(s, &sl[i].seg_input, cur, ci);
+        }
+        int training = s->training, ni;
+        if (sl[i].seg_len) s->training = 0;
+        int next = seq_forward(s, &l[i], &sl[i], len, cur, ci, &ni);
+        s->training = training;
+        t_release(s, cur);
+        cur = next;
+        ci = ni;
+        i += len;
+    }
+    return cur;
+}
+
+static int seq_backward(sim *s, const clt__layer *l, sim_layer *sl, int n, int top, int dy, int want_dx);
+
+static int layer_backward(sim *s, const clt__layer *l, sim_layer *sl, int dy, int want)
+{
+    int dx = -1;
+    switch (l->kind) {
+    case CLT__LINEAR:
+        if (want) dx = t_new(s, s->rows * l->in * 4);
+        drop(s, &sl->saved);
+        break;
+    case CLT__RELU:
+        if (want) dx = t_new(s, t_bytes(s, dy));
+        drop(s, &sl->saved);
+        break;
+    case CLT__FLATTEN:
+        if (want) dx = t_retain(s, dy);
+        break;
+    case CLT__RESIDUAL:
+        if (!want) {
+            seq_backward(s, l->body, sl->body, l->nbody, 0, dy, 0);
+        } else {
+            int dh = seq_backward(s, l->body, sl->body, l->nbody, 0, dy, 1);
+            dx = t_new(s, t_bytes(s, dy));
+            t_release(s, dh);
+        }
+        break;
+    }
+    return dx;
+}
+
+static int has_params(const clt__layer *l) { return l->kind == CLT__LINEAR || l->kind == CLT__RESIDUAL; }
+
+/* As clt__seq_backward, segments included when top. */
+static int seq_backward(sim *s, const clt__layer *l, sim_layer *sl, int n, int top, int dy, int want_dx)
+{
+    int first = n;
+    for (int i = 0; i < n && first == n; i++)
+        if (has_params(&l[i])) first = i;
+    int cur = t_retain(s, dy);
+    for (int i = n - 1; i >= 0 && cur >= 0;) {
+        if (!want_dx && i < first) break;
+        int seg = top && sl[i].seg_pos;
+        int j = seg ? i - sl[i].seg_pos + 1 : i;
+        int need = want_dx || j > first;
+        int next;
+        if (seg) {
+            int oi;
+            int out = seq_forward(s, &l[j], &sl[j], sl[j].seg_len, sl[j].seg_input, sl[j].seg_internal, &oi);
+            t_release(s, out);
+            next = seq_backward(s, &l[j], &sl[j], sl[j].seg_len, 0, cur, need);
+        } else {
+            next = layer_backward(s, &l[i], &sl[i], cur, need);
+        }
+        t_release(s, cur);
+        cur = next;
+        i = j - 1;
+    }
+    seq_drop(s, sl, n);
+    if (!want_dx) {
+        t_release(s, cur);
+        return -1;
+    }
+    return cur;
+}
+
+static void sim_layers_free(sim_layer *sl, int n)
+{
+    for (int i = 0; sl && i < n; i++) sim_layers_free(sl[i].body, sl[i].nbody);
+    free(sl);
+}
+
+static sim_layer *sim_layers_new(const clt__layer *l, int n)
+{
+    sim_layer *sl = calloc((size_t)n + 1, sizeof *sl);
+    if (!sl) return NULL;
+    for (int i = 0; i < n; i++) {
+        sl[i].saved = sl[i].seg_input = -1;
+        sl[i].nbody = l[i].nbody;
+        if (l[i].body && !(sl[i].body = sim_layers_new(l[i].body, l[i].nbody))) {
+            sim_layers_free(sl, i);
+            return NULL;
+        }
+    }
+    return sl;
+}
+
+static clt_status uses_cpu_kernels(clt_device dev, int *cpu)
+{
+    const char *env = getenv("CLT_DENSE");
+    if (env && *env) {
+        *cpu = strcmp(env, "cpu") == 0;
+        return CLT_OK;
+    }
+    int slot;
+    CLT_TRY(clt__resolve(dev, &slot));
+    cl_device_type type;
+    cl_int err = clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    if (err != CL_SUCCESS) return clt__cl_fail(err, "clt_plan_step: querying the type of %s", clt__slot_get(slot)->name);
+    *cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
+    return CLT_OK;
+}
+
+clt_plan_options clt_plan_default_options(void)
+{
+    clt_plan_options o;
+    memset(&o, 0, sizeof o);
+    o.batch_size = 256;
+    o.optimizer = CLT_OPTIMIZER_SGD;
+    o.dtype = CLT_FLOAT32;
+    o.device = clt_try_gpu(0);
+    return o;
+}
+
+static const clt__layer *first_linear(const clt__layer *l, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (l[i].kind == CLT__LINEAR) return &l[i];
+        if (l[i].body) return first_linear(l[i].body, l[i].nbody);
+    }
+    return NULL;
+}
+
+static clt_status plan_with(const clt_model *m, const clt_plan_options *o, int cpu, clt_plan *p)
+{
+    const char *op = "clt_plan_step";
+    memset(p, 0, sizeof *p);
+    const clt__layer *fl = first_linear(m->layers, m->nlayers);
+    if (!m->initialised || !fl || m->features < 1)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the model must be initialised and have a Linear", op);
+    if (o->batch_size < 1)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch size %lld (must be >= 1)", op, (long long)o->batch_size);
+    if (o->checkpoint_segments < 0 && o->checkpoint_segments != CLT_CHECKPOINT_AUTO)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: segment size %d", op, o->checkpoint_segments);
+    if (o->dtype != CLT_FLOAT32)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: models store float32 only, not %s", op, clt_dtype_name(o->dtype));
+    int64_t n = m->nparams;
+    int nbuf = o->optimizer == CLT_OPTIMIZER_ADAM ? 2 : o->momentum > 0 ? 1 : 0;
+    p->weights = 4 * n;
+    p->gradients = 4 * n;
+    p->optimizer = 4 * n * nbuf;
+    p->input_features = fl->in;
+    sim s = {.rows = o->batch_size, .cpu = cpu, .training = 1, .ckpt_size = o->checkpoint_segments};
+    sim_layer *sl = sim_layers_new(m->layers, m->nlayers);
+    if (!sl) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    /* The trainer's step on a batch already on the device. */
+    int x = t_new(&s, s.rows * fl->in * 4), labels = t_new(&s, s.rows * 4);
+    p->batch = s.live;
+    int logits = model_forward(&s, m, sl, x);
+    int loss = t_new(&s, 4), per_row = t_new(&s, s.rows * 4), dlogits = t_new(&s, s.rows * m->features * 4);
+    t_release(&s, per_row);
+    t_tag(&s, dlogits);
+    seq_backward(&s, m->layers, sl, m->nlayers, 1, dlogits, 0);
+    t_release(&s, logits);
+    t_release(&s, loss);
+    t_release(&s, dlogits);
+    t_release(&s, x);
+    t_release(&s, labels);
+    for (int i = 0; i < m->nlayers; i++)
+        if (sl[i].seg_len) p->segment_size = p->segment_size > sl[i].seg_len ? p->segment_size : sl[i].seg_len;
+    sim_layers_free(sl, m->nlayers);
+    free(s.bytes);
+    free(s.refs);
+    free(s.act);
+    if (s.oom) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    p->activations = s.act_at_peak;
+    p->peak_activations = s.peak_act;
+    p->temporaries = s.peak - p->batch - p->activations;
+    p->peak = p->weights + p->gradients + p->optimizer + s.peak;
+    return CLT_OK;
+}
+
+clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan *out)
+{
+    if (!m || !o || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_step: NULL argument");
+    int cpu;
+    CLT_TRY(uses_cpu_kernels(o->device, &cpu));
+    return plan_with(m, o, cpu, out);
+}
+
+static clt_status max_batch(const clt_model *m, const clt_plan_options *o, int cpu, int64_t budget, int64_t hi,
+                            int64_t *batch)
+{
+    clt_plan_options q = *o;
+    clt_plan p;
+    int64_t lo = 0; /* the largest known to fit */
+    while (lo < hi) {
+        q.batch_size = lo + (hi - lo + 1) / 2;
+        CLT_TRY(plan_with(m, &q, cpu, &p));
+        if (p.peak <= budget) lo = q.batch_size;
+        else hi = q.batch_size - 1;
+    }
+    *batch = lo;
+    return CLT_OK;
+}
+
+clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch_size,
+                              int64_t *batch)
+{
+    if (!m || !o || !batch) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_max_batch: NULL argument");
+    *batch = 0;
+    if (max_batch_size < 1)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_max_batch: max_batch %lld", (long long)max_batch_size);
+    int cpu;
+    CLT_TRY(uses_cpu_kernels(o->device, &cpu));
+    return max_batch(m, o, cpu, budget, max_batch_size, batch);
+}
+
+#define MIB (1024.0 * 1024.0)
+
+clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch_size,
+                           FILE *out)
+{
+    if (!m || !o || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_report: NULL argument");
+    int cpu;
+    CLT_TRY(uses_cpu_kernels(o->device, &cpu));
+    clt_plan p;
+    CLT_TRY(plan_with(m, o, cpu, &p));
+    char dev[32];
+    CLT_TRY(clt_device_name(o->device, dev, sizeof dev));
+    fprintf(out, "predicted peak of one training step at batch %lld on %s%s:\n", (long long)o->batch_size, dev,
+            p.segment_size ? "" : ", no checkpointing");
+    if (p.segment_size) fprintf(out, "  (checkpointed segments of %d blocks)\n", p.segment_size);
+    fprintf(out, "  weights      %10.1f MiB\n  gradients    %10.1f MiB\n  optimizer    %10.1f MiB\n", p.weights / MIB,
+            p.gradients / MIB, p.optimizer / MIB);
+    fprintf(out, "  batch        %10.1f MiB\n  activations  %10.1f MiB (peak %.1f MiB)\n  temporaries  %10.1f MiB\n",
+            p.batch / MIB, p.activations / MIB, p.peak_activations / MIB, p.temporaries / MIB);
+    fprintf(out, "  total        %10.1f MiB\n", p.peak / MIB);
+    if (budget <= 0) return CLT_OK;
+    int fits = p.peak <= budget;
+    fprintf(out, "%s: %.1f MiB available (%.0f%% used)\n", fits ? "fits" : "DOES NOT FIT", budget / MIB,
+            100.0 * (double)p.peak / (double)budget);
+    fprintf(out, "  (tensors only: the caching allocator's segments need headroom beyond this)\n");
+    clt_plan_options plain = *o, ckpt = *o;
+    plain.checkpoint_segments = 0;
+    if (!ckpt.checkpoint_segments) ckpt.checkpoint_segments = CLT_CHECKPOINT_AUTO;
+    int64_t b_plain, b_ckpt;
+    CLT_TRY(max_batch(m, &plain, cpu, budget, max_batch_size, &b_plain));
+    CLT_TRY(max_batch(m, &ckpt, cpu, budget, max_batch_size, &b_ckpt));
+    const char *more = " (or more)";
+    fprintf(out, "largest batch that fits: %lld without checkpointing%s, %lld with%s\n", (long long)b_plain,
+            b_plain == max_batch_size ? more : "", (long long)b_ckpt, b_ckpt == max_batch_size ? more : "");
+    if (fits) return CLT_OK;
+    fprintf(out, "to fit:\n");
+    if (b_plain > 0) fprintf(out, "  - lower the batch size to %lld\n", (long long)b_plain);
+    if (b_ckpt >= o->batch_size && m->nlayers > 0 && clt_model_num_blocks(m) > 0)
+        fprintf(out, "  - checkpoint activations (--checkpoint-segments auto)\n");
+    else if (b_ckpt > b_plain)
+        fprintf(out, "  - checkpoint activations and lower the batch size to %lld\n", (long long)b_ckpt);
+    if (p.optimizer > 0)
+        fprintf(out, "  - SGD without momentum keeps no optimizer state: %.1f MiB less\n", p.optimizer / MIB);
+    if (b_plain == 0 && b_ckpt == 0)
+        fprintf(out, "  - the weights, gradients and optimizer state alone need %.1f MiB: use a smaller model or a "
+                     "larger device\n", (p.weights + p.gradients + p.optimizer) / MIB);
+    return CLT_OK;
+}

@@ -1,0 +1,185 @@
+/* SGD and Adam over a model's flat parameter buffer: one fused kernel call
+ * per step, state created lazily on the parameters' device. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../core/error.h"
+#include "cltensor/ops.h"
+#include "cltensor/optim.h"
+
+typedef enum { OPT_SGD, OPT_ADAM } opt_kind;
+
+struct clt_optimizer {
+    opt_kind kind;
+    clt_model *model;
+    float lr, momentum, weight_decay, beta1, beta2, eps;
+    int decoupled;
+    int64_t steps;
+    int nstate;             /* buffers this optimizer keeps: 0, 1 or 2 */
+    clt_tensor *state[2];   /* flat (N), CLT_MEM_OPTIMIZER; NULL until created */
+};
+
+static const char *state_name(const clt_optimizer *o, int i)
+{
+    if (o->kind == OPT_SGD) return "momentum_buffer";
+    return i == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
+static clt_status check_hyper(const char *op, const char *what, float v, float below)
+{
+    if (isfinite(v) && v >= 0 && v < below) return CLT_OK;
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: %s is %g (must be finite, >= 0 and < %g)", op, what, (double)v,
+                     (double)below);
+}
+
+static clt_status create(clt_optimizer **out, const char *op, clt_model *model, clt_optimizer proto)
+{
+    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    *out = NULL;
+    if (!model) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: model is NULL", op);
+    if (!clt_model_parameters(model))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the model has no parameters yet; call clt_model_init", op);
+    clt_optimizer *o = malloc(sizeof *o);
+    if (!o) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    *o = proto;
+    o->model = model;
+    *out = o;
+    return CLT_OK;
+}
+
+clt_status clt_optimizer_create_sgd(clt_optimizer **out, clt_model *model, float lr, float momentum,
+                                    float weight_decay)
+{
+    const char *op = "clt_optimizer_create_sgd";
+    if (out) *out = NULL;
+    CLT_TRY(check_hyper(op, "lr", lr, INFINITY));
+    CLT_TRY(check_hyper(op, "momentum", momentum, 1.0f));
+    CLT_TRY(check_hyper(op, "weight_decay", weight_decay, INFINITY));
+    clt_optimizer proto = {.kind = OPT_SGD, .lr = lr, .momentum = momentum, .weight_decay = weight_decay,
+                           .nstate = momentum > 0 ? 1 : 0};
+    return create(out, op, model, proto);
+}
+
+clt_status clt_optimizer_create_adam(clt_optimizer **out, clt_model *model, float lr, float beta1, float beta2,
+                                     float eps, float weight_decay, int decoupled)
+{
+    const char *op = "clt_optimizer_create_adam";
+    if (out) *out = NULL;
+    CLT_TRY(check_hyper(op, "lr", lr, INFINITY));
+    CLT_TRY(check_hyper(op, "beta1", beta1, 1.0f));
+    CLT_TRY(check_hyper(op, "beta2", beta2, 1.0f));
+    CLT_TRY(check_hyper(op, "eps", eps, INFINITY));
+    CLT_TRY(check_hyper(op, "weight_decay", weight_decay, INFINITY));
+    clt_optimizer proto = {.kind = OPT_ADAM, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+                           .weight_decay = weight_decay, .decoupled = decoupled != 0, .nstate = 2};
+    return create(out, op, model, proto);
+}
+
+void clt_optimizer_free(clt_optimizer *opt)
+{
+    if (!opt) return;
+    for (int i = 0; i < 2; i++) clt_tensor_release(opt->state[i]);
+    free(opt);
+}
+
+/* Creates missing state buffers next to the parameters; `zero` says whether
+ * their first contents matter (SGD's first step overwrites its buffer). */
+static clt_status make_state(clt_optimizer *o, int zero, int *created)
+{
+    *created = 0;
+    clt_tensor *params = clt_model_parameters(o->model);
+    for (int i = 0; i < o->nstate; i++) {
+        if (o->state[i]) continue;
+        clt_tensor *t;
+        CLT_TRY(zero ? clt_zeros_like(&t, params) : clt_empty_like(&t, params));
+        clt_tensor_set_category(t, CLT_MEM_OPTIMIZER);
+        o->state[i] = t;
+        *created = 1;
+    }
+    return CLT_OK;
+}
+
+/* State must live where the parameters do. */
+static clt_status check_state_device(const clt_optimizer *o, const char *op)
+{
+    clt_device pd = clt_model_device(o->model);
+    for (int i = 0; i < o->nstate; i++) {
+        if (!o->state[i] || clt_device_equal(clt_tensor_device(o->state[i]), pd)) continue;
+        char a[32], b[32];
+        clt_device_name(clt_tensor_device(o->state[i]), a, sizeof a);
+        clt_device_name(pd, b, sizeof b);
+        return clt__fail(CLT_ERR_DEVICE_MISMATCH,
+                         "%s: the optimizer's %s is on %s but the parameters are on %s; build the optimizer after "
+                         "clt_model_to", op, state_name(o, i), a, b);
+    }
+    return CLT_OK;
+}
+
+clt_status clt_optimizer_step(clt_optimizer *opt)
+{
+    const char *op = "clt_optimizer_step";
+    if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: optimizer is NULL", op);
+    clt_tensor *params = clt_model_parameters(opt->model), *grads = clt_model_gradients(opt->model);
+    if (!grads) return CLT_OK;
+    CLT_TRY(check_state_device(opt, op));
+    int created;
+    CLT_TRY(make_state(opt, opt->kind == OPT_ADAM, &created));
+    clt_status s;
+    if (opt->kind == OPT_SGD)
+        s = clt_sgd_step_(params, grads, opt->state[0], opt->lr, opt->momentum, opt->weight_decay, created);
+    else
+        s = clt_adam_step_(params, grads, opt->state[0], opt->state[1], opt->lr, opt->beta1, opt->beta2, opt->eps,
+                           opt->weight_decay, opt->decoupled, opt->steps + 1);
+    if (s != CLT_OK) {
+        /* State born in a failed step holds nothing valid. */
+        for (int i = 0; created && i < opt->nstate; i++) {
+            clt_tensor_release(opt->state[i]);
+            opt->state[i] = NULL;
+        }
+        return s;
+    }
+    opt->steps++;
+    return CLT_OK;
+}
+
+float clt_optimizer_lr(const clt_optimizer *opt) { return opt ? opt->lr : 0.0f; }
+
+clt_status clt_optimizer_set_lr(clt_optimizer *opt, float lr)
+{
+    if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_set_lr: optimizer is NULL");
+    CLT_TRY(check_hyper("clt_optimizer_set_lr", "lr", lr, INFINITY));
+    opt->lr = lr;
+    return CLT_OK;
+}
+
+int64_t clt_optimizer_steps(const clt_optimizer *opt) { return opt ? opt->steps : 0; }
+
+clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps)
+{
+    if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_set_steps: optimizer is NULL");
+    if (steps < 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_set_steps: steps is %lld", (long long)steps);
+    opt->steps = steps;
+    return CLT_OK;
+}
+
+int clt_optimizer_num_states(const clt_optimizer *opt) { return opt ? opt->nstate : 0; }
+
+clt_status clt_optimizer_state(const clt_optimizer *opt, int i, const char **name, clt_tensor **state)
+{
+    if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_state: optimizer is NULL");
+    if (i < 0 || i >= opt->nstate)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_state: index %d, the optimizer has %d buffers", i,
+                         opt->nstate);
+    if (name) *name = state_name(opt, i);
+    if (state) *state = opt->state[i];
+    return CLT_OK;
+}
+
+clt_status clt_optimizer_init_state(clt_optimizer *opt)
+{
+    if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_init_state: optimizer is NULL");
+    CLT_TRY(check_state_device(opt, "clt_optimizer_init_state"));
+    int created;
+    return make_state(opt, 1, &created);
+}

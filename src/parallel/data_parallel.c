@@ -1,0 +1,351 @@
+/* Data parallel training: a replica per device, each global batch split in
+ * shards, gradients combined on the primary weighted by shard size (and
+ * summed over processes through a clt_collective), one optimizer step on
+ * the primary, parameters broadcast back to the replicas. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../core/error.h"
+#include "../trainer/board.h"
+#include "../trainer/progress.h"
+#include "cltensor/ops.h"
+#include "cltensor/parallel.h"
+
+#define CLT__MAX_REPLICAS 64
+
+typedef struct replica {
+    clt_model *model;     /* [0] is the caller's model */
+    clt_loader *loader;   /* this replica's shard of every global batch */
+    clt_tensor *loss_sum; /* sum of per-example losses this epoch, on the device */
+    clt_tensor *x, *y, *logits, *loss, *dlogits;
+    int64_t n;            /* examples in the current shard */
+} replica;
+
+typedef struct dp_state {
+    replica r[CLT__MAX_REPLICAS];
+    int k;                     /* replicas in this process */
+    int rank, world;
+    const clt_collective *comm;
+    clt_optimizer *opt;
+    float *staging;            /* host copy of the gradients for allreduce_sum */
+    int64_t examples;          /* per epoch, after the limit, over all ranks */
+    clt__board board;
+    clt__progress progress;
+} dp_state;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void batch_release(replica *r)
+{
+    clt_tensor_release(r->x);
+    clt_tensor_release(r->y);
+    clt_tensor_release(r->logits);
+    clt_tensor_release(r->loss);
+    clt_tensor_release(r->dlogits);
+    r->x = r->y = r->logits = r->loss = r->dlogits = NULL;
+    r->n = 0;
+}
+
+static void dp_release(dp_state *d)
+{
+    for (int i = 0; i < d->k; i++) {
+        batch_release(&d->r[i]);
+        clt_loader_free(d->r[i].loader);
+        clt_tensor_release(d->r[i].loss_sum);
+        if (i > 0) clt_model_free(d->r[i].model);
+    }
+    clt_optimizer_free(d->opt);
+    free(d->staging);
+    clt__board_clear(&d->board);
+}
+
+/* The primary needs a gradient buffer to combine into even when its own
+ * shard is empty: a backward of zeros through one zero example creates it,
+ * zeroed. */
+static clt_status ensure_gradients(clt_model *m, int64_t features)
+{
+    if (clt_model_gradients(m)) return CLT_OK;
+    int64_t shape[2] = {1, features};
+    clt_tensor *x = NULL, *y = NULL, *dy = NULL;
+    clt_status s = clt_zeros(&x, clt_model_device(m), CLT_FLOAT32, 2, shape);
+    if (s == CLT_OK) s = clt_model_forward(m, x, &y);
+    if (s == CLT_OK) s = clt_zeros_like(&dy, y);
+    if (s == CLT_OK) s = clt_model_backward(m, dy, NULL);
+    if (s == CLT_OK) s = clt_model_zero_grad(m);
+    clt_tensor_release(x);
+    clt_tensor_release(y);
+    clt_tensor_release(dy);
+    return s;
+}
+
+/* comm->allreduce_sum, its failure named. */
+static clt_status collective_sum(const clt_collective *comm, float *buf, int64_t n, const char *what)
+{
+    clt_status s = comm->allreduce_sum(comm->ctx, buf, n);
+    if (s == CLT_OK) return CLT_OK;
+    char why[256];
+    snprintf(why, sizeof why, "%s", clt_last_error());
+    return clt__fail(s, "clt_parallel_fit: rank %d of %d: allreduce_sum of the %s (%lld floats) failed%s%s", comm->rank,
+                     comm->world, what, (long long)n, why[0] ? ": " : "", why);
+}
+
+/* Gradients of the local primary += those of every process (host staging). */
+static clt_status allreduce_gradients(dp_state *d)
+{
+    clt_tensor *g = clt_model_gradients(d->r[0].model), *back = NULL;
+    int64_t n = clt_tensor_numel(g);
+    CLT_TRY(clt_to_host(g, d->staging, (size_t)n * sizeof(float)));
+    CLT_TRY(collective_sum(d->comm, d->staging, n, "gradients"));
+    CLT_TRY(clt_from_host(&back, clt_tensor_device(g), CLT_FLOAT32, 1, &n, d->staging));
+    clt_status s = clt_copy_(g, back);
+    clt_tensor_release(back);
+    return s;
+}
+
+/* One optimizer step on a global batch of global_n examples, its shards already loaded. */
+static clt_status dp_step(dp_state *d, int64_t global_n, double clip)
+{
+    clt_model *primary = d->r[0].model;
+    /* Issue every device's work before waiting on any. */
+    CLT_TRY(clt_model_zero_grad(primary));
+    for (int i = 0; i < d->k; i++) {
+        replica *r = &d->r[i];
+        if (r->n == 0) continue;
+        CLT_TRY(clt_model_forward(r->model, r->x, &r->logits));
+        CLT_TRY(clt_cross_entropy_forward(&r->loss, &r->dlogits, r->logits, r->y));
+        /* dlogits is the shard's mean gradient; n/N makes the sum over shards the global mean. */
+        CLT_TRY(clt_scale_(r->dlogits, (float)((double)r->n / (double)global_n)));
+        CLT_TRY(clt_model_zero_grad(r->model));
+        CLT_TRY(clt_model_backward(r->model, r->dlogits, NULL));
+        CLT_TRY(clt_axpy_(r->loss_sum, (float)r->n, r->loss));
+    }
+    clt_tensor *g0 = clt_model_gradients(primary);
+    for (int i = 1; i < d->k; i++) {
+        if (d->r[i].n == 0) continue;
+        clt_tensor *moved = NULL;
+        CLT_TRY(clt_to(&moved, clt_model_gradients(d->r[i].model), clt_tensor_device(g0)));
+        clt_status s = clt_add_(g0, moved);
+        clt_tensor_release(moved);
+        if (s != CLT_OK) return s;
+    }
+    if (d->comm) CLT_TRY(allreduce_gradients(d));
+    if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(primary, clip, NULL));
+    CLT_TRY(clt_optimizer_step(d->opt));
+    clt_tensor *p0 = clt_model_parameters(primary);
+    for (int i = 1; i < d->k; i++) {
+        clt_tensor *moved = NULL;
+        CLT_TRY(clt_to(&moved, p0, clt_model_device(d->r[i].model)));
+        clt_status s = clt_copy_(clt_model_parameters(d->r[i].model), moved);
+        clt_tensor_release(moved);
+        if (s != CLT_OK) return s;
+    }
+    return CLT_OK;
+}
+
+/* Sum of the replicas' loss sums in this process (a synchronization point). */
+static clt_status local_loss(dp_state *d, double *sum)
+{
+    *sum = 0;
+    for (int i = 0; i < d->k; i++) {
+        double v;
+        CLT_TRY(clt_item(d->r[i].loss_sum, &v));
+        *sum += v;
+    }
+    return CLT_OK;
+}
+
+static clt_status run_epoch(dp_state *d, const clt_trainer_options *o, int epoch, int64_t *steps, double *mean_loss,
+                            int64_t *examples, double *seconds)
+{
+    for (int i = 0; i < d->k; i++) {
+        CLT_TRY(clt_loader_set_epoch(d->r[i].loader, epoch - 1));
+        CLT_TRY(clt_fill_(d->r[i].loss_sum, 0.0));
+    }
+    int64_t total_batches = clt_loader_num_batches(d->r[0].loader), batch = 0, seen = 0, local_seen = 0;
+    double start = now();
+    clt__progress_begin(&d->progress, epoch, o->max_epochs, total_batches);
+    clt_status s = CLT_OK;
+    while (s == CLT_OK && !(o->max_steps && *steps >= o->max_steps)) {
+        int done = 0;
+        for (int i = 0; s == CLT_OK && i < d->k; i++) {
+            replica *r = &d->r[i];
+            s = clt_loader_next(r->loader, &r->x, &r->y);
+            if (s == CLT_OK && !r->x) done = 1;
+            r->n = r->x ? clt_tensor_dim(r->x, 0) : 0;
+            local_seen += r->n;
+        }
+        if (s != CLT_OK || done) break;
+        int64_t start_ex = batch * o->batch_size;
+        int64_t global_n = d->examples - start_ex < o->batch_size ? d->examples - start_ex : o->batch_size;
+        s = dp_step(d, global_n, o->gradient_clip_val);
+        for (int i = 0; i < d->k; i++) batch_release(&d->r[i]);
+        if (s != CLT_OK) break;
+        seen += global_n;
+        (*steps)++;
+        batch++;
+        if (clt__progress_due(&d->progress)) {
+            double sum = 0;
+            s = local_loss(d, &sum);
+            clt__progress_update(&d->progress, batch, seen, local_seen ? sum / (double)local_seen : NAN);
+        }
+    }
+    for (int i = 0; i < d->k; i++) batch_release(&d->r[i]);
+    float totals[2] = {0, 0};
+    double sum = 0;
+    if (s == CLT_OK) s = local_loss(d, &sum);
+    totals[0] = (float)sum;
+    totals[1] = (float)local_seen;
+    if (s == CLT_OK && d->comm) s = collective_sum(d->comm, totals, 2, "epoch's loss");
+    *seconds = now() - start;
+    clt__progress_end(&d->progress);
+    *mean_loss = seen ? (double)totals[0] / (double)seen : NAN;
+    *examples = seen;
+    return s;
+}
+
+static clt_status check_args(const clt_model *model, const clt_dataset *train, const clt_trainer_options *opt,
+                             const clt_device *devices, int num_devices, const clt_collective *comm)
+{
+    const char *op = "clt_parallel_fit";
+    if (!model || !train || !opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+    if (num_devices < 0 || num_devices > CLT__MAX_REPLICAS || (devices && num_devices < 1))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: num_devices is %d; it must be 1..%d (0: every GPU without a "
+                         "list)", op, num_devices, CLT__MAX_REPLICAS);
+    if (comm && (comm->world < 1 || comm->rank < 0 || comm->rank >= comm->world || !comm->allreduce_sum))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: collective with rank %d of world %d%s", op, comm->rank,
+                         comm->world, comm->allreduce_sum ? "" : " and no allreduce_sum");
+    if (opt->max_epochs < 1 || opt->batch_size < 1 || !(opt->lr > 0) || !isfinite(opt->lr) ||
+        !(opt->gradient_clip_val >= 0) || opt->max_steps < 0 || opt->train_limit < 0 || opt->val_limit < 0 ||
+        (opt->optimizer != CLT_OPTIMIZER_SGD && opt->optimizer != CLT_OPTIMIZER_ADAM))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "%s: bad options (max_epochs %d, batch_size %lld, lr %g, gradient_clip_val %g, max_steps "
+                         "%lld, limits %lld/%lld, optimizer %d)", op, opt->max_epochs, (long long)opt->batch_size,
+                         opt->lr, opt->gradient_clip_val, (long long)opt->max_steps, (long long)opt->train_limit,
+                         (long long)opt->val_limit, (int)opt->optimizer);
+    return CLT_OK;
+}
+
+/* Moves the model to the primary, makes the replicas and the loaders. */
+static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *train, const clt_trainer_options *opt,
+                           const clt_device *list)
+{
+    for (int i = 0; i < d->k; i++) {
+        if (!clt_device_exists(list[i])) {
+            char name[32] = "?";
+            clt_device_name(list[i], name, sizeof name);
+            return clt__fail(CLT_ERR_NO_DEVICE, "clt_parallel_fit: device %s (replica %d) does not exist", name, i);
+        }
+    }
+    CLT_TRY(clt_model_to(model, list[0]));
+    clt_model_set_training(model, 1);
+    d->r[0].model = model;
+    for (int i = 1; i < d->k; i++) {
+        d->r[i].model = NULL;
+        CLT_TRY(clt_model_replicate(&d->r[i].model, model, list[i]));
+    }
+    CLT_TRY(ensure_gradients(model, train->rows * train->cols));
+    CLT_TRY(opt->optimizer == CLT_OPTIMIZER_ADAM
+                ? clt_optimizer_create_adam(&d->opt, model, opt->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
+                : clt_optimizer_create_sgd(&d->opt, model, opt->lr, 0.0f, 0.0f));
+    clt_loader_options lo = clt_loader_default_options();
+    lo.batch_size = opt->batch_size;
+    lo.shuffle = opt->shuffle;
+    lo.seed = opt->seed;
+    lo.limit = opt->train_limit;
+    lo.flatten = 1;
+    lo.world = d->world * d->k;
+    int64_t one = 1;
+    for (int i = 0; i < d->k; i++) {
+        lo.rank = d->rank * d->k + i;
+        CLT_TRY(clt_loader_create(&d->r[i].loader, train, list[i], &lo));
+        CLT_TRY(clt_zeros(&d->r[i].loss_sum, list[i], CLT_FLOAT32, 1, &one));
+    }
+    d->examples = clt_loader_num_examples(d->r[0].loader);
+    if (d->comm) {
+        d->staging = malloc((size_t)clt_model_parameter_count(model) * sizeof(float));
+        if (!d->staging) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_parallel_fit: no host memory for staging");
+    }
+    return CLT_OK;
+}
+
+clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
+                            const clt_trainer_options *opt, const clt_device *devices, int num_devices,
+                            const clt_collective *comm, clt_trainer_result *out)
+{
+    CLT_TRY(check_args(model, train, opt, devices, num_devices, comm));
+    clt_device list[CLT__MAX_REPLICAS];
+    int k = num_devices;
+    if (devices) {
+        memcpy(list, devices, (size_t)k * sizeof *list);
+    } else {
+        int avail = clt_try_all_gpus(list, CLT__MAX_REPLICAS);
+        if (avail > CLT__MAX_REPLICAS) avail = CLT__MAX_REPLICAS;
+        if (k == 0 || k > avail) k = avail;
+    }
+    dp_state *d = calloc(1, sizeof *d);
+    if (!d) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_parallel_fit: out of host memory");
+    d->k = k;
+    d->comm = comm;
+    d->rank = comm ? comm->rank : 0;
+    d->world = comm ? comm->world : 1;
+    int lead = d->rank == 0;
+    char ranks[32] = "";
+    if (d->world > 1) snprintf(ranks, sizeof ranks, " x %d ranks", d->world);
+    clt_status s = dp_setup(d, model, train, opt, list);
+
+    clt_trainer_result r;
+    memset(&r, 0, sizeof r);
+    char primary[24] = "?";
+    clt_device_name(list[0], primary, sizeof primary);
+    if (k > 1) snprintf(r.device, sizeof r.device, "%s+%d", primary, k - 1);
+    else snprintf(r.device, sizeof r.device, "%s", primary);
+    int show_bar = lead && (opt->progress < 0 ? isatty(fileno(stderr)) : opt->progress);
+    clt__progress_init(&d->progress, show_bar ? stderr : NULL, r.device);
+    r.val_loss = r.val_accuracy = NAN;
+    int64_t total_examples = 0;
+    for (int epoch = 1; s == CLT_OK && epoch <= opt->max_epochs; epoch++) {
+        if (opt->max_steps && r.steps >= opt->max_steps) break;
+        clt__epoch_row row = {.epoch = epoch, .val_loss = NAN, .val_accuracy = NAN};
+        int64_t examples = 0;
+        s = run_epoch(d, opt, epoch, &r.steps, &row.train_loss, &examples, &row.seconds);
+        if (s != CLT_OK) break;
+        row.steps = r.steps;
+        row.images_per_second = row.seconds > 0 ? (double)examples / row.seconds : 0;
+        r.seconds += row.seconds;
+        total_examples += examples;
+        if (val && lead) s = clt_evaluate(model, val, opt->batch_size, opt->val_limit, &row.val_loss, &row.val_accuracy);
+        clt_model_set_training(model, 1);
+        if (s == CLT_OK) s = clt__board_add(&d->board, &row);
+        if (s == CLT_OK && lead && opt->log)
+            fprintf(opt->log,
+                    "epoch %d/%d: train loss %.4f, val loss %.4f, val acc %.4f, %.2f s, %.0f images/s on %s%s\n",
+                    epoch, opt->max_epochs, row.train_loss, row.val_loss, row.val_accuracy, row.seconds,
+                    row.images_per_second, r.device, ranks);
+        r.epochs = epoch;
+        r.train_loss = row.train_loss;
+        r.val_loss = row.val_loss;
+        r.val_accuracy = row.val_accuracy;
+        if (s == CLT_OK && lead && opt->metrics_path) s = clt__board_write_csv(&d->board, opt->metrics_path);
+        if (s == CLT_OK && lead && opt->plot_path) s = clt__board_write_svg(&d->board, opt->plot_path);
+    }
+    r.images_per_second = r.seconds > 0 ? (double)total_examples / r.seconds : 0;
+    if (s == CLT_OK && lead && opt->save_path) {
+        clt_checkpoint_info info = opt->save_info;
+        info.epoch = r.epochs;
+        info.steps = r.steps;
+        s = clt_checkpoint_save(opt->save_path, model, d->opt, &info);
+    }
+    if (out) *out = r;
+    dp_release(d);
+    free(d);
+    return s;
+}

@@ -1,0 +1,101 @@
+/* Copies of a model, whole (a replica per device for data parallel) or by
+ * layer ranges (the stages of model parallel). nn.h has no way to list a
+ * model's layers, so this reads them from the model's internal description
+ * (read only) and rebuilds them through the public builder. */
+#include "../nn/nn_internal.h"
+#include "cltensor/parallel.h"
+
+/* A new model on dev with layers [first, end) of src and src's prefix,
+ * initialised (values overwritten by the caller). */
+static clt_status build_range(clt_model **out, const clt_model *src, int first, int end, clt_device dev)
+{
+    clt_model *m;
+    CLT_TRY(clt_model_create(&m, src->prefix));
+    clt_status s = CLT_OK;
+    for (int i = first; s == CLT_OK && i < end; i++) {
+        const clt__layer *l = &src->layers[i];
+        switch (l->kind) {
+        case CLT__LINEAR: s = clt_model_add_linear(m, l->in, l->out); break;
+        case CLT__RELU: s = clt_model_add_relu(m); break;
+        case CLT__FLATTEN: s = clt_model_add_flatten(m); break;
+        case CLT__RESIDUAL: s = clt_model_add_residual(m, l->body[0].in); break;
+        }
+    }
+    if (s == CLT_OK) s = clt_model_init(m, dev, 0);
+    if (s != CLT_OK) {
+        clt_model_free(m);
+        return s;
+    }
+    *out = m;
+    return CLT_OK;
+}
+
+/* dst's parameters = src's flat parameters [offset, offset + dst's count). */
+static clt_status copy_params(clt_model *dst, const clt_model *src, int64_t offset)
+{
+    int64_t n = clt_model_parameter_count(dst);
+    if (n == 0) return CLT_OK;
+    clt_tensor *part = NULL, *moved = NULL;
+    clt_status s = clt_narrow(&part, clt_model_parameters(src), offset, n);
+    if (s == CLT_OK) s = clt_to(&moved, part, clt_model_device(dst));
+    if (s == CLT_OK) s = clt_copy_(clt_model_parameters(dst), moved);
+    clt_tensor_release(part);
+    clt_tensor_release(moved);
+    return s;
+}
+
+static clt_status need_src(const char *op, const clt_model *src)
+{
+    if (!src || !src->initialised)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the source model is %s", op,
+                         src ? "not initialised (call clt_model_init)" : "NULL");
+    return CLT_OK;
+}
+
+clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device dev)
+{
+    const char *op = "clt_model_replicate";
+    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    *out = NULL;
+    CLT_TRY(need_src(op, src));
+    clt_model *m;
+    CLT_TRY(build_range(&m, src, 0, src->nlayers, dev));
+    clt_status s = copy_params(m, src, 0);
+    if (s != CLT_OK) {
+        clt_model_free(m);
+        return s;
+    }
+    *out = m;
+    return CLT_OK;
+}
+
+clt_status clt_model_split(const clt_model *src, int num_stages, const int *first_layer, const clt_device *devices,
+                           clt_model **stages)
+{
+    const char *op = "clt_model_split";
+    if (!stages || !first_layer || !devices || num_stages < 1)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: NULL argument or %d stages", op, num_stages);
+    for (int k = 0; k < num_stages; k++) stages[k] = NULL;
+    CLT_TRY(need_src(op, src));
+    for (int k = 0; k < num_stages; k++) {
+        int end = k + 1 < num_stages ? first_layer[k + 1] : src->nlayers;
+        if ((k == 0 && first_layer[0] != 0) || first_layer[k] >= end || end > src->nlayers)
+            return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                             "%s: stage %d covers layers [%d, %d) of a model with %d layers; stages must start "
+                             "at 0, be non-empty and increase", op, k, first_layer[k], end, src->nlayers);
+    }
+    clt_status s = CLT_OK;
+    int64_t offset = 0;
+    for (int k = 0; s == CLT_OK && k < num_stages; k++) {
+        int end = k + 1 < num_stages ? first_layer[k + 1] : src->nlayers;
+        s = build_range(&stages[k], src, first_layer[k], end, devices[k]);
+        if (s == CLT_OK) s = copy_params(stages[k], src, offset);
+        offset += clt_model_parameter_count(stages[k]);
+    }
+    if (s != CLT_OK)
+        for (int k = 0; k < num_stages; k++) {
+            clt_model_free(stages[k]);
+            stages[k] = NULL;
+        }
+    return s;
+}

@@ -1,0 +1,285 @@
+/* The timeline: every enqueued command (with OpenCL profiling times when its
+ * queue was created while tracing) and every host wait, written as Chrome
+ * trace-event JSON. Device clocks are mapped onto the host's monotonic clock
+ * by the first command seen on each device: its QUEUED time is taken to be
+ * the moment it was enqueued. */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../device/device_internal.h"
+#include "../device/sync.h"
+
+/* Completed commands are harvested once this many are waiting, so a long
+ * run does not hold every event alive. */
+#define HARVEST_EVERY 4096
+
+typedef struct record {
+    char name[64];
+    const char *cat; /* "kernel", "copy", "sync", "wait" */
+    int slot;
+    size_t bytes;
+    cl_event ev;           /* until harvested */
+    uint64_t host_ns;      /* enqueue (commands) or start (host waits) */
+    uint64_t end_ns;       /* host waits */
+    cl_ulong prof[4];      /* queued, submit, start, end (device clock) */
+    int has_prof;
+} record;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int active;
+static char *out_path;
+static uint64_t origin_ns;
+static record *recs;
+static size_t nrecs, cap, unharvested;
+static int64_t *offsets; /* per slot: host ns minus device ns; 0 until known */
+static int *offset_known;
+static int exit_hook;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+int clt__trace_on(void) { return atomic_load(&active); }
+
+static record *push(void)
+{
+    if (nrecs == cap) {
+        size_t ncap = cap ? cap * 2 : 1024;
+        record *grown = realloc(recs, ncap * sizeof *recs);
+        if (!grown) return NULL;
+        recs = grown;
+        cap = ncap;
+    }
+    record *r = &recs[nrecs++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+/* Reads a finished command's times and drops its event. Lock held. */
+static void harvest(record *r)
+{
+    static const cl_profiling_info what[4] = {CL_PROFILING_COMMAND_QUEUED, CL_PROFILING_COMMAND_SUBMIT,
+                                              CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END};
+    r->has_prof = 1;
+    for (int i = 0; i < 4 && r->has_prof; i++)
+        r->has_prof = clGetEventProfilingInfo(r->ev, what[i], sizeof r->prof[i], &r->prof[i], NULL) == CL_SUCCESS;
+    if (r->has_prof && !offset_known[r->slot]) {
+        offsets[r->slot] = (int64_t)r->host_ns - (int64_t)r->prof[0];
+        offset_known[r->slot] = 1;
+    }
+    clReleaseEvent(r->ev);
+    r->ev = NULL;
+    unharvested--;
+}
+
+static int finished(cl_event ev)
+{
+    cl_int exec = CL_QUEUED;
+    clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
+    return exec == CL_COMPLETE || exec < 0;
+}
+
+/* Harvests every finished command; with wait, waits for the others first. */
+static void harvest_all(int wait)
+{
+    for (size_t i = 0; i < nrecs; i++) {
+        record *r = &recs[i];
+        if (!r->ev) continue;
+        if (wait) clWaitForEvents(1, &r->ev);
+        if (finished(r->ev)) harvest(r);
+    }
+}
+
+void clt__trace_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes)
+{
+    if (!atomic_load(&active) || !ev) return;
+    uint64_t now = clt__now_ns();
+    pthread_mutex_lock(&lock);
+    record *r = atomic_load(&active) ? push() : NULL;
+    if (r) {
+        snprintf(r->name, sizeof r->name, "%s", name);
+        r->cat = cat;
+        r->slot = slot;
+        r->bytes = bytes;
+        r->host_ns = now;
+        clRetainEvent(ev);
+        r->ev = ev;
+        if (++unharvested >= HARVEST_EVERY) harvest_all(0);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void clt__trace_host(int slot, const char *what, const char *cat, uint64_t start_ns, uint64_t end_ns)
+{
+    if (!atomic_load(&active)) return;
+    pthread_mutex_lock(&lock);
+    record *r = atomic_load(&active) ? push() : NULL;
+    if (r) {
+        snprintf(r->name, sizeof r->name, "%s", what);
+        r->cat = cat;
+        r->slot = slot;
+        r->host_ns = start_ns;
+        r->end_ns = end_ns;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static double us(uint64_t host_ns) { return (double)(int64_t)(host_ns - origin_ns) / 1000.0; }
+
+static json_t *event_json(const record *r)
+{
+    const clt__slot *s = clt__slot_get(r->slot);
+    json_t *args = json_pack("{s:s}", "device", s ? s->name : "?");
+    json_t *e = json_pack("{s:s, s:s, s:i}", "name", r->name, "cat", r->cat, "pid", 1);
+    if (!args || !e) {
+        json_decref(args);
+        json_decref(e);
+        return NULL;
+    }
+    if (!r->ev && !r->has_prof && r->end_ns) {
+        /* Host waits go on the host's row. */
+        json_object_set_new(e, "ph", json_string("X"));
+        json_object_set_new(e, "tid", json_integer(0));
+        json_object_set_new(e, "ts", json_real(us(r->host_ns)));
+        json_object_set_new(e, "dur", json_real((double)(r->end_ns - r->host_ns) / 1000.0));
+    } else if (r->has_prof && offset_known[r->slot]) {
+        int64_t off = offsets[r->slot];
+        json_object_set_new(e, "ph", json_string("X"));
+        json_object_set_new(e, "tid", json_integer(r->slot + 1));
+        json_object_set_new(e, "ts", json_real(us((uint64_t)((int64_t)r->prof[2] + off))));
+        json_object_set_new(e, "dur", json_real((double)(r->prof[3] - r->prof[2]) / 1000.0));
+        json_object_set_new(args, "queued_us", json_real(us((uint64_t)((int64_t)r->prof[0] + off))));
+        json_object_set_new(args, "submit_us", json_real(us((uint64_t)((int64_t)r->prof[1] + off))));
+        json_object_set_new(args, "start_us", json_real(us((uint64_t)((int64_t)r->prof[2] + off))));
+        json_object_set_new(args, "end_us", json_real(us((uint64_t)((int64_t)r->prof[3] + off))));
+    } else {
+        /* No device times (queue made before tracing, or unfinished at exit). */
+        json_object_set_new(e, "ph", json_string("i"));
+        json_object_set_new(e, "s", json_string("t"));
+        json_object_set_new(e, "tid", json_integer(r->slot + 1));
+        json_object_set_new(e, "ts", json_real(us(r->host_ns)));
+        json_object_set_new(args, "enqueued_us", json_real(us(r->host_ns)));
+    }
+    if (strcmp(r->cat, "copy") == 0) json_object_set_new(args, "bytes", json_integer((json_int_t)r->bytes));
+    json_object_set_new(e, "args", args);
+    return e;
+}
+
+static json_t *thread_name(int tid, const char *name)
+{
+    return json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "thread_name", "ph", "M", "pid", 1, "tid", tid,
+                     "args", "name", name);
+}
+
+/* Lock held. */
+static clt_status write_file(void)
+{
+    json_t *events = json_array();
+    json_t *root = json_pack("{s:o, s:s}", "traceEvents", events, "displayTimeUnit", "ms");
+    if (!events || !root) {
+        json_decref(root);
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory writing the trace");
+    }
+    json_array_append_new(events, json_pack("{s:s, s:s, s:i, s:{s:s}}", "name", "process_name", "ph", "M", "pid",
+                                            1, "args", "name", "cltensor"));
+    json_array_append_new(events, thread_name(0, "host"));
+    int n = clt__slot_count();
+    for (int i = 0; i < n; i++)
+        if (clt__slot_in_use(i)) json_array_append_new(events, thread_name(i + 1, clt__slot_get(i)->name));
+    for (size_t i = 0; i < nrecs; i++) {
+        json_t *e = event_json(&recs[i]);
+        if (e) json_array_append_new(events, e);
+    }
+    size_t len = strlen(out_path) + 32;
+    char *tmp = malloc(len);
+    if (!tmp) {
+        json_decref(root);
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory writing the trace");
+    }
+    snprintf(tmp, len, "%s.%ld.tmp", out_path, (long)getpid());
+    clt_status s = CLT_OK;
+    if (json_dump_file(root, tmp, JSON_COMPACT) != 0 || rename(tmp, out_path) != 0) {
+        remove(tmp);
+        s = clt__fail(CLT_ERR_IO, "cannot write the trace to %s", out_path);
+    }
+    free(tmp);
+    json_decref(root);
+    return s;
+}
+
+/* Lock held. */
+static clt_status stop_locked(int wait)
+{
+    if (!atomic_load(&active)) return CLT_OK;
+    atomic_store(&active, 0);
+    harvest_all(wait);
+    clt_status s = write_file();
+    for (size_t i = 0; i < nrecs; i++)
+        if (recs[i].ev) clReleaseEvent(recs[i].ev);
+    free(recs);
+    recs = NULL;
+    nrecs = cap = unharvested = 0;
+    free(out_path);
+    out_path = NULL;
+    free(offsets);
+    free(offset_known);
+    offsets = NULL;
+    offset_known = NULL;
+    return s;
+}
+
+/* At exit nothing waits: commands still running are written without device times. */
+static void at_exit(void)
+{
+    pthread_mutex_lock(&lock);
+    stop_locked(0);
+    pthread_mutex_unlock(&lock);
+}
+
+clt_status clt_trace_start(const char *path)
+{
+    if (!path || !*path) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trace_start: path is NULL or empty");
+    int n = clt__slot_count();
+    pthread_mutex_lock(&lock);
+    clt_status s = CLT_OK;
+    if (atomic_load(&active)) {
+        s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trace_start: a trace to %s is already running", out_path);
+    } else {
+        out_path = strdup(path);
+        offsets = calloc((size_t)(n ? n : 1), sizeof *offsets);
+        offset_known = calloc((size_t)(n ? n : 1), sizeof *offset_known);
+        if (!out_path || !offsets || !offset_known) {
+            free(out_path);
+            free(offsets);
+            free(offset_known);
+            out_path = NULL;
+            offsets = NULL;
+            offset_known = NULL;
+            s = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory starting a trace");
+        } else {
+            origin_ns = clt__now_ns();
+            if (!exit_hook) exit_hook = atexit(at_exit) == 0;
+            atomic_store(&active, 1);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+clt_status clt_trace_stop(void)
+{
+    pthread_mutex_lock(&lock);
+    clt_status s = stop_locked(1);
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+static void start_from_env(void)
+{
+    const char *path = getenv("CLT_TRACE");
+    if (path && *path) clt_trace_start(path);
+}
+
+void clt__trace_from_env(void) { pthread_once(&env_once, start_from_env); }

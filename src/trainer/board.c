@@ -1,0 +1,149 @@
+/* Per-epoch metrics as CSV and as an SVG line chart of train loss,
+ * validation loss and validation accuracy (the chapter's ProgressBoard). */
+#include "board.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/error.h"
+
+clt_status clt__board_add(clt__board *b, const clt__epoch_row *row)
+{
+    if (b->count == b->cap) {
+        int ncap = b->cap ? 2 * b->cap : 16;
+        clt__epoch_row *grown = realloc(b->rows, (size_t)ncap * sizeof *grown);
+        if (!grown) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory recording metrics");
+        b->rows = grown;
+        b->cap = ncap;
+    }
+    b->rows[b->count++] = *row;
+    return CLT_OK;
+}
+
+void clt__board_clear(clt__board *b)
+{
+    free(b->rows);
+    memset(b, 0, sizeof *b);
+}
+
+typedef struct tmp_file {
+    FILE *f;
+    char tmp[4096];
+    const char *path;
+} tmp_file;
+
+static clt_status tmp_open(tmp_file *t, const char *path)
+{
+    t->path = path;
+    int n = snprintf(t->tmp, sizeof t->tmp, "%s.%ld.tmp", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof t->tmp) return clt__fail(CLT_ERR_IO, "path too long: %s", path);
+    t->f = fopen(t->tmp, "w");
+    if (!t->f) return clt__fail(CLT_ERR_IO, "cannot write %s: %s", t->tmp, strerror(errno));
+    return CLT_OK;
+}
+
+/* Closes and renames into place; on any failure removes the temporary file. */
+static clt_status tmp_commit(tmp_file *t)
+{
+    int failed = ferror(t->f);
+    failed |= fclose(t->f) != 0;
+    if (!failed && rename(t->tmp, t->path) == 0) return CLT_OK;
+    int err = errno;
+    remove(t->tmp);
+    return clt__fail(CLT_ERR_IO, "cannot write %s: %s", t->path, strerror(err));
+}
+
+static void put_number(FILE *f, double v)
+{
+    if (isnan(v)) fputs("", f);
+    else fprintf(f, "%.6g", v);
+}
+
+clt_status clt__board_write_csv(const clt__board *b, const char *path)
+{
+    tmp_file t;
+    CLT_TRY(tmp_open(&t, path));
+    fprintf(t.f, "epoch,steps,train_loss,val_loss,val_accuracy,seconds,images_per_second\n");
+    for (int i = 0; i < b->count; i++) {
+        const clt__epoch_row *r = &b->rows[i];
+        fprintf(t.f, "%d,%lld,", r->epoch, (long long)r->steps);
+        put_number(t.f, r->train_loss);
+        fputc(',', t.f);
+        put_number(t.f, r->val_loss);
+        fputc(',', t.f);
+        put_number(t.f, r->val_accuracy);
+        fprintf(t.f, ",%.3f,%.1f\n", r->seconds, r->images_per_second);
+    }
+    return tmp_commit(&t);
+}
+
+#define W 640
+#define H 400
+#define LEFT 60
+#define RIGHT 160
+#define TOP 20
+#define BOTTOM 50
+
+typedef struct series {
+    const char *name, *color, *dash;
+    size_t field; /* offset of the double in clt__epoch_row */
+} series;
+
+static double value_of(const clt__epoch_row *r, size_t field) { return *(const double *)((const char *)r + field); }
+
+clt_status clt__board_write_svg(const clt__board *b, const char *path)
+{
+    const series all[] = {
+        {"train_loss", "#1f77b4", "", offsetof(clt__epoch_row, train_loss)},
+        {"val_loss", "#ff7f0e", "6,4", offsetof(clt__epoch_row, val_loss)},
+        {"val_acc", "#2ca02c", "2,3", offsetof(clt__epoch_row, val_accuracy)},
+    };
+    double ymax = 1.0;
+    for (int i = 0; i < b->count; i++)
+        for (size_t s = 0; s < sizeof all / sizeof all[0]; s++) {
+            double v = value_of(&b->rows[i], all[s].field);
+            if (isfinite(v) && v > ymax) ymax = v;
+        }
+    ymax = ceil(ymax * 10) / 10;
+    int xmax = b->count > 1 ? b->count : 1;
+    double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
+    tmp_file t;
+    CLT_TRY(tmp_open(&t, path));
+    FILE *f = t.f;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+               "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#333\"/>\n", LEFT, TOP,
+            pw, ph);
+    for (int k = 0; k <= 5; k++) {
+        double y = TOP + ph - ph * k / 5;
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", LEFT, y, LEFT + pw, y);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", LEFT - 6, y + 4, ymax * k / 5);
+    }
+    for (int e = 1; e <= xmax; e++) {
+        double x = LEFT + (xmax > 1 ? pw * (e - 1) / (xmax - 1) : pw / 2);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", x, H - BOTTOM + 18, e);
+    }
+    fprintf(f, "<text x=\"%.0f\" y=\"%d\" text-anchor=\"middle\">epoch</text>\n", LEFT + pw / 2, H - 12);
+    for (size_t s = 0; s < sizeof all / sizeof all[0]; s++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"%s\" points=\"",
+                all[s].color, all[s].dash);
+        for (int i = 0; i < b->count; i++) {
+            double v = value_of(&b->rows[i], all[s].field);
+            if (!isfinite(v)) continue;
+            double x = LEFT + (xmax > 1 ? pw * i / (xmax - 1) : pw / 2);
+            fprintf(f, "%.1f,%.1f ", x, TOP + ph - ph * v / ymax);
+        }
+        fprintf(f, "\"/>\n");
+        double ly = TOP + 20 + 20.0 * (double)s;
+        fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"2\" "
+                   "stroke-dasharray=\"%s\"/>\n", LEFT + pw + 12, ly, LEFT + pw + 42, ly, all[s].color, all[s].dash);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n", LEFT + pw + 48, ly + 4, all[s].name);
+    }
+    fprintf(f, "</svg>\n");
+    return tmp_commit(&t);
+}

@@ -1,0 +1,252 @@
+/* Model checkpoints: safetensors with PyTorch's state_dict names, plus the
+ * optimizer's state under "optimizer.<state>.<parameter>". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "cltensor/io.h"
+#include "cltensor/trainer.h"
+
+#define OPT_PREFIX "optimizer."
+
+typedef struct entry_list {
+    const char **names;
+    clt_tensor **tensors;
+    char **owned; /* names built here */
+    clt_tensor **views;
+    int n, nowned, nviews, cap;
+} entry_list;
+
+static void list_free(entry_list *l)
+{
+    for (int i = 0; i < l->nowned; i++) free(l->owned[i]);
+    for (int i = 0; i < l->nviews; i++) clt_tensor_release(l->views[i]);
+    free(l->names);
+    free(l->tensors);
+    free(l->owned);
+    free(l->views);
+}
+
+static clt_status list_reserve(entry_list *l, int cap)
+{
+    l->names = calloc((size_t)cap, sizeof *l->names);
+    l->tensors = calloc((size_t)cap, sizeof *l->tensors);
+    l->owned = calloc((size_t)cap, sizeof *l->owned);
+    l->views = calloc((size_t)cap, sizeof *l->views);
+    l->cap = cap;
+    if (!l->names || !l->tensors || !l->owned || !l->views)
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory listing checkpoint tensors");
+    return CLT_OK;
+}
+
+/* The view of a flat state buffer that lines up with parameter i. */
+static clt_status state_view(const clt_model *m, clt_tensor *flat, int i, clt_tensor **out)
+{
+    clt_tensor *param;
+    CLT_TRY(clt_model_named_parameter(m, i, NULL, &param, NULL));
+    /* Parameters are laid out in order in the flat buffer: find the offset
+     * by summing the sizes of those before. */
+    int64_t offset = 0;
+    for (int j = 0; j < i; j++) {
+        clt_tensor *p;
+        CLT_TRY(clt_model_named_parameter(m, j, NULL, &p, NULL));
+        offset += clt_tensor_numel(p);
+    }
+    clt_tensor *row;
+    CLT_TRY(clt_narrow(&row, flat, offset, clt_tensor_numel(param)));
+    int64_t shape[CLT_MAX_DIMS];
+    int nd = clt_tensor_shape(param, shape);
+    clt_status s = clt_reshape(out, row, nd, shape);
+    clt_tensor_release(row);
+    return s;
+}
+
+static char *join(const char *a, const char *b, const char *c)
+{
+    size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s%s%s", a, b, c);
+    return s;
+}
+
+/* Every tensor a checkpoint of (model, opt) holds, in file order. */
+static clt_status collect(entry_list *l, const clt_model *m, const clt_optimizer *opt)
+{
+    int np = clt_model_num_named_parameters(m);
+    int ns = opt ? clt_optimizer_num_states(opt) : 0;
+    CLT_TRY(list_reserve(l, np * (1 + ns) + 1));
+    for (int i = 0; i < np; i++) {
+        clt_tensor *p;
+        CLT_TRY(clt_model_named_parameter(m, i, &l->names[l->n], &p, NULL));
+        l->tensors[l->n++] = p;
+    }
+    for (int s = 0; s < ns; s++) {
+        const char *sname;
+        clt_tensor *flat;
+        CLT_TRY(clt_optimizer_state(opt, s, &sname, &flat));
+        if (!flat) continue;
+        for (int i = 0; i < np; i++) {
+            const char *pname;
+            CLT_TRY(clt_model_named_parameter(m, i, &pname, NULL, NULL));
+            char *name = join(OPT_PREFIX, sname, "");
+            char *full = name ? join(name, ".", pname) : NULL;
+            free(name);
+            if (!full) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory naming checkpoint tensors");
+            l->owned[l->nowned++] = full;
+            clt_tensor *v;
+            CLT_TRY(state_view(m, flat, i, &v));
+            l->views[l->nviews++] = v;
+            l->names[l->n] = full;
+            l->tensors[l->n++] = v;
+        }
+    }
+    return CLT_OK;
+}
+
+clt_status clt_checkpoint_save(const char *path, const clt_model *model, const clt_optimizer *opt,
+                               const clt_checkpoint_info *info)
+{
+    if (!path || !model) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_checkpoint_save: path or model is NULL");
+    entry_list l = {0};
+    clt_status s = collect(&l, model, opt);
+    char nums[5][32];
+    const char *keys[6], *values[6];
+    int nm = 0;
+    keys[nm] = "format";
+    values[nm++] = "pt";
+    if (info && info->arch) {
+        keys[nm] = "cltensor.arch";
+        values[nm++] = info->arch;
+    }
+    const struct {
+        const char *key;
+        int64_t v;
+    } fields[] = {{"cltensor.hiddens", info ? info->hiddens : 0},
+                  {"cltensor.blocks", info ? info->blocks : 0},
+                  {"cltensor.epoch", info ? info->epoch : 0},
+                  {"cltensor.steps", info ? info->steps : 0}};
+    for (int i = 0; i < 4; i++) {
+        snprintf(nums[i], sizeof nums[i], "%lld", (long long)fields[i].v);
+        keys[nm] = fields[i].key;
+        values[nm++] = nums[i];
+    }
+    if (s == CLT_OK) s = clt_safetensors_save(path, l.n, l.names, l.tensors, nm, keys, values);
+    list_free(&l);
+    return s;
+}
+
+static int64_t meta_int(const clt_safetensors *f, const char *key)
+{
+    const char *v = clt_safetensors_metadata(f, key);
+    return v ? strtoll(v, NULL, 10) : 0;
+}
+
+static int same_shape(const clt_safetensors_info *fi, const clt_tensor *t)
+{
+    int64_t shape[CLT_MAX_DIMS];
+    int nd = clt_tensor_shape(t, shape);
+    if (nd != fi->ndim) return 0;
+    for (int i = 0; i < nd; i++)
+        if (shape[i] != fi->shape[i]) return 0;
+    return 1;
+}
+
+static void shape_text(char *buf, size_t len, int nd, const int64_t *shape)
+{
+    size_t used = (size_t)snprintf(buf, len, "(");
+    for (int i = 0; i < nd && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (used < len) snprintf(buf + used, len - used, ")");
+}
+
+/* Every entry in the file is expected, every expected one is there, shapes agree. */
+static clt_status validate(const char *path, const clt_safetensors *f, const entry_list *l, int with_opt)
+{
+    for (int i = 0; i < l->n; i++) {
+        int k = clt_safetensors_find(f, l->names[i]);
+        if (k < 0) {
+            if (strncmp(l->names[i], OPT_PREFIX, strlen(OPT_PREFIX)) == 0) continue;
+            return clt__fail(CLT_ERR_FORMAT, "%s: the model's parameter %s is missing from the file", path,
+                             l->names[i]);
+        }
+        clt_safetensors_info fi;
+        CLT_TRY(clt_safetensors_info_get(f, k, &fi));
+        if (!same_shape(&fi, l->tensors[i])) {
+            char a[128], b[128];
+            int64_t shape[CLT_MAX_DIMS];
+            int nd = clt_tensor_shape(l->tensors[i], shape);
+            shape_text(a, sizeof a, fi.ndim, fi.shape);
+            shape_text(b, sizeof b, nd, shape);
+            return clt__fail(CLT_ERR_FORMAT, "%s: tensor %s has shape %s in the file but %s in the model", path,
+                             l->names[i], a, b);
+        }
+    }
+    int nf = clt_safetensors_count(f);
+    for (int k = 0; k < nf; k++) {
+        clt_safetensors_info fi;
+        CLT_TRY(clt_safetensors_info_get(f, k, &fi));
+        int known = 0;
+        for (int i = 0; i < l->n && !known; i++) known = strcmp(l->names[i], fi.name) == 0;
+        if (!known && !(strncmp(fi.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0 && !with_opt))
+            return clt__fail(CLT_ERR_FORMAT, "%s: the file has a tensor %s that the model lacks", path, fi.name);
+    }
+    return CLT_OK;
+}
+
+clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt, clt_checkpoint_info *info)
+{
+    if (!path || !model) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_checkpoint_load: path or model is NULL");
+    clt_safetensors *f;
+    CLT_TRY(clt_safetensors_open(&f, path));
+    int has_opt_state = 0;
+    for (int k = 0; k < clt_safetensors_count(f) && !has_opt_state; k++) {
+        clt_safetensors_info fi;
+        if (clt_safetensors_info_get(f, k, &fi) == CLT_OK)
+            has_opt_state = strncmp(fi.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
+    }
+    clt_status s = CLT_OK;
+    if (opt && has_opt_state) s = clt_optimizer_init_state(opt);
+    entry_list l = {0};
+    if (s == CLT_OK) s = collect(&l, model, opt && has_opt_state ? opt : NULL);
+    if (s == CLT_OK) s = validate(path, f, &l, opt && has_opt_state);
+    for (int i = 0; s == CLT_OK && i < l.n; i++)
+        if (clt_safetensors_find(f, l.names[i]) >= 0) s = clt_safetensors_read_into(f, l.names[i], l.tensors[i]);
+    if (s == CLT_OK && opt && has_opt_state) s = clt_optimizer_set_steps(opt, meta_int(f, "cltensor.steps"));
+    if (s == CLT_OK && info) {
+        info->arch = NULL;
+        info->hiddens = meta_int(f, "cltensor.hiddens");
+        info->blocks = meta_int(f, "cltensor.blocks");
+        info->epoch = meta_int(f, "cltensor.epoch");
+        info->steps = meta_int(f, "cltensor.steps");
+    }
+    list_free(&l);
+    clt_safetensors_close(f);
+    return s;
+}
+
+clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64_t *blocks)
+{
+    if (!path || !hiddens || !blocks)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_checkpoint_resmlp_shape: NULL argument");
+    clt_safetensors *f;
+    CLT_TRY(clt_safetensors_open(&f, path));
+    clt_status s = CLT_OK;
+    int k = clt_safetensors_find(f, "net.1.weight");
+    clt_safetensors_info fi;
+    if (k < 0 || clt_safetensors_info_get(f, k, &fi) != CLT_OK || fi.ndim != 2) {
+        s = clt__fail(CLT_ERR_FORMAT, "%s: not a ResMLP checkpoint (no 2-D tensor net.1.weight)", path);
+    } else {
+        *hiddens = fi.shape[0];
+        int64_t n = 0;
+        char name[64];
+        for (;;) {
+            snprintf(name, sizeof name, "net.%lld.body.0.weight", (long long)(3 + n));
+            if (clt_safetensors_find(f, name) < 0) break;
+            n++;
+        }
+        *blocks = n;
+    }
+    clt_safetensors_close(f);
+    return s;
+}

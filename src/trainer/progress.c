@@ -1,0 +1,55 @@
+#include "progress.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#define INTERVAL 0.25
+#define WIDTH 24
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void clt__progress_init(clt__progress *p, FILE *out, const char *device)
+{
+    memset(p, 0, sizeof *p);
+    p->out = out;
+    snprintf(p->device, sizeof p->device, "%s", device);
+}
+
+void clt__progress_begin(clt__progress *p, int epoch, int epochs, int64_t total_batches)
+{
+    p->epoch = epoch;
+    p->epochs = epochs;
+    p->total = total_batches;
+    p->start = p->last = now();
+}
+
+int clt__progress_due(clt__progress *p) { return p->out && now() - p->last >= INTERVAL; }
+
+void clt__progress_update(clt__progress *p, int64_t batch, int64_t images, double running_loss)
+{
+    if (!p->out) return;
+    double t = now(), elapsed = t - p->start;
+    p->last = t;
+    int filled = p->total ? (int)(WIDTH * batch / p->total) : WIDTH;
+    char bar[WIDTH + 1];
+    for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '=' : ' ';
+    bar[WIDTH] = '\0';
+    double eta = batch ? elapsed * (double)(p->total - batch) / (double)batch : 0;
+    fprintf(p->out, "\repoch %d/%d [%s] %lld/%lld  %.0f img/s  loss %.4f  ETA %.0fs  %s ", p->epoch, p->epochs, bar,
+            (long long)batch, (long long)p->total, elapsed > 0 ? (double)images / elapsed : 0.0, running_loss, eta,
+            p->device);
+    fflush(p->out);
+}
+
+void clt__progress_end(clt__progress *p)
+{
+    if (!p->out) return;
+    fprintf(p->out, "\r%*s\r", 100, "");
+    fflush(p->out);
+}

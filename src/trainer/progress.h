@@ -1,0 +1,25 @@
+/* Internal: the progress bar on a terminal (steps, images/s, running loss,
+ * ETA). Reading the running loss is a synchronization point, so updates are
+ * rate-limited rather than made every step. */
+#ifndef CLT_TRAINER_PROGRESS_H
+#define CLT_TRAINER_PROGRESS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct clt__progress {
+    FILE *out; /* NULL: no bar */
+    char device[32];
+    int epoch, epochs;
+    int64_t total;
+    double start, last;
+} clt__progress;
+
+void clt__progress_init(clt__progress *p, FILE *out, const char *device);
+void clt__progress_begin(clt__progress *p, int epoch, int epochs, int64_t total_batches);
+/* 1 when a bar is shown and the last update is old enough for another. */
+int clt__progress_due(clt__progress *p);
+void clt__progress_update(clt__progress *p, int64_t batch, int64_t images, double running_loss);
+void clt__progress_end(clt__progress *p);
+
+#endif

@@ -1,0 +1,92 @@
+/* Replays every input of the fuzz targets' seed corpora and every input the
+ * fuzzers once crashed on (tests/fuzz/corpus/<target>/ and
+ * tests/fuzz/regressions/<target>/) through the same target code, built
+ * here without libFuzzer: the normal suite (and its sanitizer build) keeps
+ * the fixes fixed without clang. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Before check.h, whose fail() macro would rename the tool's fail(). */
+#define CLT_FUZZ_NO_ENTRY
+#include "fuzz/fuzz_args.c"
+#include "fuzz/fuzz_idx.c"
+#include "fuzz/fuzz_safetensors.c"
+
+#include "support.h"
+
+typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    ck_assert_int_ge(len, 0);
+    rewind(f);
+    uint8_t *buf = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+
+/* Runs fn on each regular file of tests/fuzz/<kind>/<target>; returns how
+ * many. A missing folder holds nothing. */
+static int replay_dir(const char *kind, const char *target, fuzz_fn fn)
+{
+    const char *src = getenv("CLT_SOURCE_DIR");
+    ck_assert_msg(src, "CLT_SOURCE_DIR is not set (ctest sets it)");
+    char dir[1024], path[2048];
+    snprintf(dir, sizeof dir, "%s/tests/fuzz/%s/%s", src, kind, target);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        size_t size;
+        uint8_t *data = slurp(path, &size);
+        /* Named first, so a crash below shows which input it was. */
+        fprintf(stderr, "replaying %s\n", path);
+        fn(data, size);
+        free(data);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void replay(const char *target, fuzz_fn fn)
+{
+    int seeds = replay_dir("corpus", target, fn);
+    ck_assert_msg(seeds > 0, "no seed inputs for %s in tests/fuzz/corpus/%s", target, target);
+    replay_dir("regressions", target, fn);
+    clt_test_assert_no_live_tensors();
+}
+
+START_TEST(test_replay_idx) { replay("idx", fuzz_idx); }
+END_TEST
+
+START_TEST(test_replay_safetensors) { replay("safetensors", fuzz_safetensors); }
+END_TEST
+
+START_TEST(test_replay_args) { replay("args", fuzz_args); }
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fuzz_regressions");
+    TCase *tc = tcase_create("replay");
+    tcase_add_test(tc, test_replay_idx);
+    tcase_add_test(tc, test_replay_safetensors);
+    tcase_add_test(tc, test_replay_args);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}

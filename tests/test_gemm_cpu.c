@@ -1,0 +1,257 @@
+/* Both dense implementations (CLT_DENSE=cpu: the register-tiled kernels of
+ * cl/gemm_cpu.cl; CLT_DENSE=clblast) through clt_gemm against a plain C
+ * reference with double accumulation: every transpose combination on views
+ * with offsets, sizes around the 12 x 16 tile and its panels, a leading
+ * dimension of 4 KiB, alpha/beta cases, empty sizes, and the linear layer. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+#define TOL 1e-4
+
+static const char *const impls[] = {"cpu", "clblast"};
+
+/* The device under test: gpu:0 when CLT_CPU_AS_GPU presents one, else cpu:0. */
+static clt_device dev(void) { return clt_try_gpu(0); }
+
+static void use_impl(const char *impl) { ck_assert_int_eq(setenv("CLT_DENSE", impl, 1), 0); }
+
+static clt_tensor *upload(const float *x, int64_t rows, int64_t cols)
+{
+    clt_tensor *t;
+    int64_t shape[] = {rows, cols};
+    ck_assert_ok(clt_from_host(&t, dev(), CLT_FLOAT32, 2, shape, x));
+    return t;
+}
+
+/* A (rows, cols) view at row `pad` of a (rows + 2 pad, cols) tensor whose
+ * other rows are `fill`: the view starts at a nonzero offset. */
+static clt_tensor *upload_view(const float *x, int64_t rows, int64_t cols, int64_t pad, float fill, clt_tensor **base)
+{
+    int64_t total = (rows + 2 * pad) * cols;
+    float *buf = malloc((size_t)(total ? total : 1) * sizeof *buf);
+    for (int64_t i = 0; i < total; i++) buf[i] = fill;
+    if (rows > 0 && cols > 0) memcpy(buf + pad * cols, x, (size_t)(rows * cols) * sizeof *x);
+    *base = upload(buf, rows + 2 * pad, cols);
+    free(buf);
+    clt_tensor *v;
+    ck_assert_ok(clt_narrow(&v, *base, pad, rows));
+    return v;
+}
+
+static float *random_floats(int64_t n, uint64_t seed)
+{
+    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    clt_test_fill_uniform(x, n, seed, -1, 1);
+    return x;
+}
+
+/* c = alpha op(a) op(b) + beta c, row-major, in double; beta = 0 ignores c. */
+static void ref_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
+                     float beta, float *c)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < k; p++) {
+                double av = ta ? a[p * m + i] : a[i * k + p];
+                double bv = tb ? b[j * k + p] : b[p * n + j];
+                s += av * bv;
+            }
+            c[i * n + j] = (float)(alpha * s + (beta == 0.0f ? 0.0 : (double)beta * c[i * n + j]));
+        }
+}
+
+/* One product through clt_gemm on padded views, checked against ref_gemm;
+ * the rows around c's view stay untouched. c starts as NaN when beta is 0. */
+static void check_gemm(const char *impl, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta)
+{
+    use_impl(impl);
+    float *a = random_floats(m * k, 1 + (uint64_t)(m * 7 + k)), *b = random_floats(k * n, 2 + (uint64_t)(n * 5 + k));
+    float *c = random_floats(m * n, 3 + (uint64_t)k);
+    if (beta == 0.0f)
+        for (int64_t i = 0; i < m * n; i++) c[i] = NAN;
+    clt_tensor *ab, *bb, *cb;
+    clt_tensor *va = upload_view(a, ta ? k : m, ta ? m : k, 3, 9.0f, &ab);
+    clt_tensor *vb = upload_view(b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
+    clt_tensor *vc = upload_view(c, m, n, 2, 7.0f, &cb);
+    ck_assert_ok(clt_gemm(ta, tb, alpha, va, vb, beta, vc));
+    ref_gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
+    float *got = clt_test_read(vc);
+    double err = clt_test_max_rel_err(got, c, m * n);
+    ck_assert_msg(err < TOL, "%s gemm ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g: error %g", impl, ta, tb,
+                  (long long)m, (long long)n, (long long)k, alpha, beta, err);
+    float *all = clt_test_read(cb);
+    for (int64_t i = 0; i < 2 * n; i++) ck_assert_float_eq(all[i], 7.0f);
+    for (int64_t i = (m + 2) * n; i < (m + 4) * n; i++) ck_assert_float_eq(all[i], 7.0f);
+    free(all);
+    free(got);
+    free(a);
+    free(b);
+    free(c);
+    clt_tensor_release(va);
+    clt_tensor_release(vb);
+    clt_tensor_release(vc);
+    clt_tensor_release(ab);
+    clt_tensor_release(bb);
+    clt_tensor_release(cb);
+}
+
+START_TEST(test_gemm_sizes_and_transposes)
+{
+    /* Around the tile (12 rows, 16 columns), primes, one, many panels. */
+    static const int64_t sizes[][3] = {{1, 1, 1},    {12, 16, 1},  {13, 17, 5},   {11, 15, 31},  {24, 32, 16},
+                                       {1, 100, 7},  {100, 1, 7},  {37, 129, 64}, {61, 47, 257}, {256, 80, 33}};
+    for (int i = 0; i < 2; i++)
+        for (int t = 0; t < 4; t++)
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+                check_gemm(impls[i], t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2], 0.75f, 0.5f);
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* Rows 4 KiB apart (1024 floats) in every operand, and a K past one panel's cache footprint. */
+START_TEST(test_gemm_power_of_two_strides)
+{
+    for (int t = 0; t < 4; t++) check_gemm("cpu", t & 1, t >> 1, 25, 1024, 1024, 1.0f, 1.0f);
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* beta = 0 ignores c even when it holds NaN; beta = 1 accumulates; negative alpha. */
+START_TEST(test_gemm_alpha_beta)
+{
+    static const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {-2.0f, 0.0f}, {0.5f, -1.5f}};
+    for (int i = 0; i < 2; i++)
+        for (size_t j = 0; j < sizeof ab / sizeof ab[0]; j++) {
+            check_gemm(impls[i], 0, 1, 29, 35, 19, ab[j][0], ab[j][1]);
+            check_gemm(impls[i], 1, 0, 14, 18, 40, ab[j][0], ab[j][1]);
+        }
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* K = 0 makes c = beta c; M = 0 or N = 0 leaves c alone. */
+START_TEST(test_gemm_empty_sizes)
+{
+    for (int i = 0; i < 2; i++) {
+        use_impl(impls[i]);
+        float c[6] = {1, 2, 3, 4, 5, 6};
+        clt_tensor *a, *b, *tc = upload(c, 2, 3), *a0, *c0;
+        int64_t sa[] = {2, 0}, sb[] = {0, 3}, sa0[] = {0, 4}, sb4[] = {4, 3}, sc0[] = {0, 3};
+        ck_assert_ok(clt_empty(&a, dev(), CLT_FLOAT32, 2, sa));
+        ck_assert_ok(clt_empty(&b, dev(), CLT_FLOAT32, 2, sb));
+        ck_assert_ok(clt_gemm(0, 0, 1.0f, a, b, -2.0f, tc));
+        float *got = clt_test_read(tc);
+        for (int j = 0; j < 6; j++) ck_assert_float_eq(got[j], -2.0f * c[j]);
+        free(got);
+        clt_tensor *b4;
+        ck_assert_ok(clt_empty(&a0, dev(), CLT_FLOAT32, 2, sa0));
+        ck_assert_ok(clt_ones(&b4, dev(), CLT_FLOAT32, 2, sb4));
+        ck_assert_ok(clt_empty(&c0, dev(), CLT_FLOAT32, 2, sc0));
+        ck_assert_ok(clt_gemm(0, 0, 1.0f, a0, b4, 0.0f, c0));
+        clt_tensor_release(a0);
+        clt_tensor_release(b4);
+        clt_tensor_release(c0);
+        clt_tensor_release(a);
+        clt_tensor_release(b);
+        clt_tensor_release(tc);
+    }
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* The linear layer on each implementation against the reference. */
+static void check_linear(const char *impl, int64_t B, int64_t C, int64_t OC)
+{
+    use_impl(impl);
+    float *x = random_floats(B * C, 41), *w = random_floats(OC * C, 42), *bias = random_floats(OC, 43);
+    float *dy = random_floats(B * OC, 44), *dw = random_floats(OC * C, 45);
+    clt_tensor *tx = upload(x, B, C), *tw = upload(w, OC, C), *tdy = upload(dy, B, OC), *tdw = upload(dw, OC, C);
+    clt_tensor *tb, *y, *dx;
+    ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, &OC, bias));
+    ck_assert_ok(clt_linear_forward(&y, tx, tw, tb));
+    ck_assert_ok(clt_linear_backward(&dx, tdw, NULL, tdy, tx, tw));
+    float *want = malloc((size_t)(B * OC) * sizeof *want);
+    for (int64_t i = 0; i < B; i++)
+        for (int64_t j = 0; j < OC; j++) want[i * OC + j] = bias[j];
+    ref_gemm(0, 1, B, OC, C, 1.0f, x, w, 1.0f, want);
+    float *got = clt_test_read(y);
+    ck_assert_msg(clt_test_max_rel_err(got, want, B * OC) < TOL, "%s linear forward", impl);
+    free(got);
+    free(want);
+    ref_gemm(1, 0, OC, C, B, 1.0f, dy, x, 1.0f, dw);
+    got = clt_test_read(tdw);
+    ck_assert_msg(clt_test_max_rel_err(got, dw, OC * C) < TOL, "%s linear dw", impl);
+    free(got);
+    want = malloc((size_t)(B * C) * sizeof *want);
+    ref_gemm(0, 0, B, C, OC, 1.0f, dy, w, 0.0f, want);
+    got = clt_test_read(dx);
+    ck_assert_msg(clt_test_max_rel_err(got, want, B * C) < TOL, "%s linear dx", impl);
+    free(got);
+    free(want);
+    free(x);
+    free(w);
+    free(bias);
+    free(dy);
+    free(dw);
+    clt_tensor_release(tx);
+    clt_tensor_release(tw);
+    clt_tensor_release(tdy);
+    clt_tensor_release(tdw);
+    clt_tensor_release(tb);
+    clt_tensor_release(y);
+    clt_tensor_release(dx);
+}
+
+START_TEST(test_linear_both)
+{
+    for (int i = 0; i < 2; i++) {
+        check_linear(impls[i], 37, 53, 10);
+        check_linear(impls[i], 1, 7, 19);
+    }
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_dense_env_invalid)
+{
+    clt_tensor *a, *c;
+    int64_t s[] = {2, 2};
+    ck_assert_ok(clt_ones(&a, dev(), CLT_FLOAT32, 2, s));
+    ck_assert_ok(clt_zeros(&c, dev(), CLT_FLOAT32, 2, s));
+    use_impl("cuda");
+    ck_assert_status(clt_gemm(0, 0, 1.0f, a, a, 0.0f, c), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "CLT_DENSE=cuda"));
+    unsetenv("CLT_DENSE");
+    ck_assert_ok(clt_gemm(0, 0, 1.0f, a, a, 0.0f, c));
+    float *got = clt_test_read(c);
+    for (int i = 0; i < 4; i++) ck_assert_float_eq(got[i], 2.0f);
+    free(got);
+    clt_tensor_release(a);
+    clt_tensor_release(c);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("gemm_cpu");
+    TCase *tc = tcase_create("gemm_cpu");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_gemm_sizes_and_transposes);
+    tcase_add_test(tc, test_gemm_power_of_two_strides);
+    tcase_add_test(tc, test_gemm_alpha_beta);
+    tcase_add_test(tc, test_gemm_empty_sizes);
+    tcase_add_test(tc, test_linear_both);
+    tcase_add_test(tc, test_dense_env_invalid);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}

@@ -1,0 +1,100 @@
+/* Inference mode, the article's no_grad: a forward with training off keeps
+ * no activations, so its peak is the weights, the batch and the two largest
+ * layer outputs alive together (a layer's input and its output); a training
+ * forward's peak is larger by the activations it has stored by then. */
+#include <stdlib.h>
+
+#include "support.h"
+
+static clt_device dev(void) { return clt_try_gpu(0); }
+
+enum { B = 256, IN = 32, H1 = 64, H2 = 256, OUT = 10 };
+
+/* Linear(IN,H1), ReLU, Linear(H1,H2), ReLU, Linear(H2,OUT): the widest pair
+ * of consecutive outputs is the second Linear's and its ReLU's. On CPU
+ * devices a GEMM also holds its weight packed for the call; at this batch
+ * that moment (input, output, packed weight) stays below the pair. */
+static int64_t floats_to_bytes(int64_t n) { return n * B * 4; }
+
+static void forward_peak(clt_model *m, clt_tensor *x, int training, int64_t *peak, int64_t *stored)
+{
+    clt_model_set_training(m, training);
+    ck_assert_ok(clt_synchronize(dev()));
+    ck_assert_ok(clt_reset_peak_memory_stats(dev()));
+    clt_tensor *y;
+    ck_assert_ok(clt_model_forward(m, x, &y));
+    *peak = clt_max_memory_allocated(dev());
+    *stored = clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
+    clt_tensor_release(y);
+}
+
+START_TEST(test_inference_peak)
+{
+    int64_t hiddens[2] = {H1, H2};
+    clt_model *m;
+    ck_assert_ok(clt_model_create_mlp(&m, dev(), IN, 2, hiddens, OUT, 1));
+    float host[B * IN];
+    clt_test_fill_uniform(host, B * IN, 3, -1, 1);
+    int64_t shape[2] = {B, IN};
+    clt_tensor *x;
+    ck_assert_ok(clt_from_host(&x, dev(), CLT_FLOAT32, 2, shape, host));
+    int64_t weights = 4 * clt_model_parameter_count(m);
+    int64_t batch = floats_to_bytes(IN);
+    ck_assert_int_eq(clt_memory_allocated(dev()), weights + batch);
+
+    int64_t infer_peak, infer_stored, train_peak, train_stored;
+    forward_peak(m, x, 0, &infer_peak, &infer_stored);
+    ck_assert_int_eq(infer_stored, 0);
+    /* The two largest live outputs: Linear(H1,H2)'s and its ReLU's. */
+    ck_assert_int_eq(infer_peak, weights + batch + floats_to_bytes(H2 + H2));
+    /* Nothing stays but the output. */
+    ck_assert_int_eq(clt_memory_allocated(dev()), weights + batch);
+
+    forward_peak(m, x, 1, &train_peak, &train_stored);
+    /* Kept for backward: both ReLU outputs (the Linears' inputs are those
+     * and the caller's batch). */
+    ck_assert_int_eq(train_stored, floats_to_bytes(H1 + H2));
+    ck_assert_int_eq(clt_max_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), train_stored);
+    /* At the same moment the first ReLU's output is still stored. */
+    ck_assert_int_eq(train_peak, infer_peak + floats_to_bytes(H1));
+    ck_assert_int_gt(train_peak, infer_peak);
+    clt_model_set_training(m, 0);
+    ck_assert_int_eq(clt_memory_allocated(dev()), weights + batch);
+
+    clt_model_free(m);
+
+    /* Deeper stacks of one width: inference stays flat, training grows by
+     * one stored (B,H1) ReLU output per layer. */
+    int64_t excess[2];
+    for (int d = 0; d < 2; d++) {
+        int depth = d ? 6 : 2;
+        int64_t wide[6] = {H1, H1, H1, H1, H1, H1};
+        clt_model *deep;
+        ck_assert_ok(clt_model_create_mlp(&deep, dev(), IN, depth, wide, OUT, 2));
+        int64_t dweights = 4 * clt_model_parameter_count(deep);
+        forward_peak(deep, x, 0, &infer_peak, &infer_stored);
+        excess[d] = infer_peak - dweights - batch;
+        forward_peak(deep, x, 1, &train_peak, &train_stored);
+        ck_assert_int_eq(train_stored, floats_to_bytes(depth * H1));
+        /* At the last ReLU: every earlier stored output plus its input and output. */
+        ck_assert_int_eq(train_peak, dweights + batch + floats_to_bytes((depth + 1) * H1));
+        clt_model_set_training(deep, 0);
+        clt_model_free(deep);
+    }
+    ck_assert_int_eq(excess[0], excess[1]);
+    ck_assert_int_ge(excess[0], floats_to_bytes(2 * H1));
+
+    clt_tensor_release(x);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("inference");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_inference_peak);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}

@@ -1,0 +1,182 @@
+/* `mpirun -np 2 clt train --distributed` against `clt train` in one process
+ * over the same global batches: the saved parameters agree within 1e-5
+ * (SGD with an uneven split, and Adam). Each rank trains on gpu:<rank> when
+ * two GPUs are present (POCL_DEVICES="pthread pthread" CLT_CPU_AS_GPU=1),
+ * else both on the CPU. Skips, saying why, when mpirun is missing or clt was
+ * built without MPI; then checks that --distributed says so. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.h"
+
+static char dir[] = "/tmp/clt-mpi-XXXXXX";
+static char out[1 << 16];
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *clt(void)
+{
+    static char path[1024];
+    const char *b = getenv("CLT_BINARY_DIR");
+    snprintf(path, sizeof path, "%s/clt", b ? b : ".");
+    return path;
+}
+
+static void write_split(const char *prefix, int64_t n, uint64_t seed)
+{
+    uint8_t *img = malloc((size_t)n * 784), *lab = malloc((size_t)n);
+    float noise[784];
+    for (int64_t i = 0; i < n; i++) {
+        lab[i] = (uint8_t)((i * 3 + seed) % 10);
+        clt_test_fill_uniform(noise, 784, seed + (uint64_t)i * 31, 0, 60);
+        for (int p = 0; p < 784; p++) img[i * 784 + p] = (uint8_t)noise[p];
+        for (int p = lab[i] * 70; p < lab[i] * 70 + 70; p++) img[i * 784 + p] = 220;
+    }
+    char path[512];
+    int64_t idims[] = {n, 28, 28}, ldims[] = {n};
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
+    ck_assert_ok(clt_idx_write(path, 3, idims, img, 0));
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    ck_assert_ok(clt_idx_write(path, 1, ldims, lab, 0));
+    free(img);
+    free(lab);
+}
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/clt-mpi-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    write_split("train", 100, 1);
+    write_split("t10k", 30, 2);
+    /* mpirun refuses root unless told; CI containers run as root. */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static float *load_params(const char *path, int64_t *n)
+{
+    clt_model *m;
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 32, 1, 10, 0));
+    ck_assert_ok(clt_checkpoint_load(path, m, NULL, NULL));
+    *n = clt_model_parameter_count(m);
+    float *p = clt_test_read(clt_model_parameters(m));
+    clt_model_free(m);
+    return p;
+}
+
+/* 0 when mpirun and an MPI-enabled clt are here; else prints why and
+ * returns 1, after checking that a clt without MPI refuses --distributed. */
+static int mpi_missing(void)
+{
+    ck_assert_int_eq(run("%s train --help", clt()), 0);
+    if (strstr(out, "built without MPI")) {
+        ck_assert_int_eq(run("%s train --distributed --data %s", clt(), dir), 1);
+        ck_assert_msg(strstr(out, "--distributed needs MPI") != NULL, "%s", out);
+        printf("test_mpi: SKIPPED: clt was built without MPI (install libopenmpi-dev and reconfigure)\n");
+        return 1;
+    }
+    if (run("command -v mpirun") != 0) {
+        printf("test_mpi: SKIPPED: mpirun is not installed (apt-get install openmpi-bin)\n");
+        return 1;
+    }
+    return 0;
+}
+
+static void compare(const char *args)
+{
+    int rc = run("%s train --data %s --hiddens 32 --blocks 1 %s --save %s/one.st", clt(), dir, args, dir);
+    ck_assert_msg(rc == 0, "single process failed (%d): %s", rc, out);
+    rc = run("mpirun -np 2 --oversubscribe --mca btl self,vader %s train --distributed --data %s --hiddens 32 "
+             "--blocks 1 %s --save %s/two.st", clt(), dir, args, dir);
+    ck_assert_msg(rc == 0, "mpirun failed (%d): %s", rc, out);
+    /* Rank 0 alone logs: one epoch line, one summary, naming two ranks. */
+    ck_assert_msg(strstr(out, "x 2 ranks") != NULL, "no rank count in: %s", out);
+    const char *first = strstr(out, "trained ");
+    ck_assert_msg(first && !strstr(first + 1, "trained "), "summary not printed once: %s", out);
+    char one[600], two[600];
+    snprintf(one, sizeof one, "%s/one.st", dir);
+    snprintf(two, sizeof two, "%s/two.st", dir);
+    int64_t n1, n2;
+    float *a = load_params(one, &n1), *b = load_params(two, &n2);
+    ck_assert_int_eq(n1, n2);
+    double err = clt_test_max_rel_err(b, a, n1);
+    ck_assert_msg(err < 1e-5, "parameters differ by %g after %s", err, args);
+    clt_model *init;
+    ck_assert_ok(clt_model_create_resmlp(&init, clt_cpu(), 784, 32, 1, 10, 0));
+    float *c = clt_test_read(clt_model_parameters(init));
+    ck_assert_msg(clt_test_max_rel_err(a, c, n1) > 1e-3, "training changed nothing");
+    clt_model_free(init);
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* 100 examples in batches of 24: shards of 12 and a last batch of 4, and
+ * with --no-shuffle, batches in file order. */
+START_TEST(test_mpi_sgd_uneven)
+{
+    if (mpi_missing()) return;
+    compare("--epochs 2 --batch-size 24 --lr 0.1 --val-limit 10");
+    compare("--epochs 1 --batch-size 33 --no-shuffle --val-limit 10");
+}
+END_TEST
+
+START_TEST(test_mpi_adam)
+{
+    if (mpi_missing()) return;
+    compare("--epochs 1 --batch-size 32 --optimizer adam --lr 0.001 --seed 4 --val-limit 10");
+}
+END_TEST
+
+/* A checkpoint loaded by every rank: resuming under MPI matches resuming
+ * in one process. */
+START_TEST(test_mpi_load)
+{
+    if (mpi_missing()) return;
+    int rc = run("%s train --data %s --hiddens 32 --blocks 1 --steps 2 --batch-size 20 --save %s/start.st", clt(),
+                 dir, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    char args[800];
+    snprintf(args, sizeof args, "--load %s/start.st --epochs 1 --batch-size 21 --seed 7 --val-limit 10", dir);
+    compare(args);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("mpi");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_mpi_sgd_uneven);
+    tcase_add_test(tc, test_mpi_adam);
+    tcase_add_test(tc, test_mpi_load);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}

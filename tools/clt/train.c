@@ -1,0 +1,346 @@
+/* clt train and clt eval: the chapter's capstone, a ResMLPClassifier on
+ * Fashion-MNIST. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cltensor.h>
+
+#include "commands.h"
+#include "distributed.h"
+
+typedef struct train_args {
+    const char *data, *load, *save, *metrics, *plot, *trace;
+    int epochs, num_gpus, have_device, shuffle, distributed;
+    int hiddens_given, blocks_given, checkpoint_segments, plan;
+    clt_device device;
+    int64_t batch_size, hiddens, blocks, steps, train_limit, val_limit;
+    double lr;
+    uint64_t seed;
+    clt_optimizer_kind optimizer;
+} train_args;
+
+static const char *train_usage =
+    "usage: clt train [options]\n"
+    "\n"
+    "Trains the chapter's ResMLPClassifier on Fashion-MNIST and evaluates it on\n"
+    "the test split after each epoch.\n"
+    "\n"
+    "  --data DIR              IDX files (default data/fashion-mnist; see scripts/fetch-fashion-mnist)\n"
+    "  --epochs N              epochs (default 1)\n"
+    "  --batch-size B          global batch size (default 256)\n"
+    "  --lr LR                 learning rate (default 0.1)\n"
+    "  --optimizer sgd|adam    optimizer (default sgd)\n"
+    "  --hiddens H             hidden width (default 256, or the --load file's)\n"
+    "  --blocks K              residual blocks (default 2, or the --load file's)\n"
+    "  --num-gpus N            use up to N GPUs, data parallel when N > 1; the CPU when there is none\n"
+    "                          (default 1)\n"
+    "  --distributed           one process per device under mpirun: rank r trains on gpu:<r % GPUs>"
+    CLT_TOOL_MPI_NOTE "\n"
+    "  --device D              train on D: cpu, gpu:i, or P:D from `clt devices`\n"
+    "  --checkpoint-segments S activation checkpointing, S residual blocks per segment\n"
+    "                          (auto: about sqrt(blocks); default 0, off)\n"
+    "  --plan                  print the predicted peak memory of a training step, whether\n"
+    "                          it fits the device (or its memory cap), the largest batch\n"
+    "                          that fits with and without checkpointing; train nothing\n"
+    "  --seed S                initialisation and shuffling seed (default 0)\n"
+    "  --no-shuffle            batches in file order\n"
+    "  --steps N               stop after N optimizer steps\n"
+    "  --train-limit N         train on the first N examples only\n"
+    "  --val-limit N           evaluate on the first N test examples only\n"
+    "  --load FILE             start from a safetensors checkpoint (PyTorch names)\n"
+    "  --save FILE             write a safetensors checkpoint at the end\n"
+    "  --metrics FILE          per-epoch metrics as CSV\n"
+    "  --plot FILE             per-epoch losses and accuracy as an SVG chart\n"
+    "  --trace FILE            a Chrome trace-event timeline of every command\n";
+
+static const char *eval_usage =
+    "usage: clt eval --load FILE [--data DIR] [--hiddens H --blocks K] [--device D] [--batch-size B]\n"
+    "\n"
+    "Prints the test loss and accuracy of a ResMLP checkpoint. The architecture\n"
+    "is read from the checkpoint; --hiddens and --blocks, when given, must agree.\n";
+
+static int parse_int(const char *opt, const char *text, int64_t lo, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text ? text : "", &end, 10);
+    if (!text || *text == '\0' || *end != '\0' || errno || v < lo) {
+        fprintf(stderr, "clt: %s needs an integer >= %lld, not '%s'\n", opt, (long long)lo, text ? text : "");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static int parse_double(const char *opt, const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text ? text : "", &end);
+    if (!text || *text == '\0' || *end != '\0' || errno || !isfinite(v) || v <= 0) {
+        fprintf(stderr, "clt: %s needs a positive number, not '%s'\n", opt, text ? text : "");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* Returns 0 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, train_args *a, int eval)
+{
+    memset(a, 0, sizeof *a);
+    a->data = "data/fashion-mnist";
+    a->epochs = 1;
+    a->num_gpus = 1;
+    a->shuffle = 1;
+    a->batch_size = 256;
+    a->hiddens = 256;
+    a->blocks = 2;
+    a->lr = 0.1;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t n;
+        int takes = 1;
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            fputs(eval ? eval_usage : train_usage, stdout);
+            return -1;
+        } else if (strcmp(o, "--data") == 0 && v) {
+            a->data = v;
+        } else if (strcmp(o, "--load") == 0 && v) {
+            a->load = v;
+        } else if (strcmp(o, "--hiddens") == 0) {
+            if (!parse_int(o, v, 1, &a->hiddens)) return 2;
+            a->hiddens_given = 1;
+        } else if (strcmp(o, "--blocks") == 0) {
+            if (!parse_int(o, v, 0, &a->blocks)) return 2;
+            a->blocks_given = 1;
+        } else if (strcmp(o, "--batch-size") == 0) {
+            if (!parse_int(o, v, 1, &a->batch_size)) return 2;
+        } else if (strcmp(o, "--device") == 0 && v) {
+            if (clt_device_parse(v, &a->device) != CLT_OK) {
+                fprintf(stderr, "clt: --device: %s\n", clt_last_error());
+                return 2;
+            }
+            a->have_device = 1;
+        } else if (eval) {
+            fprintf(stderr, "clt eval: unknown option or missing value: '%s'\n%s", o, eval_usage);
+            return 2;
+        } else if (strcmp(o, "--save") == 0 && v) {
+            a->save = v;
+        } else if (strcmp(o, "--metrics") == 0 && v) {
+            a->metrics = v;
+        } else if (strcmp(o, "--plot") == 0 && v) {
+            a->plot = v;
+        } else if (strcmp(o, "--trace") == 0 && v) {
+            a->trace = v;
+        } else if (strcmp(o, "--epochs") == 0) {
+            if (!parse_int(o, v, 1, &n)) return 2;
+            if (n > 1000000) {
+                fprintf(stderr, "clt: --epochs %lld is too many\n", (long long)n);
+                return 2;
+            }
+            a->epochs = (int)n;
+        } else if (strcmp(o, "--num-gpus") == 0) {
+            if (!parse_int(o, v, 0, &n)) return 2;
+            a->num_gpus = n > 1024 ? 1024 : (int)n;
+        } else if (strcmp(o, "--lr") == 0) {
+            if (!parse_double(o, v, &a->lr)) return 2;
+        } else if (strcmp(o, "--optimizer") == 0 && v) {
+            if (strcmp(v, "sgd") == 0) a->optimizer = CLT_OPTIMIZER_SGD;
+            else if (strcmp(v, "adam") == 0) a->optimizer = CLT_OPTIMIZER_ADAM;
+            else {
+                fprintf(stderr, "clt: --optimizer takes sgd or adam, not '%s'\n", v);
+                return 2;
+            }
+        } else if (strcmp(o, "--checkpoint-segments") == 0) {
+            if (v && strcmp(v, "auto") == 0) a->checkpoint_segments = CLT_CHECKPOINT_AUTO;
+            else if (!parse_int(o, v, 0, &n)) return 2;
+            else a->checkpoint_segments = n > 1000000 ? 1000000 : (int)n;
+        } else if (strcmp(o, "--seed") == 0) {
+            if (!parse_int(o, v, 0, &n)) return 2;
+            a->seed = (uint64_t)n;
+        } else if (strcmp(o, "--steps") == 0) {
+            if (!parse_int(o, v, 1, &a->steps)) return 2;
+        } else if (strcmp(o, "--train-limit") == 0) {
+            if (!parse_int(o, v, 1, &a->train_limit)) return 2;
+        } else if (strcmp(o, "--val-limit") == 0) {
+            if (!parse_int(o, v, 1, &a->val_limit)) return 2;
+        } else if (strcmp(o, "--distributed") == 0) {
+            a->distributed = 1;
+            takes = 0;
+        } else if (strcmp(o, "--plan") == 0) {
+            a->plan = 1;
+            takes = 0;
+        } else if (strcmp(o, "--no-shuffle") == 0) {
+            a->shuffle = 0;
+            takes = 0;
+        } else {
+            fprintf(stderr, "clt train: unknown option or missing value: '%s'\n%s", o, train_usage);
+            return 2;
+        }
+        i += takes;
+    }
+    if (eval && !a->load) {
+        fprintf(stderr, "clt eval: --load FILE is required\n%s", eval_usage);
+        return 2;
+    }
+    return 0;
+}
+
+static int fail(const char *cmd, const char *what)
+{
+    fprintf(stderr, "clt %s: %s: %s\n", cmd, what, clt_last_error());
+    return 1;
+}
+
+/* Builds the ResMLP, taking its shape from the --load file unless given, and loads it. */
+static int make_model(const char *cmd, train_args *a, clt_model **out)
+{
+    if (a->load) {
+        int64_t h, k;
+        if (clt_checkpoint_resmlp_shape(a->load, &h, &k) != CLT_OK) return fail(cmd, "reading the checkpoint");
+        if ((a->hiddens_given && a->hiddens != h) || (a->blocks_given && a->blocks != k)) {
+            fprintf(stderr, "clt %s: %s holds a ResMLP with %lld hiddens and %lld blocks, not %lld and %lld\n", cmd,
+                    a->load, (long long)h, (long long)k, (long long)a->hiddens, (long long)a->blocks);
+            return 2;
+        }
+        a->hiddens = h;
+        a->blocks = k;
+    }
+    if (a->blocks > 1000) {
+        fprintf(stderr, "clt %s: --blocks %lld is too many\n", cmd, (long long)a->blocks);
+        return 2;
+    }
+    if (clt_model_create_resmlp(out, clt_cpu(), 784, a->hiddens, (int)a->blocks, 10, a->seed) != CLT_OK)
+        return fail(cmd, "building the model");
+    if (a->load && clt_checkpoint_load(a->load, *out, NULL, NULL) != CLT_OK) {
+        clt_model_free(*out);
+        *out = NULL;
+        return fail(cmd, "loading the checkpoint");
+    }
+    return 0;
+}
+
+static int train_run(train_args a, const clt_collective *comm);
+
+/* --plan: the memory planner's prediction for one step on the training
+ * device, against its memory cap when one is set, else its memory. */
+static int plan_run(train_args *a)
+{
+    clt_model *model = NULL;
+    int rc = make_model("train", a, &model);
+    if (rc) return rc;
+    clt_device dev = a->have_device ? a->device : clt_num_gpus() > 0 ? clt_gpu(0) : clt_cpu();
+    clt_plan_options o = clt_plan_default_options();
+    o.batch_size = a->batch_size;
+    o.optimizer = a->optimizer;
+    o.checkpoint_segments = a->checkpoint_segments;
+    o.device = dev;
+    clt_memory_stats st;
+    int64_t free_bytes, total = 0;
+    clt_status s = clt_memory_stats_get(dev, &st);
+    if (s == CLT_OK && !st.cap) s = clt_mem_get_info(dev, &free_bytes, &total);
+    if (s == CLT_OK) s = clt_plan_report(model, &o, st.cap ? st.cap : total, (int64_t)1 << 24, stdout);
+    clt_model_free(model);
+    return s == CLT_OK ? 0 : fail("train", "planning");
+}
+
+int clt_cmd_train(int argc, char **argv)
+{
+    train_args a;
+    int rc = parse_args(argc, argv, &a, 0);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (a.plan) return plan_run(&a);
+    clt_collective comm = {0, 1, NULL, NULL};
+    if (a.distributed && clt_tool_mpi_start(&comm)) return 1;
+    rc = train_run(a, a.distributed ? &comm : NULL);
+    if (a.distributed) clt_tool_mpi_stop();
+    return rc;
+}
+
+/* Trains on one device, data parallel on several GPUs, or as one rank of comm. */
+static clt_status fit(clt_model *model, const clt_dataset *train, const clt_dataset *test, const train_args *a,
+                      const clt_trainer_options *o, const clt_collective *comm, clt_trainer_result *r)
+{
+    int gpus = clt_num_gpus(), use = a->num_gpus < gpus ? a->num_gpus : gpus;
+    if (comm) {
+        clt_device dev = a->have_device ? a->device : gpus > 0 ? clt_gpu(comm->rank % gpus) : clt_cpu();
+        return clt_parallel_fit(model, train, test, o, &dev, 1, comm, r);
+    }
+    if (!a->have_device && use > 1) return clt_parallel_fit(model, train, test, o, NULL, use, NULL, r);
+    return clt_trainer_fit(model, train, test, o, r);
+}
+
+static int train_run(train_args a, const clt_collective *comm)
+{
+    int rc;
+    clt_dataset train = {0}, test = {0};
+    if (clt_fashion_mnist_load(&train, a.data, CLT_SPLIT_TRAIN) != CLT_OK) return fail("train", "loading the data");
+    if (clt_fashion_mnist_load(&test, a.data, CLT_SPLIT_TEST) != CLT_OK) {
+        clt_dataset_free(&train);
+        return fail("train", "loading the data");
+    }
+    clt_model *model = NULL;
+    rc = make_model("train", &a, &model);
+    if (rc == 0 && a.trace && clt_trace_start(a.trace) != CLT_OK) rc = fail("train", "starting the trace");
+    if (rc == 0) {
+        clt_trainer_options o = clt_trainer_default_options();
+        o.max_epochs = a.epochs;
+        o.checkpoint_segments = a.checkpoint_segments;
+        o.num_gpus = a.num_gpus;
+        o.use_device = a.have_device;
+        o.device = a.device;
+        o.batch_size = a.batch_size;
+        o.lr = (float)a.lr;
+        o.optimizer = a.optimizer;
+        o.seed = a.seed;
+        o.shuffle = a.shuffle;
+        o.max_steps = a.steps;
+        o.train_limit = a.train_limit;
+        o.val_limit = a.val_limit;
+        o.metrics_path = a.metrics;
+        o.save_path = a.save;
+        o.save_info = (clt_checkpoint_info){"resmlp", a.hiddens, a.blocks, 0, 0};
+        o.plot_path = a.plot;
+        o.log = stdout;
+        clt_trainer_result r;
+        if (fit(model, &train, &test, &a, &o, comm, &r) != CLT_OK) {
+            rc = fail("train", "training");
+        } else if (!comm || comm->rank == 0) {
+            printf("trained %d epoch(s), %lld steps on %s: %.0f images/s; test loss %.4f, test accuracy %.4f\n",
+                   r.epochs, (long long)r.steps, r.device, r.images_per_second, r.val_loss, r.val_accuracy);
+        }
+    }
+    if (a.trace && clt_trace_stop() != CLT_OK && rc == 0) rc = fail("train", "writing the trace");
+    clt_model_free(model);
+    clt_dataset_free(&train);
+    clt_dataset_free(&test);
+    return rc;
+}
+
+int clt_cmd_eval(int argc, char **argv)
+{
+    train_args a;
+    int rc = parse_args(argc, argv, &a, 1);
+    if (rc) return rc < 0 ? 0 : rc;
+    clt_dataset test = {0};
+    if (clt_fashion_mnist_load(&test, a.data, CLT_SPLIT_TEST) != CLT_OK) return fail("eval", "loading the data");
+    clt_model *model = NULL;
+    rc = make_model("eval", &a, &model);
+    clt_device dev = a.have_device ? a.device : clt_try_gpu(0);
+    double loss = 0, acc = 0;
+    if (rc == 0 && clt_model_to(model, dev) != CLT_OK) rc = fail("eval", "moving the model");
+    if (rc == 0 && clt_evaluate(model, &test, a.batch_size, 0, &loss, &acc) != CLT_OK) rc = fail("eval", "evaluating");
+    if (rc == 0) {
+        char name[32] = "";
+        clt_device_name(dev, name, sizeof name);
+        printf("test loss %.4f, test accuracy %.4f (%lld images, %s)\n", loss, acc, (long long)test.n, name);
+    }
+    clt_model_free(model);
+    clt_dataset_free(&test);
+    return rc;
+}
