@@ -6,6 +6,7 @@
 #include "allocator.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,6 +91,21 @@ static int64_t cap_from_env(const clt__slot *s)
             return parse_cap(p + nlen + 1, (int64_t)s->global_mem, &cap) ? cap : 0;
     }
     return 0;
+}
+
+/* CLT_ALLOC_EXACT=1 gives every tensor a driver buffer of exactly its size,
+ * freed with the tensor: slow, but a checker such as oclgrind then sees an
+ * overrun past any tensor's end, not only past a cached segment's. */
+static int exact_mode(void)
+{
+    static atomic_int mode = -1;
+    int m = atomic_load(&mode);
+    if (m < 0) {
+        const char *env = getenv("CLT_ALLOC_EXACT");
+        m = env && strcmp(env, "1") == 0;
+        atomic_store(&mode, m);
+    }
+    return m;
 }
 
 static clt__allocator *get_allocator(int slot)
@@ -254,7 +270,7 @@ static clt_status new_segment(clt__allocator *a, int pool, size_t size, clt__blo
     size_t seg_size = pool == POOL_SMALL ? SMALL_SEGMENT
                       : size < LARGE_DIRECT ? LARGE_SEGMENT
                                             : round_up(size, SMALL_SEGMENT);
-    if (seg_size > s->max_alloc) seg_size = size;
+    if (seg_size > s->max_alloc || exact_mode()) seg_size = size;
     cl_mem mem = NULL;
     void *host = NULL;
     clt_status st = driver_alloc(a, seg_size, &mem, &host);
@@ -331,10 +347,11 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **ou
     if (clt__fault(CLT__FAULT_ALLOC))
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes on %s (injected by CLT_FAULT)", nbytes,
                          s->name);
-    size_t size = round_up(nbytes, ROUND);
+    int exact = exact_mode();
+    size_t size = exact ? (nbytes ? nbytes : 1) : round_up(nbytes, ROUND);
     int pool = size <= SMALL_LIMIT ? POOL_SMALL : POOL_LARGE;
     pthread_mutex_lock(&a->lock);
-    clt__block *b = best_fit(a, pool, size);
+    clt__block *b = exact ? NULL : best_fit(a, pool, size);
     clt_status st = CLT_OK;
     if (b) {
         a->stats.cache_hits++;
@@ -399,7 +416,10 @@ void clt__free(clt__block *b, cl_event pending)
         free(n);
     }
     free_list_insert(a, b);
-    clt__publish_update(a->slot, &a->stats);
+    if (exact_mode())
+        empty_cache_locked(a);
+    else
+        clt__publish_update(a->slot, &a->stats);
     pthread_mutex_unlock(&a->lock);
 }
 
