@@ -3,7 +3,18 @@
 
 #include "../core/error.h"
 #include "../tensor/tensor_internal.h"
+#include "cltensor/async.h"
 #include "cltensor/data.h"
+
+/* Batches are staged in pinned host buffers and copied to the device without
+ * waiting. Two buffers take turns (double buffering): the host fills one
+ * while the copy of the other is in flight, and waits only if it comes back
+ * to a buffer whose copy has not finished, which bounds how far it runs ahead. */
+#define STAGES 2
+
+typedef struct staging {
+    clt_tensor *x, *y; /* pinned: (most, pixels) float32 and (most) int32 */
+} staging;
 
 struct clt_loader {
     const clt_dataset *ds;
@@ -12,8 +23,8 @@ struct clt_loader {
     int64_t n, num_batches, pixels;
     int64_t epoch, next_batch;
     int64_t *order;  /* example indices of the current epoch */
-    float *xs;       /* host staging for one shard of a batch */
-    int32_t *ys;
+    staging stage[STAGES];
+    int next_stage;
     float scale[256]; /* pixel value -> [0, 1] */
 };
 
@@ -86,11 +97,18 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
     l->pixels = ds->rows * ds->cols;
     int64_t most = opt->batch_size < l->n ? opt->batch_size : l->n; /* the largest shard */
     l->order = malloc((size_t)(l->n ? l->n : 1) * sizeof *l->order);
-    l->xs = malloc((size_t)(most ? most : 1) * (size_t)l->pixels * sizeof *l->xs);
-    l->ys = malloc((size_t)(most ? most : 1) * sizeof *l->ys);
-    if (!l->order || !l->xs || !l->ys) {
+    if (!l->order) {
         clt_loader_free(l);
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld examples", op, (long long)l->n);
+    }
+    int64_t xshape[2] = {most, l->pixels}, yshape[1] = {most};
+    for (int i = 0; i < STAGES; i++) {
+        clt_status s = clt_empty(&l->stage[i].x, clt_pinned(), CLT_FLOAT32, 2, xshape);
+        if (s == CLT_OK) s = clt_empty(&l->stage[i].y, clt_pinned(), CLT_INT32, 1, yshape);
+        if (s != CLT_OK) {
+            clt_loader_free(l);
+            return s;
+        }
     }
     for (int v = 0; v < 256; v++) l->scale[v] = (float)v / 255.0f;
     make_order(l);
@@ -102,8 +120,10 @@ void clt_loader_free(clt_loader *l)
 {
     if (!l) return;
     free(l->order);
-    free(l->xs);
-    free(l->ys);
+    for (int i = 0; i < STAGES; i++) {
+        clt_tensor_release(l->stage[i].x);
+        clt_tensor_release(l->stage[i].y);
+    }
     free(l);
 }
 
@@ -122,8 +142,7 @@ clt_status clt_loader_set_epoch(clt_loader *l, int64_t epoch)
 }
 
 /* Fills xs/ys with this rank's share of global batch b and returns its
- * size. Reads only the loader's fixed state and the epoch's order, so it can
- * prepare batch b+1 on another thread while batch b is in use. */
+ * size. Reads only the loader's fixed state and the epoch's order. */
 static int64_t prepare(const clt_loader *l, int64_t b, float *xs, int32_t *ys)
 {
     int64_t start = b * l->opt.batch_size;
@@ -139,6 +158,20 @@ static int64_t prepare(const clt_loader *l, int64_t b, float *xs, int32_t *ys)
     return hi - lo;
 }
 
+/* Moves the first `count` rows of a pinned staging tensor to the device as
+ * a tensor of the given shape, without waiting. */
+static clt_status send(clt_tensor *pinned, int64_t count, int ndim, const int64_t *shape, clt_device dev,
+                       clt_tensor **out)
+{
+    clt_tensor *rows = NULL, *shaped = NULL;
+    clt_status s = clt_narrow(&rows, pinned, 0, count);
+    if (s == CLT_OK) s = clt_reshape(&shaped, rows, ndim, shape);
+    if (s == CLT_OK) s = clt_to_async(out, shaped, dev, NULL);
+    clt_tensor_release(shaped);
+    clt_tensor_release(rows);
+    return s;
+}
+
 clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y)
 {
     const char *op = "clt_loader_next";
@@ -147,17 +180,22 @@ clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y)
     *x = *y = NULL;
     CLT_TRY(clt__need(op, "l", l));
     if (l->next_batch >= l->num_batches) return clt_loader_set_epoch(l, l->epoch + 1);
-    int64_t count = prepare(l, l->next_batch, l->xs, l->ys);
+    staging *st = &l->stage[l->next_stage];
+    void *xs, *ys;
+    CLT_TRY(clt_tensor_host_ptr(st->x, 1, &xs));
+    CLT_TRY(clt_tensor_host_ptr(st->y, 1, &ys));
+    int64_t count = prepare(l, l->next_batch, xs, ys);
     int64_t xshape[4] = {count, 1, l->ds->rows, l->ds->cols}, flat[2] = {count, l->pixels};
     int64_t yshape[1] = {count};
-    clt_status s = l->opt.flatten ? clt_from_host(x, l->dev, CLT_FLOAT32, 2, flat, l->xs)
-                                  : clt_from_host(x, l->dev, CLT_FLOAT32, 4, xshape, l->xs);
-    if (s == CLT_OK) s = clt_from_host(y, l->dev, CLT_INT32, 1, yshape, l->ys);
+    clt_status s = l->opt.flatten ? send(st->x, count, 2, flat, l->dev, x) : send(st->x, count, 4, xshape, l->dev, x);
+    if (s == CLT_OK) s = send(st->y, count, 1, yshape, l->dev, y);
     if (s != CLT_OK) {
         clt_tensor_release(*x);
-        *x = NULL;
+        clt_tensor_release(*y);
+        *x = *y = NULL;
         return s;
     }
+    l->next_stage = (l->next_stage + 1) % STAGES;
     l->next_batch++;
     return CLT_OK;
 }
