@@ -7,14 +7,15 @@
 
 #include "support.h"
 
-/* Runs examples/<name> with `env` (may be "") prefixed; returns its output
+/* Runs examples/<name> (which may carry arguments) with `env` (may be "")
+ * prefixed; returns its output
  * (malloc'd) and stores the exit status. */
 static char *run_example(const char *name, const char *env, int *status)
 {
     const char *dir = getenv("CLT_BINARY_DIR");
     ck_assert_msg(dir && *dir, "CLT_BINARY_DIR is not set (run through ctest)");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s '%s/examples/%s' 2>&1", env, dir, name);
+    snprintf(cmd, sizeof cmd, "%s '%s/examples/'%s 2>&1", env, dir, name);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     size_t cap = 1 << 16, len = 0, n;
@@ -99,6 +100,18 @@ START_TEST(test_memory_example_bad_device)
 }
 END_TEST
 
+/* Exercise 4, scaled down: splits the work over two devices when there are
+ * two GPUs, else says why it skips that half. */
+START_TEST(test_two_devices_example)
+{
+    int status;
+    char *out = run_example("two_devices --size 128 --count 8", "", &status);
+    ck_assert_msg(status == 0, "two_devices exited %d: %s", status, out);
+    assert_has(out, clt_num_gpus() >= 2 ? "speedup: " : "two devices: skipped");
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("examples");
@@ -106,6 +119,7 @@ int main(void)
     tcase_add_test(tc, test_devices_example);
     tcase_add_test(tc, test_memory_example);
     tcase_add_test(tc, test_memory_example_bad_device);
+    tcase_add_test(tc, test_two_devices_example);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -34,7 +34,8 @@ extern "C" {
  * in the given order, and n_meta string pairs as "__metadata__" (n_meta may
  * be 0 with NULL arrays). Reads each tensor from its device (a
  * synchronization point). The header is padded with spaces to a multiple of
- * 8 bytes, as the reference implementation does. Names must be non-empty,
+ * 8 bytes, as the reference implementation does. float16 tensors are
+ * written as F16. Names must be non-empty,
  * distinct, not "__metadata__", and valid UTF-8.
  * Errors: CLT_ERR_INVALID_ARGUMENT for bad names or NULL arguments, CLT_ERR_IO
  * when the file cannot be written (the old file, if any, is left intact and

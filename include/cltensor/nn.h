@@ -3,7 +3,7 @@
  * cross-entropy loss.
  *
  * Memory layout: all of a model's parameters are views into ONE flat float32
- * tensor tagged CLT_MEM_WEIGHTS, in the order of PyTorch's state_dict (each
+ * (or float16, see clt_model_to_dtype) tensor tagged CLT_MEM_WEIGHTS, in the order of PyTorch's state_dict (each
  * Linear's weight (out,in), then its bias (out)). Gradients are views into a
  * second flat tensor tagged CLT_MEM_GRADIENTS, created (zeroed) by the first
  * backward pass. Moving a model moves the flat tensors in one copy each, and
@@ -108,6 +108,35 @@ int clt_model_checkpointing(const clt_model *m);
 /* Number of ResidualBlocks at the top level of the model (0 for NULL). */
 int clt_model_num_blocks(const clt_model *m);
 
+/* ---- Half precision (docs/half.md) -------------------------------------
+ * PyTorch's model.half() with mixed-precision training: a float16 model
+ * stores parameters, gradients and kept activations in float16 (half the
+ * bytes) and computes in float32 inside kernels, on every device. Forward
+ * takes float32 or float16 input and returns float32 output (for a float32
+ * loss). Backward multiplies a float32 dy by the loss scale before
+ * converting it, so that small gradients survive float16; the gradients
+ * hold scaled values, and dx (float32) is unscaled. An optimizer built on a
+ * float16 model keeps float32 master weights, divides the scale out and
+ * skips steps whose gradients overflowed (see cltensor/optim.h). */
+
+/* Converts the parameters (and gradients, if any) to dt, CLT_FLOAT32 or
+ * CLT_FLOAT16 (else CLT_ERR_UNSUPPORTED); float32 to float16 rounds to
+ * nearest. A no-op when already dt. Drops kept activations; views from
+ * clt_model_named_parameter are invalid afterwards. Convert before building
+ * an optimizer. */
+clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt);
+/* The parameters' dtype (CLT_FLOAT32 for NULL or an uninitialised model). */
+clt_dtype clt_model_dtype(const clt_model *m);
+/* Loss scaling of a float16 model (ignored by float32 ones): backward
+ * multiplies dy by scale. Dynamic (the default, starting at 65536 as
+ * PyTorch's GradScaler): the optimizer halves the scale at each step whose
+ * gradients hold inf or NaN (and skips it) and doubles it after 2000 steps
+ * without. Static: the scale stays. CLT_ERR_INVALID_ARGUMENT unless scale is
+ * positive and finite. */
+clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic);
+/* The current loss scale (0 for NULL). */
+float clt_model_loss_scale(const clt_model *m);
+
 /* ---- Forward and backward -------------------------------------------- */
 
 /* x is (B, ...) on the model's device (else CLT_ERR_DEVICE_MISMATCH); *y is
@@ -143,7 +172,7 @@ clt_status clt_cross_entropy_forward(clt_tensor **loss, clt_tensor **dlogits, co
 
 /* ---- Parameters ------------------------------------------------------- */
 
-/* Number of float32 parameters N (4N bytes of weights). 0 for NULL. */
+/* Number of parameters N (4N bytes of weights in float32, 2N in float16). 0 for NULL. */
 int64_t clt_model_parameter_count(const clt_model *m);
 /* Number of named parameter tensors (two per Linear). 0 for NULL. */
 int clt_model_num_named_parameters(const clt_model *m);

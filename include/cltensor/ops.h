@@ -32,6 +32,12 @@ clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_ten
 clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                const clt_tensor *x, const clt_tensor *w);
 
+/* Linear then ReLU in one call: y = max(x @ w^T + b, 0), shapes as
+ * clt_linear_forward. On CPU devices bias and ReLU run in the product's
+ * store (one pass over y); elsewhere a ReLU pass follows the product. Its
+ * backward is clt_relu_backward (with this y) then clt_linear_backward. */
+clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
+
 /* y = max(x, 0), any shape. */
 clt_status clt_relu(clt_tensor **y, const clt_tensor *x);
 /* dx = dy where y > 0, else 0; y is the forward output (same shape as dy). */
@@ -74,6 +80,31 @@ clt_status clt_sgd_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *
  * update; otherwise weight_decay is added to the gradient. step counts from 1. */
 clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *m, clt_tensor *v, float lr,
                           float beta1, float beta2, float eps, float weight_decay, int decoupled, int64_t step);
+
+/* Autotuning of the dense kernels on CPU devices, the cudnn.benchmark of
+ * cltensor. Products op(a) (m,k) @ op(b) (k,n) run a register-tiled kernel
+ * whose tile (tile_m rows by tile_n columns per work-item) is fixed when the
+ * kernel is built. clt_tune_gemm times a small set of tiles for one shape
+ * and transposition on dev and records the fastest in the tuning cache, a
+ * file per device and driver next to the kernel cache ($CLT_CACHE_DIR, else
+ * $XDG_CACHE_HOME/cltensor, else ~/.cache/cltensor); every later product of
+ * that shape, in this process or another, uses it without timing. With
+ * CLT_TUNE=1 the first product of each shape without an entry is tuned
+ * first (a synchronization point). `clt tune` tunes a model's shapes.
+ * *tile_m and *tile_n (may be NULL) receive the winner. Fails with
+ * CLT_ERR_UNSUPPORTED on devices that are not CPUs (their products run on
+ * CLBlast), CLT_ERR_INVALID_ARGUMENT for sizes below 1, CLT_ERR_IO when
+ * the cache cannot be written (the winner is still used in this process). */
+clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
+                         int *tile_m, int *tile_n);
+/* The tile products of this shape use on dev; *tuned (may be NULL) is 1
+ * when it comes from the tuning cache, 0 when it is the default. Errors as
+ * clt_tune_gemm's, never CLT_ERR_IO (an unreadable cache reads as empty). */
+clt_status clt_tune_lookup(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
+                           int *tile_m, int *tile_n, int *tuned);
+/* The path of dev's tuning cache file into buf (len bytes). CLT_ERR_IO when
+ * caching is off (CLT_CACHE_DIR=off) or the path does not fit. */
+clt_status clt_tune_cache_path(clt_device dev, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

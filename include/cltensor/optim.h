@@ -30,7 +30,14 @@ clt_status clt_optimizer_create_adam(clt_optimizer **out, clt_model *model, floa
 /* NULL is fine. */
 void clt_optimizer_free(clt_optimizer *opt);
 
-/* One update of every parameter from the current gradients. Before the first
+/* One update of every parameter from the current gradients. For a float16
+ * model (mixed precision, docs/half.md) the update runs on float32 master
+ * weights (created from the parameters at the first step, tagged
+ * CLT_MEM_OPTIMIZER) with the gradients divided by the model's loss scale,
+ * and the parameters become the master weights rounded to float16. When
+ * those gradients hold inf or NaN the update is skipped (parameters, state
+ * and step count unchanged, CLT_OK) and a dynamic loss scale halves: then
+ * the step reads a flag back, a synchronization point. Before the first
  * backward (no gradients yet) it does nothing, as PyTorch skips parameters
  * without gradients. Creates the state at the first update. State left on
  * another device (the model was moved after the first step) fails with

@@ -22,10 +22,11 @@ extern "C" {
 
 typedef enum clt_dtype {
     CLT_FLOAT32 = 0,
-    CLT_INT32 = 1
+    CLT_INT32 = 1,
+    CLT_FLOAT16 = 2 /* IEEE binary16 storage; kernels compute in float32 (docs/half.md) */
 } clt_dtype;
 
-/* "float32", "int32". */
+/* "float32", "int32", "float16". */
 const char *clt_dtype_name(clt_dtype dt);
 /* Bytes per element. */
 size_t clt_dtype_size(clt_dtype dt);
@@ -44,7 +45,7 @@ clt_status clt_full(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, co
  * generator: the same seed gives the same values on every device. */
 clt_status clt_rand(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
 clt_status clt_randn(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
-/* Copies numel elements of `dt` from host memory. */
+/* Copies numel elements of `dt` from host memory (float16 as uint16_t bits). */
 clt_status clt_from_host(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
                          const void *data);
 
@@ -99,6 +100,16 @@ clt_status clt_item(const clt_tensor *t, double *out);
  * point). Returns CLT_ERR_INVALID_ARGUMENT if buf is too small. */
 clt_status clt_tensor_format(const clt_tensor *t, char *buf, size_t len);
 clt_status clt_tensor_print(const clt_tensor *t, FILE *out);
+
+/* Half precision (docs/half.md). A new tensor of dtype dt holding t's values
+ * converted on t's device: float32 to float16 rounds to nearest even
+ * (overflow gives inf, NaN stays NaN, small values become subnormals or
+ * zero); float16 to float32 is exact. Returns t itself (one more reference)
+ * when it already has dtype dt. CLT_ERR_UNSUPPORTED for int32 on either side. */
+clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt);
+/* The same conversions on the host, bit for bit those of the kernels. */
+uint16_t clt_float_to_half(float f);
+float clt_half_to_float(uint16_t h);
 
 /* out = a + b, elementwise, on their (common) device. */
 clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);

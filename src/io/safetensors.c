@@ -588,7 +588,7 @@ static clt_status save_header(json_t *root, int n, const char *const *names, clt
         if (json_object_get(root, name))
             return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: tensor name '%s' given twice", op, name);
         clt_dtype dt = clt_tensor_dtype(tensors[i]);
-        if (dt != CLT_FLOAT32 && dt != CLT_INT32)
+        if (dt != CLT_FLOAT32 && dt != CLT_INT32 && dt != CLT_FLOAT16)
             return clt__fail(CLT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s", op, name, clt_dtype_name(dt));
         int64_t shape[CLT_MAX_DIMS];
         int ndim = clt_tensor_shape(tensors[i], shape);
@@ -598,7 +598,7 @@ static clt_status save_header(json_t *root, int n, const char *const *names, clt
         for (int k = 0; !fail && k < ndim; k++) fail = json_array_append_new(js, json_integer(shape[k])) != 0;
         fail = fail || json_array_append_new(jo, json_integer((json_int_t)offset)) != 0 ||
                json_array_append_new(jo, json_integer((json_int_t)(offset + nbytes))) != 0;
-        json_t *jd = fail ? NULL : json_string(dt == CLT_FLOAT32 ? "F32" : "I32");
+        json_t *jd = fail ? NULL : json_string(dt == CLT_FLOAT32 ? "F32" : dt == CLT_FLOAT16 ? "F16" : "I32");
         fail = fail || !jd || json_object_set_new(e, "dtype", jd) != 0 || json_object_set(e, "shape", js) != 0 ||
                json_object_set(e, "data_offsets", jo) != 0;
         json_decref(js);

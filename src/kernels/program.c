@@ -4,7 +4,8 @@
  * $XDG_CACHE_HOME/cltensor, else ~/.cache/cltensor; CLT_CACHE_DIR=off
  * disables it. Entries are keyed by a hash of the platform, device, driver,
  * build options and source, so a changed kernel or driver never loads a
- * stale binary. */
+ * stale binary. A program can also be built with extra options (the tile
+ * sizes `clt tune` times): each option string is a program of its own. */
 #include "program.h"
 
 #include <errno.h>
@@ -25,18 +26,27 @@
 
 typedef struct cached_kernel {
     const char *name;
-    int program;
+    char *options; /* extra build options, NULL for none */
     cl_kernel kernel;
 } cached_kernel;
+
+typedef struct program_variant {
+    int index;
+    char *options;
+    cl_program program;
+} program_variant;
 
 typedef struct slot_programs {
     cl_program *programs; /* one per source, built on first use */
     cached_kernel *kernels;
     int nkernels, cap;
+    program_variant *variants; /* built with extra options */
+    int nvariants;
 } slot_programs;
 
 static slot_programs *table;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
@@ -59,6 +69,8 @@ static int cache_dir(char *buf, size_t len)
     return n > 0 && (size_t)n < len;
 }
 
+int clt__cache_dir(char *buf, size_t len) { return cache_dir(buf, len); }
+
 static void make_dirs(char *path)
 {
     for (char *p = path + 1; *p; p++) {
@@ -70,7 +82,7 @@ static void make_dirs(char *path)
     mkdir(path, 0755);
 }
 
-static int cache_path(const clt__slot *s, const char *source, char *buf, size_t len)
+static int cache_path(const clt__slot *s, const char *options, const char *source, char *buf, size_t len)
 {
     char dir[900];
     if (!cache_dir(dir, sizeof dir)) return 0;
@@ -82,7 +94,7 @@ static int cache_path(const clt__slot *s, const char *source, char *buf, size_t 
     clGetDeviceInfo(s->device, CL_DEVICE_VERSION, sizeof info[3] - 1, info[3], NULL);
     uint64_t h = 14695981039346656037ull;
     for (int i = 0; i < 4; i++) h = fnv1a(h, info[i]);
-    h = fnv1a(fnv1a(h, BUILD_OPTIONS), source);
+    h = fnv1a(fnv1a(h, options), source);
     int n = snprintf(buf, len, "%s/%016llx.bin", dir, (unsigned long long)h);
     return n > 0 && (size_t)n < len;
 }
@@ -132,7 +144,7 @@ static void write_binary(const char *path, cl_program p)
     free(bin);
 }
 
-static cl_program from_binary(cl_context ctx, const clt__slot *s, const char *path)
+static cl_program from_binary(cl_context ctx, const clt__slot *s, const char *options, const char *path)
 {
     size_t len = 0;
     unsigned char *bin = read_file(path, &len);
@@ -145,20 +157,21 @@ static cl_program from_binary(cl_context ctx, const clt__slot *s, const char *pa
         if (p) clReleaseProgram(p);
         return NULL;
     }
-    if (clBuildProgram(p, 1, &s->device, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS) {
+    if (clBuildProgram(p, 1, &s->device, options, NULL, NULL) != CL_SUCCESS) {
         clReleaseProgram(p);
         return NULL;
     }
     return p;
 }
 
-static clt_status from_source(cl_context ctx, const clt__slot *s, const clt__kernel_source *src, cl_program *out)
+static clt_status from_source(cl_context ctx, const clt__slot *s, const clt__kernel_source *src, const char *options,
+                              cl_program *out)
 {
     cl_int err;
     const char *text[1] = {src->source};
     cl_program p = clCreateProgramWithSource(ctx, 1, text, NULL, &err);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "clCreateProgramWithSource for cl/%s.cl", src->name);
-    err = clBuildProgram(p, 1, &s->device, BUILD_OPTIONS, NULL, NULL);
+    err = clBuildProgram(p, 1, &s->device, options, NULL, NULL);
     if (err != CL_SUCCESS) {
         size_t len = 0;
         clGetProgramBuildInfo(p, s->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len);
@@ -168,8 +181,8 @@ static clt_status from_source(cl_context ctx, const clt__slot *s, const clt__ker
             clGetProgramBuildInfo(p, s->device, CL_PROGRAM_BUILD_LOG, len, log, NULL);
             log[len] = '\0';
         }
-        clt_status st = clt__fail(CLT_ERR_OPENCL, "building cl/%s.cl for %s failed (%s):\n%s", src->name, s->name,
-                                  clt__cl_error_name(err), log ? log : "(no build log)");
+        clt_status st = clt__fail(CLT_ERR_OPENCL, "building cl/%s.cl (%s) for %s failed (%s):\n%s", src->name, options,
+                                  s->name, clt__cl_error_name(err), log ? log : "(no build log)");
         free(log);
         clReleaseProgram(p);
         return st;
@@ -185,36 +198,72 @@ static int find_source(const char *name)
     return -1;
 }
 
-/* Lock held. */
-static clt_status get_program(int slot, int index, cl_program *out)
+static int same_options(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+/* The program of source `index` built with extra options (NULL for none).
+ * Lock held. */
+static clt_status get_program(int slot, int index, const char *extra, cl_program *out)
 {
     slot_programs *sp = &table[slot];
     if (!sp->programs) {
         sp->programs = calloc((size_t)clt__kernel_source_count, sizeof *sp->programs);
         if (!sp->programs) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel programs");
     }
-    if (sp->programs[index]) {
+    if (!extra && sp->programs[index]) {
         *out = sp->programs[index];
         return CLT_OK;
+    }
+    for (int i = 0; extra && i < sp->nvariants; i++) {
+        if (sp->variants[i].index == index && strcmp(sp->variants[i].options, extra) == 0) {
+            *out = sp->variants[i].program;
+            return CLT_OK;
+        }
+    }
+    char options[512];
+    if (snprintf(options, sizeof options, "%s%s%s", BUILD_OPTIONS, extra ? " " : "", extra ? extra : "") >=
+        (int)sizeof options)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: build options \"%s\" too long", extra);
+    program_variant *grown = NULL;
+    char *copy = NULL;
+    if (extra) {
+        grown = realloc(sp->variants, (size_t)(sp->nvariants + 1) * sizeof *grown);
+        if (grown) sp->variants = grown;
+        copy = strdup(extra);
+        if (!grown || !copy) {
+            free(copy);
+            return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel programs");
+        }
     }
     const clt__slot *s = clt__slot_get(slot);
     const clt__kernel_source *src = &clt__kernel_sources[index];
     cl_context ctx;
-    CLT_TRY(clt__slot_context(slot, &ctx));
+    cl_program p = NULL;
+    clt_status st = clt__slot_context(slot, &ctx);
     char path[1024];
-    int cached = cache_path(s, src->source, path, sizeof path);
-    cl_program p = cached ? from_binary(ctx, s, path) : NULL;
-    if (!p) {
-        CLT_TRY(from_source(ctx, s, src, &p));
-        if (cached) write_binary(path, p);
+    int cached = st == CLT_OK && cache_path(s, options, src->source, path, sizeof path);
+    if (cached) p = from_binary(ctx, s, options, path);
+    if (st == CLT_OK && !p) {
+        st = from_source(ctx, s, src, options, &p);
+        if (st == CLT_OK && cached) write_binary(path, p);
     }
-    sp->programs[index] = p;
+    if (st != CLT_OK) {
+        free(copy);
+        return st;
+    }
+    if (extra) sp->variants[sp->nvariants++] = (program_variant){index, copy, p};
+    else sp->programs[index] = p;
     *out = p;
     return CLT_OK;
 }
 
 clt_status clt__kernel(int slot, const char *program, const char *name, cl_kernel *out)
 {
+    return clt__kernel_opts(slot, program, NULL, name, out);
+}
+
+clt_status clt__kernel_opts(int slot, const char *program, const char *options, const char *name, cl_kernel *out)
+{
+    if (options && !*options) options = NULL;
     if (slot < 0 || slot >= clt__slot_count()) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d", slot);
     if (slot == clt__pinned_slot())
         return clt__fail(CLT_ERR_UNSUPPORTED, "kernel %s: pinned tensors hold host memory and kernels do not run "
@@ -227,7 +276,7 @@ clt_status clt__kernel(int slot, const char *program, const char *name, cl_kerne
     }
     slot_programs *sp = table ? &table[slot] : NULL;
     for (int i = 0; st == CLT_OK && i < sp->nkernels; i++) {
-        if (strcmp(sp->kernels[i].name, name) == 0) {
+        if (strcmp(sp->kernels[i].name, name) == 0 && same_options(sp->kernels[i].options, options)) {
             *out = sp->kernels[i].kernel;
             pthread_mutex_unlock(&lock);
             return CLT_OK;
@@ -236,7 +285,7 @@ clt_status clt__kernel(int slot, const char *program, const char *name, cl_kerne
     int index = st == CLT_OK ? find_source(program) : -1;
     if (st == CLT_OK && index < 0) st = clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: no kernel source cl/%s.cl", program);
     cl_program p = NULL;
-    if (st == CLT_OK) st = get_program(slot, index, &p);
+    if (st == CLT_OK) st = get_program(slot, index, options, &p);
     if (st == CLT_OK && sp->nkernels == sp->cap) {
         int ncap = sp->cap ? sp->cap * 2 : 16;
         cached_kernel *grown = realloc(sp->kernels, (size_t)ncap * sizeof *grown);
@@ -247,11 +296,15 @@ clt_status clt__kernel(int slot, const char *program, const char *name, cl_kerne
         }
     }
     if (st == CLT_OK) {
-        cl_int err;
-        cl_kernel k = clCreateKernel(p, name, &err);
-        if (err != CL_SUCCESS) st = clt__cl_fail(err, "clCreateKernel %s from cl/%s.cl", name, program);
-        else {
-            sp->kernels[sp->nkernels++] = (cached_kernel){name, index, k};
+        cl_int err = CL_SUCCESS;
+        char *copy = options ? strdup(options) : NULL;
+        cl_kernel k = options && !copy ? NULL : clCreateKernel(p, name, &err);
+        if (options && !copy) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+        else if (err != CL_SUCCESS) {
+            free(copy);
+            st = clt__cl_fail(err, "clCreateKernel %s from cl/%s.cl", name, program);
+        } else {
+            sp->kernels[sp->nkernels++] = (cached_kernel){name, copy, k};
             *out = k;
         }
     }
@@ -262,24 +315,40 @@ clt_status clt__kernel(int slot, const char *program, const char *name, cl_kerne
 clt_status clt__launch(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
                        int dims, const size_t *global, const size_t *local, clt_tensor *written)
 {
+    return clt__launch_opts(slot, program, NULL, name, nargs, args, dims, global, local, written);
+}
+
+clt_status clt__launch_opts(int slot, const char *program, const char *options, const char *name, int nargs,
+                            const clt__arg *args, int dims, const size_t *global, const size_t *local,
+                            clt_tensor *written)
+{
     for (int d = 0; d < dims; d++)
         if (global[d] == 0) return CLT_OK;
     cl_kernel k;
-    CLT_TRY(clt__kernel(slot, program, name, &k));
+    CLT_TRY(clt__kernel_opts(slot, program, options, name, &k));
     cl_command_queue q;
     CLT_TRY(clt__slot_queue(slot, &q));
-    for (int i = 0; i < nargs; i++) {
-        cl_int err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
-        if (err != CL_SUCCESS) return clt__cl_fail(err, "setting argument %d of kernel %s", i, name);
-    }
     if (clt__fault(CLT__FAULT_ENQUEUE))
         return clt__cl_fail(CL_OUT_OF_RESOURCES, "enqueueing kernel %s on %s (injected by CLT_FAULT)", name,
                             clt__slot_get(slot)->name);
     cl_event wait = written ? clt__tensor_take_foreign_read(written) : NULL;
     cl_event ev;
-    cl_int err = clEnqueueNDRangeKernel(q, k, (cl_uint)dims, NULL, global, local, wait ? 1 : 0,
-                                        wait ? &wait : NULL, &ev);
+    /* Threads launching the same kernel share its cl_kernel, on which
+     * clSetKernelArg is not thread-safe: arguments and the enqueue that
+     * captures them go together under one lock. */
+    pthread_mutex_lock(&launch_lock);
+    cl_int err = CL_SUCCESS;
+    int bad_arg = -1;
+    for (int i = 0; i < nargs && err == CL_SUCCESS; i++) {
+        err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+        if (err != CL_SUCCESS) bad_arg = i;
+    }
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(q, k, (cl_uint)dims, NULL, global, local, wait ? 1 : 0, wait ? &wait : NULL,
+                                     &ev);
+    pthread_mutex_unlock(&launch_lock);
     if (wait) clReleaseEvent(wait);
+    if (bad_arg >= 0) return clt__cl_fail(err, "setting argument %d of kernel %s", bad_arg, name);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "enqueueing kernel %s on %s", name, clt__slot_get(slot)->name);
     if (written) clt__tensor_set_write(written, ev);
     clt_status s = clt__after_enqueue(slot, ev, name);

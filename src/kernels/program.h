@@ -8,6 +8,14 @@
 /* The kernel `name` of cl/<program>.cl on a slot's device. The program is
  * built once per device per process; its binary is cached on disk. */
 clt_status clt__kernel(int slot, const char *program, const char *name, cl_kernel *out);
+/* The same, from the program built with extra build options (such as
+ * "-DTM=8 -DTN=16"; NULL or "" for none). Each option string is a program
+ * of its own, built once per device per process and cached on disk. */
+clt_status clt__kernel_opts(int slot, const char *program, const char *options, const char *name, cl_kernel *out);
+
+/* The on-disk cache directory ($CLT_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
+ * else ~/.cache/cltensor) into buf; 0 when caching is off or it does not fit. */
+int clt__cache_dir(char *buf, size_t len);
 
 typedef struct clt__arg {
     size_t size;
@@ -21,6 +29,10 @@ typedef struct clt__arg {
  * written tensor (may be NULL) records the launch as its last write. */
 clt_status clt__launch(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
                        int dims, const size_t *global, const size_t *local, clt_tensor *written);
+/* clt__launch of a kernel built with extra build options (see clt__kernel_opts). */
+clt_status clt__launch_opts(int slot, const char *program, const char *options, const char *name, int nargs,
+                            const clt__arg *args, int dims, const size_t *global, const size_t *local,
+                            clt_tensor *written);
 /* The common case: one dimension of n work-items. */
 clt_status clt__launch1(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
                         size_t n, clt_tensor *written);

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "../ops/half.h"
 #include "../tensor/tensor_internal.h"
 #include "cltensor/ops.h"
 #include "nn_internal.h"
@@ -45,7 +46,8 @@ static int has_params(const clt__layer *l) { return l->kind == CLT__LINEAR || l-
 // x is (B,in), w is (out,in), b is (out); y is (B,out)
 static clt_status linear_forward(clt_model *m, clt__layer *l, clt_tensor *x, int internal, clt_tensor **y)
 {
-    clt_status s = clt_linear_forward(y, x, l->w, l->b);
+    int half = clt_tensor_dtype(l->w) == CLT_FLOAT16;
+    clt_status s = half ? clt__linear_forward_f16(y, x, l->w, l->b) : clt_linear_forward(y, x, l->w, l->b);
     if (s != CLT_OK) return layer_fail(l, s);
     if (m->training) keep(&l->saved, x, internal);
     return CLT_OK;
@@ -54,7 +56,7 @@ static clt_status linear_forward(clt_model *m, clt__layer *l, clt_tensor *x, int
 // x and y are any shape, the same
 static clt_status relu_forward(clt_model *m, clt__layer *l, clt_tensor *x, clt_tensor **y)
 {
-    clt_status s = clt_relu(y, x);
+    clt_status s = clt_tensor_dtype(x) == CLT_FLOAT16 ? clt__relu_f16(y, x) : clt_relu(y, x);
     if (s != CLT_OK) return layer_fail(l, s);
     if (m->training) keep(&l->saved, *y, 1);
     return CLT_OK;
@@ -78,7 +80,7 @@ static clt_status residual_forward(clt_model *m, clt__layer *l, clt_tensor *x, i
     clt_tensor *h;
     int h_internal;
     CLT_TRY(clt__seq_forward(m, l->body, l->nbody, x, internal, &h, &h_internal));
-    clt_status s = clt_add(y, x, h);
+    clt_status s = clt_tensor_dtype(x) == CLT_FLOAT16 ? clt__add_f16(y, x, h) : clt_add(y, x, h);
     clt_tensor_release(h);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -127,7 +129,9 @@ static clt_status missing(const clt__layer *l)
 static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
 {
     if (!l->saved) return missing(l);
-    clt_status s = clt_linear_backward(dx, l->dw, l->db, dy, l->saved, l->w);
+    clt_status s = clt_tensor_dtype(l->w) == CLT_FLOAT16
+                       ? clt__linear_backward_f16(dx, l->dw, l->db, dy, l->saved, l->w)
+                       : clt_linear_backward(dx, l->dw, l->db, dy, l->saved, l->w);
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -136,7 +140,9 @@ static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx
 static clt_status relu_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
 {
     if (!l->saved) return missing(l);
-    clt_status s = dx ? clt_relu_backward(dx, dy, l->saved) : CLT_OK;
+    clt_status s = CLT_OK;
+    if (dx && clt_tensor_dtype(dy) == CLT_FLOAT16) s = clt__relu_backward_f16(dx, dy, l->saved);
+    else if (dx) s = clt_relu_backward(dx, dy, l->saved);
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -147,7 +153,7 @@ static clt_status residual_backward(clt__layer *l, clt_tensor *dy, clt_tensor **
     if (!dx) return clt__seq_backward(NULL, l->body, l->nbody, dy, NULL);
     clt_tensor *dh;
     CLT_TRY(clt__seq_backward(NULL, l->body, l->nbody, dy, &dh));
-    clt_status s = clt_add(dx, dy, dh);
+    clt_status s = clt_tensor_dtype(dy) == CLT_FLOAT16 ? clt__add_f16(dx, dy, dh) : clt_add(dx, dy, dh);
     clt_tensor_release(dh);
     return s == CLT_OK ? s : layer_fail(l, s);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/half.h"
 #include "cltensor/ops.h"
 #include "nn_internal.h"
 
@@ -36,6 +37,8 @@ clt_status clt_model_create(clt_model **out, const char *prefix)
     strcpy(m->prefix, prefix);
     m->features = -1;
     m->training = 1;
+    m->loss_scale = 65536.0f; /* PyTorch GradScaler's defaults */
+    m->scale_dynamic = 1;
     *out = m;
     return CLT_OK;
 }
@@ -448,13 +451,25 @@ clt_status clt_model_forward(clt_model *m, clt_tensor *x, clt_tensor **y)
     CLT_TRY(need_built(op, m));
     CLT_TRY(need(op, "x", x));
     CLT_TRY(same_device(op, m, x, "the input"));
-    if (clt_tensor_dtype(x) != CLT_FLOAT32)
-        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: the input is %s, the model takes float32", op,
-                         clt_dtype_name(clt_tensor_dtype(x)));
+    clt_dtype dt = clt_model_dtype(m);
+    if (clt_tensor_dtype(x) != CLT_FLOAT32 && clt_tensor_dtype(x) != dt)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: the input is %s, the model takes float32%s", op,
+                         clt_dtype_name(clt_tensor_dtype(x)), dt == CLT_FLOAT16 ? " or float16" : "");
     /* What an earlier forward kept goes first, so the two never coexist. */
     drop_activations(m);
-    clt_tensor *out;
-    clt_status s = clt__model_run_forward(m, x, &out);
+    /* A float16 model converts its input on the way in (kept as an
+     * activation) and its output on the way out, for a float32 loss. */
+    clt_tensor *in, *out = NULL;
+    CLT_TRY(clt_to_dtype(&in, x, dt));
+    if (in != x) clt_tensor_set_category(in, CLT_MEM_ACTIVATIONS);
+    clt_status s = clt__model_run_forward(m, in, &out);
+    clt_tensor_release(in);
+    if (s == CLT_OK && dt == CLT_FLOAT16) {
+        clt_tensor *wide;
+        s = clt_to_dtype(&wide, out, CLT_FLOAT32);
+        clt_tensor_release(out);
+        out = s == CLT_OK ? wide : NULL;
+    }
     if (s != CLT_OK) {
         drop_activations(m);
         return s;
@@ -481,6 +496,25 @@ static clt_status create_grads(clt_model *m)
     return CLT_OK;
 }
 
+/* dy (float32) goes in multiplied by the loss scale; dx comes out float32, unscaled. */
+static clt_status half_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx)
+{
+    clt_tensor *dyh, *dxh = NULL;
+    if (clt_tensor_dtype(dy) == CLT_FLOAT16) dyh = clt_tensor_retain(dy);
+    else CLT_TRY(clt__to_dtype_scaled(&dyh, dy, CLT_FLOAT16, m->loss_scale));
+    clt_status s = clt__seq_backward(m, m->layers, m->nlayers, dyh, dx ? &dxh : NULL);
+    clt_tensor_release(dyh);
+    if (s != CLT_OK || !dx) return s;
+    s = clt_to_dtype(dx, dxh, CLT_FLOAT32);
+    clt_tensor_release(dxh);
+    if (s == CLT_OK) s = clt_scale_(*dx, 1.0f / m->loss_scale);
+    if (s != CLT_OK) {
+        clt_tensor_release(*dx);
+        *dx = NULL;
+    }
+    return s;
+}
+
 clt_status clt_model_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx)
 {
     const char *op = "clt_model_backward";
@@ -503,7 +537,8 @@ clt_status clt_model_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx)
                           (long long)(m->out_ndim ? m->out_shape[0] : 0));
     }
     if (s == CLT_OK && !m->grads) s = create_grads(m);
-    if (s == CLT_OK) s = clt__seq_backward(m, m->layers, m->nlayers, dy, dx);
+    if (s == CLT_OK && clt_model_dtype(m) == CLT_FLOAT16) s = half_backward(m, dy, dx);
+    else if (s == CLT_OK) s = clt__seq_backward(m, m->layers, m->nlayers, dy, dx);
     drop_activations(m);
     return s;
 }
@@ -522,22 +557,84 @@ clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total
     if (!(max_norm > 0) || isinf(max_norm))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: max_norm is %g (must be positive and finite)", op, max_norm);
     if (!m->grads || m->nparams == 0) return CLT_OK;
-    /* The squared norm as a (1,N) x (N,1) product. */
+    /* The squared norm as a (1,N) x (N,1) product; float16 gradients are
+     * widened and unscaled first. */
+    int half = clt_model_dtype(m) == CLT_FLOAT16;
     int64_t row[2] = {1, m->nparams}, one[2] = {1, 1};
-    clt_tensor *g = NULL, *sq = NULL;
-    clt_status s = clt_reshape(&g, m->grads, 2, row);
+    clt_tensor *g = NULL, *sq = NULL, *wide = NULL;
+    clt_status s = half ? clt_to_dtype(&wide, m->grads, CLT_FLOAT32) : CLT_OK;
+    if (s == CLT_OK && half) s = clt_scale_(wide, 1.0f / m->loss_scale);
+    if (s == CLT_OK) s = clt_reshape(&g, half ? wide : m->grads, 2, row);
     if (s == CLT_OK) s = clt_zeros(&sq, clt_model_device(m), CLT_FLOAT32, 2, one);
     if (s == CLT_OK) s = clt_gemm(0, 1, 1.0f, g, g, 0.0f, sq);
     double norm2 = 0;
     if (s == CLT_OK) s = clt_item(sq, &norm2);
     clt_tensor_release(g);
     clt_tensor_release(sq);
-    if (s != CLT_OK) return s;
+    if (s != CLT_OK) {
+        clt_tensor_release(wide);
+        return s;
+    }
     double norm = sqrt(norm2);
     if (total_norm) *total_norm = norm;
     double coef = max_norm / (norm + 1e-6);
+    if (half) {
+        /* Scaled again, as the optimizer expects them. */
+        s = coef < 1.0 ? clt__narrow_into(m->grads, wide, (float)coef * m->loss_scale) : CLT_OK;
+        clt_tensor_release(wide);
+        return s;
+    }
     return coef < 1.0 ? clt_scale_(m->grads, (float)coef) : CLT_OK;
 }
+
+clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt)
+{
+    const char *op = "clt_model_to_dtype";
+    CLT_TRY(need_built(op, m));
+    if (dt != CLT_FLOAT32 && dt != CLT_FLOAT16)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: a model is float32 or float16, not %s", op, clt_dtype_name(dt));
+    if (dt == clt_model_dtype(m)) return CLT_OK;
+    clt_tensor *params = NULL, *grads = NULL;
+    clt_status s = clt_to_dtype(&params, m->params, dt);
+    if (s == CLT_OK) s = clt_tensor_set_category(params, CLT_MEM_WEIGHTS);
+    if (s == CLT_OK && m->grads) s = clt_to_dtype(&grads, m->grads, dt);
+    if (s == CLT_OK && grads) s = clt_tensor_set_category(grads, CLT_MEM_GRADIENTS);
+    if (s == CLT_OK) s = bind_views(m, params, 0);
+    if (s == CLT_OK && grads) {
+        s = bind_views(m, grads, 1);
+        if (s != CLT_OK) bind_views(m, m->params, 0);
+    }
+    if (s != CLT_OK) {
+        clt_tensor_release(params);
+        clt_tensor_release(grads);
+        return s;
+    }
+    drop_activations(m);
+    clt_tensor_release(m->params);
+    clt_tensor_release(m->grads);
+    m->params = params;
+    m->grads = grads;
+    return CLT_OK;
+}
+
+clt_dtype clt_model_dtype(const clt_model *m)
+{
+    return m && m->params ? clt_tensor_dtype(m->params) : CLT_FLOAT32;
+}
+
+clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic)
+{
+    CLT_TRY(need("clt_model_set_loss_scale", "model", m));
+    if (!(scale > 0) || isinf(scale))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_set_loss_scale: scale is %g (must be positive and finite)",
+                         (double)scale);
+    m->loss_scale = scale;
+    m->scale_dynamic = dynamic != 0;
+    m->clean_steps = 0;
+    return CLT_OK;
+}
+
+float clt_model_loss_scale(const clt_model *m) { return m ? m->loss_scale : 0.0f; }
 
 clt_status clt_cross_entropy_forward(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                                      const clt_tensor *labels)

@@ -61,7 +61,15 @@ struct clt_model {
     int nlinears;
     clt__named *named;
     int nnamed;
+    /* Loss scaling of a float16 model (docs/half.md): backward multiplies
+     * dy by loss_scale; the optimizer divides it out, and when dynamic
+     * halves it on overflow and doubles it after CLT__SCALE_GROWTH clean steps. */
+    float loss_scale;
+    int scale_dynamic;
+    int64_t clean_steps;
 };
+
+#define CLT__SCALE_GROWTH 2000
 
 /* Layer passes (src/nn/layers.c). x is borrowed; `internal` says x was made
  * by this forward pass, so keeping it counts as an activation. *y is a new

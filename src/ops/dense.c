@@ -4,6 +4,7 @@
  * cl/gemm_cpu.cl on CPU devices, CLBlast elsewhere (its kernels are shaped
  * for GPUs). CLT_DENSE=cpu|clblast forces either one. */
 #include <clblast_c.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #include "../device/device_internal.h"
 #include "../device/sync.h"
 #include "ops_internal.h"
+#include "tune.h"
 
 static const char *clblast_name(CLBlastStatusCode c)
 {
@@ -88,41 +90,46 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
     return s;
 }
 
-/* The tile of one work-item of cl/gemm_cpu.cl. */
-#define CPU_TM 12
-#define CPU_TN 16
-
 /* The register-tiled kernels; a transposed B is packed into panels first.
- * bias (n), when not NULL, is added to every row in the same pass. */
-static clt_status cpu_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
-                           const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                           clt_tensor *c, size_t ldc, const clt_tensor *bias)
+ * bias (n), when not NULL, is added to every row in the same pass, then
+ * ReLU when relu is set. A tile other than the default is a program built
+ * with its own -DTM= -DTN=. */
+clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
+                         size_t k, float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
+                         float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu)
 {
-    size_t panels = (n + CPU_TN - 1) / CPU_TN, local[] = {1, 1};
+    char opts[48];
+    const char *options = NULL;
+    if (tile.tm != CLT__TILE_DEFAULT.tm || tile.tn != CLT__TILE_DEFAULT.tn) {
+        snprintf(opts, sizeof opts, "-DTM=%d -DTN=%d", tile.tm, tile.tn);
+        options = opts;
+    }
+    size_t tn = (size_t)tile.tn, panels = (n + tn - 1) / tn, local[] = {1, 1};
     cl_ulong lb = ldb, un = n, uk = k;
     clt__buf bb = clt__tensor_buf(b);
     clt_tensor *packed = NULL;
     clt_status s = CLT_OK;
     if (transpose_b) {
-        int64_t shape[] = {(int64_t)(panels * k * CPU_TN)};
+        int64_t shape[] = {(int64_t)(panels * k * tn)};
         CLT_TRY(clt__tensor_new(&packed, slot, CLT_FLOAT32, 1, shape));
         clt__buf pb = clt__tensor_buf(packed);
         clt__arg pargs[] = {CLT_ARG(bb.mem), CLT_ARG(bb.off), CLT_ARG(lb), CLT_ARG(pb.mem),
                             CLT_ARG(pb.off), CLT_ARG(un),     CLT_ARG(uk)};
-        s = clt__launch(slot, "gemm_cpu", "pack_bt_f32", 7, pargs, 1, &panels, local, packed);
+        s = clt__launch_opts(slot, "gemm_cpu", options, "pack_bt_f32", 7, pargs, 1, &panels, local, packed);
         bb = pb;
     }
     if (s == CLT_OK) {
         clt__buf ab = clt__tensor_buf(a), cb = clt__tensor_buf(c), biasb = bias ? clt__tensor_buf(bias) : cb;
         cl_ulong la = lda, lc = ldc, um = m;
-        cl_uint has_bias = bias != NULL;
+        cl_uint flags = (bias != NULL) | (relu ? 2u : 0u);
         clt__arg args[] = {CLT_ARG(ab.mem),    CLT_ARG(ab.off),  CLT_ARG(la),     CLT_ARG(bb.mem), CLT_ARG(bb.off),
                            CLT_ARG(lb),        CLT_ARG(cb.mem),  CLT_ARG(cb.off), CLT_ARG(lc),     CLT_ARG(um),
                            CLT_ARG(un),        CLT_ARG(uk),      CLT_ARG(alpha),  CLT_ARG(beta),   CLT_ARG(biasb.mem),
-                           CLT_ARG(biasb.off), CLT_ARG(has_bias)};
-        size_t global[] = {(m + CPU_TM - 1) / CPU_TM, panels};
+                           CLT_ARG(biasb.off), CLT_ARG(flags)};
+        size_t global[] = {(m + (size_t)tile.tm - 1) / (size_t)tile.tm, panels};
         static const char *const names[2][2] = {{"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}};
-        s = clt__launch(slot, "gemm_cpu", names[transpose_a != 0][transpose_b != 0], 17, args, 2, global, local, c);
+        s = clt__launch_opts(slot, "gemm_cpu", options, names[transpose_a != 0][transpose_b != 0], 17, args, 2, global,
+                             local, c);
     }
     /* The allocator reuses packed's memory only after the queue's pending work. */
     clt_tensor_release(packed);
@@ -147,18 +154,24 @@ static clt_status use_cpu_kernels(int slot, int *out)
     return CLT_OK;
 }
 
-/* clt__dense_gemm with an optional bias (n) added to every row of c; a bias
- * needs beta = 0. The CPU kernels add it in their epilogue; otherwise (and
- * for k = 0) it fills c first and the product accumulates with beta 1. */
+/* clt__dense_gemm with an optional bias (n) added to every row of c, then
+ * ReLU when relu is set; a bias or ReLU needs beta = 0 and ldc = n. The CPU
+ * kernels apply both in their epilogue; otherwise (and for k = 0) the bias
+ * fills c first, the product accumulates with beta 1, and a ReLU pass
+ * follows. */
 static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                              const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                             clt_tensor *c, size_t ldc, const clt_tensor *bias)
+                             clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu)
 {
     if (m == 0 || n == 0) return CLT_OK;
     int cpu = 0;
     CLT_TRY(use_cpu_kernels(slot, &cpu));
-    if (cpu && k > 0)
-        return cpu_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+    if (cpu && k > 0) {
+        clt__gemm_tile tile;
+        CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, &tile));
+        return clt__cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias,
+                             relu);
+    }
     if (bias) {
         clt__buf ob = clt__tensor_buf(c), bb = clt__tensor_buf(bias);
         cl_ulong rows = m, cols = n;
@@ -168,15 +181,20 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
         CLT_TRY(clt__launch(slot, "dense", "bias_rows_f32", 6, args, 2, global, NULL, c));
         beta = 1.0f;
     }
-    if (k == 0) return beta == 0.0f ? clt_fill_(c, 0.0) : beta == 1.0f ? CLT_OK : clt_scale_(c, beta);
-    return clblast_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (k == 0) CLT_TRY(beta == 0.0f ? clt_fill_(c, 0.0) : beta == 1.0f ? CLT_OK : clt_scale_(c, beta));
+    else CLT_TRY(clblast_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+    if (!relu) return CLT_OK;
+    clt__buf cb = clt__tensor_buf(c);
+    cl_ulong count = (cl_ulong)(m * n);
+    clt__arg rargs[] = {CLT_ARG(cb.mem), CLT_ARG(cb.off), CLT_ARG(cb.mem), CLT_ARG(cb.off), CLT_ARG(count)};
+    return clt__launch1(slot, "activation", "relu_f32", 5, rargs, (size_t)count, c);
 }
 
 clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                            const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
                            clt_tensor *c, size_t ldc)
 {
-    return dense_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
+    return dense_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0);
 }
 
 static clt_status shape_fail(const char *op, const char *what, const clt_tensor *a, const clt_tensor *b,
@@ -227,9 +245,9 @@ clt_status clt_matmul(clt_tensor **out, const clt_tensor *a, const clt_tensor *b
     return clt__finish(s, y, out);
 }
 
-clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
+static clt_status linear_forward(const char *op, clt_tensor **y, const clt_tensor *x, const clt_tensor *w,
+                                 const clt_tensor *b, int relu)
 {
-    const char *op = "clt_linear_forward";
     CLT_TRY(clt__need(op, "y", y));
     *y = NULL;
     CLT_TRY(clt__need_f32(op, "x", x));
@@ -248,8 +266,18 @@ clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_ten
     clt_tensor *out;
     CLT_TRY(clt__tensor_new(&out, slot, CLT_FLOAT32, 2, shape));
     clt_status s = dense_gemm(slot, 0, 1, (size_t)rows, (size_t)cols, (size_t)x->shape[1], 1.0f, x,
-                              (size_t)x->shape[1], w, (size_t)w->shape[1], 0.0f, out, (size_t)cols, b);
+                              (size_t)x->shape[1], w, (size_t)w->shape[1], 0.0f, out, (size_t)cols, b, relu);
     return clt__finish(s, out, y);
+}
+
+clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
+{
+    return linear_forward("clt_linear_forward", y, x, w, b, 0);
+}
+
+clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
+{
+    return linear_forward("clt_linear_relu_forward", y, x, w, b, 1);
 }
 
 clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,

@@ -1,4 +1,5 @@
 /* Elementwise operations. */
+#include "half.h"
 #include "ops_internal.h"
 
 clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
@@ -33,6 +34,7 @@ clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
 clt_status clt_fill_(clt_tensor *t, double value)
 {
     CLT_TRY(clt__need("clt_fill_", "t", t));
+    if (t->dtype == CLT_FLOAT16) return clt__fill_f16(t, value);
     union {
         float f;
         int32_t i;

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "../core/error.h"
+#include "../nn/nn_internal.h"
+#include "../ops/half.h"
 #include "cltensor/ops.h"
 #include "cltensor/optim.h"
 
@@ -17,6 +19,7 @@ struct clt_optimizer {
     int64_t steps;
     int nstate;             /* buffers this optimizer keeps: 0, 1 or 2 */
     clt_tensor *state[2];   /* flat (N), CLT_MEM_OPTIMIZER; NULL until created */
+    clt_tensor *master;     /* float16 models: float32 master weights (N), CLT_MEM_OPTIMIZER */
 };
 
 static const char *state_name(const clt_optimizer *o, int i)
@@ -79,6 +82,7 @@ void clt_optimizer_free(clt_optimizer *opt)
 {
     if (!opt) return;
     for (int i = 0; i < 2; i++) clt_tensor_release(opt->state[i]);
+    clt_tensor_release(opt->master);
     free(opt);
 }
 
@@ -90,8 +94,11 @@ static clt_status make_state(clt_optimizer *o, int zero, int *created)
     clt_tensor *params = clt_model_parameters(o->model);
     for (int i = 0; i < o->nstate; i++) {
         if (o->state[i]) continue;
+        /* float32 whatever the parameters' dtype (mixed precision). */
         clt_tensor *t;
-        CLT_TRY(zero ? clt_zeros_like(&t, params) : clt_empty_like(&t, params));
+        clt_device dev = clt_tensor_device(params);
+        int64_t n = clt_tensor_numel(params);
+        CLT_TRY(zero ? clt_zeros(&t, dev, CLT_FLOAT32, 1, &n) : clt_empty(&t, dev, CLT_FLOAT32, 1, &n));
         clt_tensor_set_category(t, CLT_MEM_OPTIMIZER);
         o->state[i] = t;
         *created = 1;
@@ -115,6 +122,59 @@ static clt_status check_state_device(const clt_optimizer *o, const char *op)
     return CLT_OK;
 }
 
+/* State born in a failed or skipped step holds nothing valid. */
+static void drop_new_state(clt_optimizer *o, int created)
+{
+    for (int i = 0; created && i < o->nstate; i++) {
+        clt_tensor_release(o->state[i]);
+        o->state[i] = NULL;
+    }
+}
+
+/* Mixed precision: the float32 master weights and unscaled float32
+ * gradients that a float16 model's step updates instead (*skip when the
+ * gradients overflowed: the step is dropped and a dynamic scale halves). */
+static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tensor **grads, int *skip)
+{
+    clt_model *m = o->model;
+    *skip = 0;
+    if (o->master && !clt_device_equal(clt_tensor_device(o->master), clt_model_device(m)))
+        return clt__fail(CLT_ERR_DEVICE_MISMATCH,
+                         "clt_optimizer_step: the master weights are on another device than the parameters; build "
+                         "the optimizer after clt_model_to");
+    if (!o->master) {
+        CLT_TRY(clt_to_dtype(&o->master, m->params, CLT_FLOAT32));
+        clt_tensor_set_category(o->master, CLT_MEM_OPTIMIZER);
+    }
+    int64_t one = 1;
+    clt_tensor *g = NULL, *flag = NULL;
+    clt_status s = clt_empty(&g, clt_model_device(m), CLT_FLOAT32, 1, &m->nparams);
+    if (s == CLT_OK) s = clt_tensor_set_category(g, CLT_MEM_GRADIENTS);
+    if (s == CLT_OK) s = clt_zeros(&flag, clt_model_device(m), CLT_INT32, 1, &one);
+    if (s == CLT_OK) s = clt__unscale_f16(g, m->grads, 1.0f / m->loss_scale, flag);
+    double overflow = 0;
+    if (s == CLT_OK) s = clt_item(flag, &overflow);
+    clt_tensor_release(flag);
+    if (s != CLT_OK) {
+        clt_tensor_release(g);
+        return s;
+    }
+    if (overflow != 0) {
+        clt_tensor_release(g);
+        *skip = 1;
+        if (m->scale_dynamic) m->loss_scale = fmaxf(m->loss_scale * 0.5f, 1.0f / 65536.0f);
+        m->clean_steps = 0;
+        return CLT_OK;
+    }
+    if (m->scale_dynamic && ++m->clean_steps >= CLT__SCALE_GROWTH) {
+        m->clean_steps = 0;
+        if (isfinite(m->loss_scale * 2.0f)) m->loss_scale *= 2.0f;
+    }
+    *params = o->master;
+    *grads = g;
+    return CLT_OK;
+}
+
 clt_status clt_optimizer_step(clt_optimizer *opt)
 {
     const char *op = "clt_optimizer_step";
@@ -124,18 +184,25 @@ clt_status clt_optimizer_step(clt_optimizer *opt)
     CLT_TRY(check_state_device(opt, op));
     int created;
     CLT_TRY(make_state(opt, opt->kind == OPT_ADAM, &created));
-    clt_status s;
-    if (opt->kind == OPT_SGD)
+    int half = clt_tensor_dtype(params) == CLT_FLOAT16, skip = 0;
+    clt_status s = half ? half_operands(opt, &params, &grads, &skip) : CLT_OK;
+    if (s == CLT_OK && skip) {
+        drop_new_state(opt, created);
+        return CLT_OK;
+    }
+    if (s != CLT_OK) half = 0;
+    else if (opt->kind == OPT_SGD)
         s = clt_sgd_step_(params, grads, opt->state[0], opt->lr, opt->momentum, opt->weight_decay, created);
     else
         s = clt_adam_step_(params, grads, opt->state[0], opt->state[1], opt->lr, opt->beta1, opt->beta2, opt->eps,
                            opt->weight_decay, opt->decoupled, opt->steps + 1);
+    if (half) {
+        /* The float16 parameters are the rounded master weights. */
+        if (s == CLT_OK) s = clt__narrow_into(clt_model_parameters(opt->model), params, 1.0f);
+        clt_tensor_release(grads);
+    }
     if (s != CLT_OK) {
-        /* State born in a failed step holds nothing valid. */
-        for (int i = 0; created && i < opt->nstate; i++) {
-            clt_tensor_release(opt->state[i]);
-            opt->state[i] = NULL;
-        }
+        drop_new_state(opt, created);
         return s;
     }
     opt->steps++;

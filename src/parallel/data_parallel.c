@@ -220,6 +220,7 @@ static clt_status check_args(const clt_model *model, const clt_dataset *train, c
     if (num_devices < 0 || num_devices > CLT__MAX_REPLICAS || (devices && num_devices < 1))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: num_devices is %d; it must be 1..%d (0: every GPU without a "
                          "list)", op, num_devices, CLT__MAX_REPLICAS);
+    if (opt->fp16) return clt__fail(CLT_ERR_UNSUPPORTED, "%s: fp16 trains on one device only", op);
     if (comm && (comm->world < 1 || comm->rank < 0 || comm->rank >= comm->world || !comm->allreduce_sum))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: collective with rank %d of world %d%s", op, comm->rank,
                          comm->world, comm->allreduce_sum ? "" : " and no allreduce_sum");
@@ -252,6 +253,7 @@ static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *tra
         d->r[i].model = NULL;
         CLT_TRY(clt_model_replicate(&d->r[i].model, model, list[i]));
     }
+    for (int i = 0; i < d->k; i++) CLT_TRY(clt_model_set_checkpointing(d->r[i].model, opt->checkpoint_segments));
     CLT_TRY(ensure_gradients(model, train->rows * train->cols));
     CLT_TRY(opt->optimizer == CLT_OPTIMIZER_ADAM
                 ? clt_optimizer_create_adam(&d->opt, model, opt->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0)

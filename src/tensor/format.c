@@ -84,7 +84,18 @@ clt_status clt_tensor_format(const clt_tensor *t, char *buf, size_t len)
         free(data);
         return s;
     }
-    fmt_ctx c = {t, data, t->dtype == CLT_FLOAT32, t->numel > SUMMARY_THRESHOLD};
+    if (t->dtype == CLT_FLOAT16) {
+        /* Printed as the float32 values they widen to. */
+        float *w = malloc((size_t)t->numel * sizeof(float) + 1);
+        if (!w) {
+            free(data);
+            return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory reading a tensor to print");
+        }
+        for (int64_t i = 0; i < t->numel; i++) w[i] = clt_half_to_float(((const uint16_t *)data)[i]);
+        free(data);
+        data = w;
+    }
+    fmt_ctx c = {t, data, t->dtype != CLT_INT32, t->numel > SUMMARY_THRESHOLD};
     for (int64_t i = 0; c.integral && i < t->numel; i++) {
         float v = ((const float *)data)[i];
         c.integral = isfinite(v) && v == floorf(v) && fabsf(v) < 1e8f;

@@ -13,6 +13,7 @@ const char *clt_dtype_name(clt_dtype dt)
     switch (dt) {
     case CLT_FLOAT32: return "float32";
     case CLT_INT32: return "int32";
+    case CLT_FLOAT16: return "float16";
     }
     return "unknown";
 }
@@ -22,6 +23,7 @@ size_t clt_dtype_size(clt_dtype dt)
     switch (dt) {
     case CLT_FLOAT32:
     case CLT_INT32: return 4;
+    case CLT_FLOAT16: return 2;
     }
     return 0;
 }
@@ -108,20 +110,21 @@ clt_status clt_empty(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, c
     return clt__tensor_new(out, slot, dt, ndim, shape);
 }
 
-/* Fills with a 4-byte pattern; asynchronous. */
+/* Fills with a pattern of the tensor's element size; asynchronous. */
 static clt_status fill(clt_tensor *t, const void *pattern)
 {
+    size_t es = clt_dtype_size(t->dtype);
     if (t->numel == 0) return CLT_OK;
     if (clt__is_pinned(t)) {
         /* A new tensor: no transfer can be using it yet. */
         char *p = clt__pinned_ptr(t);
-        for (int64_t i = 0; i < t->numel; i++) memcpy(p + 4 * i, pattern, 4);
+        for (int64_t i = 0; i < t->numel; i++) memcpy(p + es * i, pattern, es);
         return CLT_OK;
     }
     cl_command_queue q;
     CLT_TRY(clt__slot_queue(t->st->slot, &q));
     cl_event ev;
-    cl_int err = clEnqueueFillBuffer(q, clt__tensor_buf(t).mem, pattern, 4, clt__tensor_byte_offset(t),
+    cl_int err = clEnqueueFillBuffer(q, clt__tensor_buf(t).mem, pattern, es, clt__tensor_byte_offset(t),
                                      clt_tensor_nbytes(t), 0, NULL, &ev);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "clEnqueueFillBuffer");
     clt__tensor_set_write(t, ev);
@@ -140,7 +143,10 @@ clt_status clt_full(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, co
     CLT_TRY(clt_empty(out, dev, dt, ndim, shape));
     float f = (float)value;
     int32_t i = (int32_t)value;
-    clt_status s = fill(*out, dt == CLT_FLOAT32 ? (const void *)&f : (const void *)&i);
+    uint16_t h = clt_float_to_half(f);
+    clt_status s = fill(*out, dt == CLT_FLOAT32   ? (const void *)&f
+                              : dt == CLT_FLOAT16 ? (const void *)&h
+                                                  : (const void *)&i);
     if (s != CLT_OK) {
         clt_tensor_release(*out);
         *out = NULL;
@@ -233,7 +239,10 @@ static clt_status fill_like(clt_tensor **out, const clt_tensor *src, const char 
 {
     CLT_TRY(like(out, src, op));
     int32_t i = (int32_t)value;
-    clt_status s = fill(*out, src->dtype == CLT_FLOAT32 ? (const void *)&value : (const void *)&i);
+    uint16_t h = clt_float_to_half(value);
+    clt_status s = fill(*out, src->dtype == CLT_FLOAT32   ? (const void *)&value
+                              : src->dtype == CLT_FLOAT16 ? (const void *)&h
+                                                          : (const void *)&i);
     if (s != CLT_OK) {
         clt_tensor_release(*out);
         *out = NULL;
@@ -440,8 +449,11 @@ clt_status clt_item(const clt_tensor *t, double *out)
     union {
         float f;
         int32_t i;
+        uint16_t h;
     } v;
-    CLT_TRY(clt__read_host(t, &v, sizeof v, "clt_item"));
-    *out = t->dtype == CLT_FLOAT32 ? (double)v.f : (double)v.i;
+    CLT_TRY(clt__read_host(t, &v, clt_dtype_size(t->dtype), "clt_item"));
+    *out = t->dtype == CLT_FLOAT32   ? (double)v.f
+           : t->dtype == CLT_FLOAT16 ? (double)clt_half_to_float(v.h)
+                                     : (double)v.i;
     return CLT_OK;
 }

@@ -99,7 +99,7 @@ static double value_of(const clt__epoch_row *r, size_t field) { return *(const d
 clt_status clt__board_write_svg(const clt__board *b, const char *path)
 {
     const series all[] = {
-        {"train_loss", "#1f77b4", "", offsetof(clt__epoch_row, train_loss)},
+        {"train_loss", "#1f77b4", "none", offsetof(clt__epoch_row, train_loss)},
         {"val_loss", "#ff7f0e", "6,4", offsetof(clt__epoch_row, val_loss)},
         {"val_acc", "#2ca02c", "2,3", offsetof(clt__epoch_row, val_accuracy)},
     };

@@ -203,6 +203,7 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
     CLT_TRY(clt_model_to(model, dev));
     clt_model_set_training(model, 1);
     CLT_TRY(clt_model_set_checkpointing(model, opt->checkpoint_segments));
+    if (opt->fp16) CLT_TRY(clt_model_to_dtype(model, CLT_FLOAT16));
 
     fit_state f = {.model = model};
     clt_status s = opt->optimizer == CLT_OPTIMIZER_ADAM

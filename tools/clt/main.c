@@ -14,6 +14,7 @@ static const struct {
     {"smi", clt_cmd_smi, "memory per device and per cltensor process, like nvidia-smi"},
     {"train", clt_cmd_train, "train the chapter's ResMLP classifier on Fashion-MNIST"},
     {"eval", clt_cmd_eval, "test loss and accuracy of a checkpoint"},
+    {"timeline", clt_cmd_timeline, "draw a CLT_TRACE trace as an SVG timeline"},
 };
 
 static void usage(FILE *out)

@@ -14,7 +14,7 @@
 typedef struct train_args {
     const char *data, *load, *save, *metrics, *plot, *trace;
     int epochs, num_gpus, have_device, shuffle, distributed;
-    int hiddens_given, blocks_given, checkpoint_segments, plan;
+    int hiddens_given, blocks_given, checkpoint_segments, plan, fp16;
     clt_device device;
     int64_t batch_size, hiddens, blocks, steps, train_limit, val_limit;
     double lr;
@@ -45,6 +45,7 @@ static const char *train_usage =
     "  --plan                  print the predicted peak memory of a training step, whether\n"
     "                          it fits the device (or its memory cap), the largest batch\n"
     "                          that fits with and without checkpointing; train nothing\n"
+    "  --fp16                  float16 weights and activations, float32 master weights (one device)\n"
     "  --seed S                initialisation and shuffling seed (default 0)\n"
     "  --no-shuffle            batches in file order\n"
     "  --steps N               stop after N optimizer steps\n"
@@ -175,6 +176,9 @@ static int parse_args(int argc, char **argv, train_args *a, int eval)
         } else if (strcmp(o, "--plan") == 0) {
             a->plan = 1;
             takes = 0;
+        } else if (strcmp(o, "--fp16") == 0) {
+            a->fp16 = 1;
+            takes = 0;
         } else if (strcmp(o, "--no-shuffle") == 0) {
             a->shuffle = 0;
             takes = 0;
@@ -291,6 +295,7 @@ static int train_run(train_args a, const clt_collective *comm)
         clt_trainer_options o = clt_trainer_default_options();
         o.max_epochs = a.epochs;
         o.checkpoint_segments = a.checkpoint_segments;
+        o.fp16 = a.fp16;
         o.num_gpus = a.num_gpus;
         o.use_device = a.have_device;
         o.device = a.device;

@@ -1,0 +1,70 @@
+/* Start-up cost: the time from main() to the end of the first training step
+ * of the capstone (ResMLP 784-256-2x256-10, batch 256, SGD), split into
+ * device set-up, model creation and the first step (which builds or loads
+ * every kernel program it uses). Run it twice with the same CLT_CACHE_DIR:
+ * the second run is the warm start of issue 8 (program binaries from the
+ * disk cache). bench/run also times the whole process.
+ * Usage: bench_start [device]   (default cpu:0) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cltensor.h"
+
+#define CHECK(expr)                                                                          \
+    do {                                                                                     \
+        clt_status s_ = (expr);                                                              \
+        if (s_ != CLT_OK) {                                                                  \
+            fprintf(stderr, "bench_start: %s failed: %s\n", #expr, clt_last_error());    \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+enum { B = 256, IN = 784, H = 256, OUT = 10 };
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    double t0 = now();
+    clt_device dev = clt_cpu();
+    if (argc > 1) CHECK(clt_device_parse(argv[1], &dev));
+    clt_tensor *X, *y;
+    int64_t xs[] = {B, IN}, ys[] = {B};
+    int32_t labels[B];
+    for (int i = 0; i < B; i++) labels[i] = i % OUT;
+    CHECK(clt_zeros(&X, dev, CLT_FLOAT32, 2, xs));
+    CHECK(clt_from_host(&y, dev, CLT_INT32, 1, ys, labels));
+    CHECK(clt_synchronize(dev));
+    double t1 = now();
+    clt_model *net;
+    clt_optimizer *opt;
+    CHECK(clt_model_create_resmlp(&net, dev, IN, H, 2, OUT, 0));
+    CHECK(clt_optimizer_create_sgd(&opt, net, 0.1f, 0.0f, 0.0f));
+    CHECK(clt_synchronize(dev));
+    double t2 = now();
+    clt_tensor *logits, *loss, *dlogits;
+    CHECK(clt_model_zero_grad(net));
+    CHECK(clt_model_forward(net, X, &logits));
+    CHECK(clt_cross_entropy_forward(&loss, &dlogits, logits, y));
+    CHECK(clt_model_backward(net, dlogits, NULL));
+    CHECK(clt_optimizer_step(opt));
+    double l;
+    CHECK(clt_item(loss, &l));
+    double t3 = now();
+    printf("device and data %.3f s, model %.3f s, first step %.3f s; main() to first step done %.3f s\n", t1 - t0,
+           t2 - t1, t3 - t2, t3 - t0);
+    clt_tensor_release(logits);
+    clt_tensor_release(loss);
+    clt_tensor_release(dlogits);
+    clt_tensor_release(X);
+    clt_tensor_release(y);
+    clt_optimizer_free(opt);
+    clt_model_free(net);
+    return 0;
+}

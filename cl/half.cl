@@ -1,0 +1,65 @@
+/* Half-precision storage: float16 tensors are read with vload_half and
+ * written with vstore_half (round to nearest even), which every OpenCL
+ * device has, with or without cl_khr_fp16; arithmetic is float32. Every
+ * tensor argument is a buffer and an element offset into it. */
+
+/* y = half(x * scale) */
+__kernel void f32_to_f16(__global const float *x, ulong xo, __global half *y, ulong yo, float scale, ulong n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) vstore_half(x[xo + i] * scale, 0, y + yo + i);
+}
+
+__kernel void f16_to_f32(__global const half *x, ulong xo, __global float *y, ulong yo, ulong n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) y[yo + i] = vload_half(0, x + xo + i);
+}
+
+/* y = x * scale, in float32; flag[0] = 1 when any result is inf or NaN
+ * (every writer stores the same value, so the race is harmless). */
+__kernel void unscale_f16(__global const half *x, ulong xo, __global float *y, ulong yo, float scale,
+                          __global int *flag, ulong n)
+{
+    size_t i = get_global_id(0);
+    if (i >= n) return;
+    float v = vload_half(0, x + xo + i) * scale;
+    y[yo + i] = v;
+    if (!isfinite(v)) flag[0] = 1;
+}
+
+/* y += x, y half, x float32 */
+__kernel void accumulate_f16(__global half *y, ulong yo, __global const float *x, ulong xo, ulong n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) vstore_half(vload_half(0, y + yo + i) + x[xo + i], 0, y + yo + i);
+}
+
+__kernel void fill_u16(__global ushort *y, ulong yo, ushort v, ulong n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) y[yo + i] = v;
+}
+
+__kernel void add_f16(__global const half *a, ulong ao, __global const half *b, ulong bo, __global half *y,
+                      ulong yo, ulong n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) vstore_half(vload_half(0, a + ao + i) + vload_half(0, b + bo + i), 0, y + yo + i);
+}
+
+__kernel void relu_f16(__global const half *x, ulong xo, __global half *y, ulong yo, ulong n)
+{
+    size_t i = get_global_id(0);
+    if (i >= n) return;
+    float v = vload_half(0, x + xo + i);
+    vstore_half(v < 0.0f ? 0.0f : v, 0, y + yo + i); /* NaN passes through, as relu_f32 */
+}
+
+/* dx = dy where y > 0, else 0 */
+__kernel void relu_backward_f16(__global const half *dy, ulong dyo, __global const half *y, ulong yo,
+                                __global half *dx, ulong dxo, ulong n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) vstore_half(vload_half(0, y + yo + i) > 0.0f ? vload_half(0, dy + dyo + i) : 0.0f, 0, dx + dxo + i);
+}

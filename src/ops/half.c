@@ -1,0 +1,256 @@
+/* Float16 storage with float32 arithmetic: conversions (device and host),
+ * and the float16 forms of the ops a model's layers use. */
+#include <math.h>
+#include <string.h>
+
+#include "half.h"
+#include "ops_internal.h"
+
+uint16_t clt_float_to_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t exp = (x >> 23) & 0xff, man = x & 0x7fffff;
+    if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0)); /* inf; NaN stays quiet */
+    int e = (int)exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00);
+    uint32_t bits, shift;
+    if (e <= 0) {
+        /* Subnormal: the value is bits * 2^-24; below 2^-25 it rounds to zero. */
+        if (e < -10) return sign;
+        man |= 0x800000;
+        shift = (uint32_t)(14 - e);
+        bits = man >> shift;
+    } else {
+        shift = 13;
+        bits = ((uint32_t)e << 10) | (man >> 13);
+    }
+    /* Round to nearest even; a carry into the exponent is still right (up to inf). */
+    uint32_t rem = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (bits & 1))) bits++;
+    return (uint16_t)(sign | bits);
+}
+
+float clt_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+    if (e == 0x1f) x = sign | 0x7f800000 | (m << 13);
+    else if (e) x = sign | ((e + 112) << 23) | (m << 13);
+    else {
+        float v = ldexpf((float)m, -24);
+        return sign ? -v : v;
+    }
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+static clt_status need_f16(const char *op, const char *what, const clt_tensor *t)
+{
+    CLT_TRY(clt__need(op, what, t));
+    if (t->dtype != CLT_FLOAT16)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: %s must be float16, not %s", op, what, clt_dtype_name(t->dtype));
+    return CLT_OK;
+}
+
+static int floating(clt_dtype dt) { return dt == CLT_FLOAT32 || dt == CLT_FLOAT16; }
+
+clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype dt, float scale)
+{
+    const char *op = "clt_to_dtype";
+    CLT_TRY(clt__need(op, "out", out));
+    *out = NULL;
+    CLT_TRY(clt__need(op, "t", t));
+    if (!floating(t->dtype) || !floating(dt))
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: converts between float32 and float16 only, not %s to %s", op,
+                         clt_dtype_name(t->dtype), clt_dtype_name(dt));
+    if (t->dtype == dt && scale == 1.0f) {
+        *out = clt_tensor_retain((clt_tensor *)t);
+        return CLT_OK;
+    }
+    if (t->dtype == dt)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: scaling needs a float32 to float16 conversion", op);
+    clt_tensor *y;
+    CLT_TRY(clt__tensor_new(&y, t->st->slot, dt, t->ndim, t->shape));
+    clt_status s;
+    if (dt == CLT_FLOAT16) {
+        s = clt__narrow_into(y, t, scale);
+    } else {
+        clt__buf xb = clt__tensor_buf(t), yb = clt__tensor_buf(y);
+        cl_ulong n = (cl_ulong)t->numel;
+        clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n)};
+        s = clt__launch1(t->st->slot, "half", "f16_to_f32", 5, args, (size_t)n, y);
+    }
+    return clt__finish(s, y, out);
+}
+
+clt_status clt__narrow_into(clt_tensor *dst, const clt_tensor *src, float scale)
+{
+    const char *op = "clt_to_dtype";
+    CLT_TRY(need_f16(op, "dst", dst));
+    CLT_TRY(clt__need_f32(op, "src", src));
+    CLT_TRY(clt__same_device(op, dst, src));
+    CLT_TRY(clt__same_numel(op, dst, src));
+    clt__buf xb = clt__tensor_buf(src), yb = clt__tensor_buf(dst);
+    cl_ulong n = (cl_ulong)src->numel;
+    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(scale),
+                       CLT_ARG(n)};
+    return clt__launch1(dst->st->slot, "half", "f32_to_f16", 6, args, (size_t)n, dst);
+}
+
+clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt)
+{
+    return clt__to_dtype_scaled(out, t, dt, 1.0f);
+}
+
+clt_status clt__fill_f16(clt_tensor *t, double value)
+{
+    CLT_TRY(need_f16("clt_fill_", "t", t));
+    cl_ushort bits = clt_float_to_half((float)value);
+    clt__buf tb = clt__tensor_buf(t);
+    cl_ulong n = (cl_ulong)t->numel;
+    clt__arg args[] = {CLT_ARG(tb.mem), CLT_ARG(tb.off), CLT_ARG(bits), CLT_ARG(n)};
+    return clt__launch1(t->st->slot, "half", "fill_u16", 4, args, (size_t)n, t);
+}
+
+clt_status clt__accumulate_f16(clt_tensor *dst, const clt_tensor *src)
+{
+    const char *op = "accumulate_f16";
+    CLT_TRY(need_f16(op, "dst", dst));
+    CLT_TRY(clt__need_f32(op, "src", src));
+    CLT_TRY(clt__same_device(op, dst, src));
+    CLT_TRY(clt__same_numel(op, dst, src));
+    clt__buf db = clt__tensor_buf(dst), sb = clt__tensor_buf(src);
+    cl_ulong n = (cl_ulong)dst->numel;
+    clt__arg args[] = {CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(n)};
+    return clt__launch1(dst->st->slot, "half", "accumulate_f16", 5, args, (size_t)n, dst);
+}
+
+clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale, clt_tensor *flag)
+{
+    const char *op = "unscale_f16";
+    CLT_TRY(clt__need_f32(op, "dst", dst));
+    CLT_TRY(need_f16(op, "src", src));
+    CLT_TRY(clt__need_i32(op, "flag", flag));
+    CLT_TRY(clt__same_device(op, dst, src));
+    CLT_TRY(clt__same_device(op, dst, flag));
+    CLT_TRY(clt__same_numel(op, dst, src));
+    /* The flag is written too, by the same launch. */
+    CLT_TRY(clt__wait_foreign_read(dst->st->slot, flag));
+    clt__buf db = clt__tensor_buf(dst), sb = clt__tensor_buf(src), fb = clt__tensor_buf(flag);
+    cl_ulong n = (cl_ulong)dst->numel;
+    clt__arg args[] = {CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(scale),
+                       CLT_ARG(fb.mem), CLT_ARG(n)};
+    CLT_TRY(clt__launch1(dst->st->slot, "half", "unscale_f16", 7, args, (size_t)n, dst));
+    clt__same_write(flag, dst);
+    return CLT_OK;
+}
+
+/* Float32 copies of up to three float16 operands (NULL stays NULL). */
+static clt_status widen(const clt_tensor *a, const clt_tensor *b, const clt_tensor *c, clt_tensor **wa,
+                        clt_tensor **wb, clt_tensor **wc)
+{
+    const clt_tensor *in[3] = {a, b, c};
+    clt_tensor **out[3] = {wa, wb, wc};
+    for (int i = 0; i < 3; i++) *out[i] = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!in[i]) continue;
+        clt_status s = need_f16("float16 op", "operand", in[i]);
+        if (s == CLT_OK) s = clt__to_dtype_scaled(out[i], in[i], CLT_FLOAT32, 1.0f);
+        if (s != CLT_OK) {
+            for (int j = 0; j < i; j++) clt_tensor_release(*out[j]);
+            for (int j = 0; j < 3; j++) *out[j] = NULL;
+            return s;
+        }
+    }
+    return CLT_OK;
+}
+
+static void release3(clt_tensor *a, clt_tensor *b, clt_tensor *c)
+{
+    clt_tensor_release(a);
+    clt_tensor_release(b);
+    clt_tensor_release(c);
+}
+
+/* *out = half(y32) unless s failed; releases y32. */
+static clt_status narrow_out(clt_status s, clt_tensor *y32, clt_tensor **out)
+{
+    if (s == CLT_OK) s = clt__to_dtype_scaled(out, y32, CLT_FLOAT16, 1.0f);
+    clt_tensor_release(y32);
+    return s;
+}
+
+clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
+{
+    CLT_TRY(clt__need("clt_linear_forward", "y", y));
+    *y = NULL;
+    clt_tensor *x32, *w32, *b32, *y32 = NULL;
+    CLT_TRY(widen(x, w, b, &x32, &w32, &b32));
+    clt_status s = clt_linear_forward(&y32, x32, w32, b32);
+    release3(x32, w32, b32);
+    return narrow_out(s, y32, y);
+}
+
+clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
+                                    const clt_tensor *x, const clt_tensor *w)
+{
+    if (dx) *dx = NULL;
+    CLT_TRY(need_f16("clt_linear_backward", "dw", dw));
+    if (db) CLT_TRY(need_f16("clt_linear_backward", "db", db));
+    clt_tensor *dy32, *x32, *w32, *dw32 = NULL, *db32 = NULL, *dx32 = NULL;
+    CLT_TRY(widen(dy, x, w, &dy32, &x32, &w32));
+    /* Fresh float32 sums, added to the float16 gradients once each. */
+    clt_status s = clt_zeros_like(&dw32, w32);
+    if (s == CLT_OK && db) s = clt_zeros(&db32, clt_tensor_device(dw), CLT_FLOAT32, 1, &w32->shape[0]);
+    if (s == CLT_OK) s = clt_linear_backward(dx ? &dx32 : NULL, dw32, db32, dy32, x32, w32);
+    if (s == CLT_OK) s = clt__accumulate_f16(dw, dw32);
+    if (s == CLT_OK && db) s = clt__accumulate_f16(db, db32);
+    release3(dy32, x32, w32);
+    clt_tensor_release(dw32);
+    clt_tensor_release(db32);
+    if (!dx) return s;
+    return narrow_out(s, dx32, dx);
+}
+
+static clt_status binary(const char *op, const char *kernel, clt_tensor **out, const clt_tensor *a,
+                        const clt_tensor *b)
+{
+    CLT_TRY(clt__need(op, "out", out));
+    *out = NULL;
+    CLT_TRY(need_f16(op, "a", a));
+    CLT_TRY(need_f16(op, "b", b));
+    CLT_TRY(clt__same_device(op, a, b));
+    CLT_TRY(clt__same_numel(op, a, b));
+    clt_tensor *y;
+    CLT_TRY(clt__tensor_new(&y, a->st->slot, CLT_FLOAT16, a->ndim, a->shape));
+    clt__buf ab = clt__tensor_buf(a), bb = clt__tensor_buf(b), yb = clt__tensor_buf(y);
+    cl_ulong n = (cl_ulong)a->numel;
+    clt__arg args[] = {CLT_ARG(ab.mem), CLT_ARG(ab.off), CLT_ARG(bb.mem), CLT_ARG(bb.off),
+                       CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n)};
+    return clt__finish(clt__launch1(a->st->slot, "half", kernel, 7, args, (size_t)n, y), y, out);
+}
+
+clt_status clt__relu_f16(clt_tensor **y, const clt_tensor *x)
+{
+    CLT_TRY(clt__need("clt_relu", "y", y));
+    *y = NULL;
+    CLT_TRY(need_f16("clt_relu", "x", x));
+    clt_tensor *out;
+    CLT_TRY(clt__tensor_new(&out, x->st->slot, CLT_FLOAT16, x->ndim, x->shape));
+    clt__buf xb = clt__tensor_buf(x), ob = clt__tensor_buf(out);
+    cl_ulong n = (cl_ulong)x->numel;
+    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(n)};
+    return clt__finish(clt__launch1(x->st->slot, "half", "relu_f16", 5, args, (size_t)n, out), out, y);
+}
+
+clt_status clt__relu_backward_f16(clt_tensor **dx, const clt_tensor *dy, const clt_tensor *y)
+{
+    return binary("clt_relu_backward", "relu_backward_f16", dx, dy, y);
+}
+
+clt_status clt__add_f16(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
+{
+    return binary("clt_add", "add_f16", out, a, b);
+}

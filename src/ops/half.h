@@ -1,0 +1,30 @@
+/* Internal: float16 storage with float32 arithmetic (docs/half.md). The
+ * layers of a half model call these; the public ops stay float32. */
+#ifndef CLT_OPS_HALF_H
+#define CLT_OPS_HALF_H
+
+#include "cltensor/tensor.h"
+
+/* *out = dt(t * scale): float32 <-> float16 (scale applies to float32 -> float16 only). */
+clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype dt, float scale);
+/* dst = half(src * scale), dst float16 and src float32 of the same element count. */
+clt_status clt__narrow_into(clt_tensor *dst, const clt_tensor *src, float scale);
+/* Fills a float16 tensor with value (rounded to half). */
+clt_status clt__fill_f16(clt_tensor *t, double value);
+/* dst (float16) += src (float32), same element count and device. */
+clt_status clt__accumulate_f16(clt_tensor *dst, const clt_tensor *src);
+/* dst (float32) = src (float16) * scale; flag (int32, one element) is set to
+ * 1 when a result is inf or NaN, and left alone otherwise. */
+clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale, clt_tensor *flag);
+
+/* The float16 forms of the layer ops; shapes as their float32 forms in
+ * cltensor/ops.h, every tensor float16. Products convert their operands to
+ * float32 scratch and run the device's float32 GEMM. */
+clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
+clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
+                                    const clt_tensor *x, const clt_tensor *w);
+clt_status clt__relu_f16(clt_tensor **y, const clt_tensor *x);
+clt_status clt__relu_backward_f16(clt_tensor **dx, const clt_tensor *dy, const clt_tensor *y);
+clt_status clt__add_f16(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
+
+#endif

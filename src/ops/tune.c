@@ -1,0 +1,338 @@
+/* Autotuning of the CPU GEMM kernels, the cudnn.benchmark of cltensor: for
+ * each product shape the candidate tiles of cl/gemm_cpu.cl (each a program
+ * built with -DTM= -DTN=) are timed on scratch tensors and the fastest is
+ * kept in a tuning cache, one text file per device and driver next to the
+ * kernel cache ("tune-<hash>.txt", one "ta tb m n k tm tn" line per shape).
+ * Later processes read the file and use the winners without timing. Tuning
+ * runs from `clt tune` (clt_tune_gemm) or, with CLT_TUNE=1, on the first
+ * product of each shape; otherwise shapes without an entry use the default
+ * tile. The file is read as untrusted input: bad lines are ignored. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../device/device_internal.h"
+#include "../io/atomic_file.h"
+#include "ops_internal.h"
+#include "tune.h"
+
+typedef struct tune_entry {
+    int ta, tb;
+    size_t m, n, k;
+    clt__gemm_tile tile;
+} tune_entry;
+
+typedef struct slot_tuning {
+    int loaded;
+    tune_entry *entries;
+    int n, cap;
+} slot_tuning;
+
+static slot_tuning *tuning;
+static int ntuning;
+static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Timed in this order; the default first, so that ties keep it. */
+static const clt__gemm_tile candidates[] = {{12, 16}, {8, 16}, {4, 16}, {14, 16}, {16, 8}, {8, 8}};
+
+static int tile_valid(clt__gemm_tile t) { return t.tm >= 1 && t.tm <= 32 && (t.tn == 8 || t.tn == 16); }
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h ^ 0xff;
+}
+
+static int tune_path(int slot, char *buf, size_t len)
+{
+    char dir[900];
+    if (!clt__cache_dir(dir, sizeof dir)) return 0;
+    const clt__slot *s = clt__slot_get(slot);
+    char info[4][256];
+    memset(info, 0, sizeof info);
+    clGetPlatformInfo(s->platform, CL_PLATFORM_VERSION, sizeof info[0] - 1, info[0], NULL);
+    clGetDeviceInfo(s->device, CL_DEVICE_NAME, sizeof info[1] - 1, info[1], NULL);
+    clGetDeviceInfo(s->device, CL_DRIVER_VERSION, sizeof info[2] - 1, info[2], NULL);
+    clGetDeviceInfo(s->device, CL_DEVICE_VERSION, sizeof info[3] - 1, info[3], NULL);
+    uint64_t h = 14695981039346656037ull;
+    for (int i = 0; i < 4; i++) h = fnv1a(h, info[i]);
+    int n = snprintf(buf, len, "%s/tune-%016" PRIx64 ".txt", dir, h);
+    return n > 0 && (size_t)n < len;
+}
+
+/* Lock held. */
+static slot_tuning *slot_table(int slot)
+{
+    if (!tuning) {
+        int n = clt__slot_count();
+        tuning = calloc((size_t)n, sizeof *tuning);
+        if (!tuning) return NULL;
+        ntuning = n;
+    }
+    return slot >= 0 && slot < ntuning ? &tuning[slot] : NULL;
+}
+
+static tune_entry *find(slot_tuning *t, int ta, int tb, size_t m, size_t n, size_t k)
+{
+    for (int i = 0; i < t->n; i++) {
+        tune_entry *e = &t->entries[i];
+        if (e->ta == ta && e->tb == tb && e->m == m && e->n == n && e->k == k) return e;
+    }
+    return NULL;
+}
+
+/* Adds or replaces a shape's entry. Lock held. */
+static int put(slot_tuning *t, tune_entry e)
+{
+    tune_entry *old = find(t, e.ta, e.tb, e.m, e.n, e.k);
+    if (old) {
+        *old = e;
+        return 1;
+    }
+    if (t->n == t->cap) {
+        int ncap = t->cap ? 2 * t->cap : 16;
+        tune_entry *grown = realloc(t->entries, (size_t)ncap * sizeof *grown);
+        if (!grown) return 0;
+        t->entries = grown;
+        t->cap = ncap;
+    }
+    t->entries[t->n++] = e;
+    return 1;
+}
+
+/* Reads the slot's file once; a missing or damaged file leaves what it could read. Lock held. */
+static void load(int slot, slot_tuning *t)
+{
+    if (t->loaded) return;
+    t->loaded = 1;
+    char path[1024];
+    if (!tune_path(slot, path, sizeof path)) return;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        tune_entry e;
+        unsigned long long m, n, k;
+        char extra;
+        if (sscanf(line, "%d %d %llu %llu %llu %d %d %c", &e.ta, &e.tb, &m, &n, &k, &e.tile.tm, &e.tile.tn,
+                   &extra) != 7)
+            continue;
+        e.m = (size_t)m;
+        e.n = (size_t)n;
+        e.k = (size_t)k;
+        if ((e.ta != 0 && e.ta != 1) || (e.tb != 0 && e.tb != 1) || !tile_valid(e.tile)) continue;
+        if (!put(t, e)) break;
+    }
+    fclose(f);
+}
+
+/* Rewrites the slot's file with every entry. Lock held. */
+static clt_status save(int slot, const slot_tuning *t)
+{
+    char path[1024], dir[900];
+    if (!tune_path(slot, path, sizeof path) || !clt__cache_dir(dir, sizeof dir))
+        return clt__fail(CLT_ERR_IO, "the tuning cache is off (CLT_CACHE_DIR=off or no cache directory)");
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        mkdir(dir, 0755);
+        *p = '/';
+    }
+    mkdir(dir, 0755);
+    clt__afile f;
+    CLT_TRY(clt__afile_open(&f, path));
+    clt_status st = CLT_OK;
+    for (int i = 0; st == CLT_OK && i < t->n; i++) {
+        const tune_entry *e = &t->entries[i];
+        char line[160];
+        int len = snprintf(line, sizeof line, "%d %d %zu %zu %zu %d %d\n", e->ta, e->tb, e->m, e->n, e->k, e->tile.tm,
+                           e->tile.tn);
+        st = clt__afile_write(&f, line, (size_t)len);
+    }
+    if (st != CLT_OK) {
+        clt__afile_abort(&f);
+        return st;
+    }
+    return clt__afile_commit(&f);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static clt_status finish_queue(int slot)
+{
+    cl_command_queue q;
+    CLT_TRY(clt__slot_queue(slot, &q));
+    cl_int err = clFinish(q);
+    return err == CL_SUCCESS ? CLT_OK : clt__cl_fail(err, "waiting for a timed product on %s", clt__slot_get(slot)->name);
+}
+
+/* Seconds per product with a tile: the best of a few runs after one that
+ * builds the program. */
+static clt_status time_tile(int slot, clt__gemm_tile tile, int ta, int tb, size_t m, size_t n, size_t k,
+                            clt_tensor *a, clt_tensor *b, clt_tensor *c, double *out)
+{
+    size_t lda = ta ? m : k, ldb = tb ? k : n;
+    double best = 1e30;
+    for (int r = 0; r < 4; r++) {
+        double t0 = now();
+        CLT_TRY(clt__cpu_gemm(slot, tile, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n, NULL, 0));
+        CLT_TRY(finish_queue(slot));
+        double dt = now() - t0;
+        if (r > 0 && dt < best) best = dt;
+    }
+    *out = best;
+    return CLT_OK;
+}
+
+/* Times every candidate for the shape; lock held. */
+static clt_status tune_shape(int slot, int ta, int tb, size_t m, size_t n, size_t k, clt__gemm_tile *out)
+{
+    int64_t sa[] = {(int64_t)(ta ? k : m), (int64_t)(ta ? m : k)}, sb[] = {(int64_t)(tb ? n : k), (int64_t)(tb ? k : n)},
+            sc[] = {(int64_t)m, (int64_t)n};
+    clt_tensor *a = NULL, *b = NULL, *c = NULL;
+    clt_status st = clt__tensor_new(&a, slot, CLT_FLOAT32, 2, sa);
+    if (st == CLT_OK) st = clt__tensor_new(&b, slot, CLT_FLOAT32, 2, sb);
+    if (st == CLT_OK) st = clt__tensor_new(&c, slot, CLT_FLOAT32, 2, sc);
+    if (st == CLT_OK) st = clt_fill_(a, 0.5);
+    if (st == CLT_OK) st = clt_fill_(b, 0.25);
+    double best = 1e30;
+    *out = CLT__TILE_DEFAULT;
+    for (size_t i = 0; st == CLT_OK && i < sizeof candidates / sizeof candidates[0]; i++) {
+        double t;
+        st = time_tile(slot, candidates[i], ta, tb, m, n, k, a, b, c, &t);
+        if (st == CLT_OK && t < best) {
+            best = t;
+            *out = candidates[i];
+        }
+    }
+    clt_tensor_release(a);
+    clt_tensor_release(b);
+    clt_tensor_release(c);
+    return st;
+}
+
+static int tune_env(void)
+{
+    const char *env = getenv("CLT_TUNE");
+    return env && strcmp(env, "1") == 0;
+}
+
+clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
+                              clt__gemm_tile *out)
+{
+    *out = CLT__TILE_DEFAULT;
+    int ta = transpose_a != 0, tb = transpose_b != 0;
+    pthread_mutex_lock(&tune_lock);
+    slot_tuning *t = slot_table(slot);
+    clt_status st = CLT_OK;
+    if (t) {
+        load(slot, t);
+        tune_entry *e = find(t, ta, tb, m, n, k);
+        if (e) *out = e->tile;
+        else if (tune_env()) {
+            tune_entry ne = {ta, tb, m, n, k, CLT__TILE_DEFAULT};
+            st = tune_shape(slot, ta, tb, m, n, k, &ne.tile);
+            if (st == CLT_OK && put(t, ne)) {
+                *out = ne.tile;
+                /* An unwritable cache only costs the next process a new tuning. */
+                save(slot, t);
+                clt_clear_error();
+            }
+        }
+    }
+    pthread_mutex_unlock(&tune_lock);
+    return st;
+}
+
+static clt_status cpu_slot(const char *op, clt_device dev, int *slot)
+{
+    CLT_TRY(clt__resolve(dev, slot));
+    cl_device_type type;
+    const clt__slot *s = clt__slot_get(*slot);
+    cl_int err = clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    if (err != CL_SUCCESS) return clt__cl_fail(err, "%s: querying the type of %s", op, s->name);
+    if (!(type & CL_DEVICE_TYPE_CPU))
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: %s is not a CPU device; its products run on CLBlast, which has "
+                         "its own tuner", op, s->name);
+    return CLT_OK;
+}
+
+static clt_status check_shape(const char *op, int64_t m, int64_t n, int64_t k)
+{
+    if (m < 1 || n < 1 || k < 1)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: sizes m=%" PRId64 ", n=%" PRId64 ", k=%" PRId64
+                         " must be positive", op, m, n, k);
+    return CLT_OK;
+}
+
+clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
+                         int *tile_m, int *tile_n)
+{
+    const char *op = "clt_tune_gemm";
+    int slot;
+    CLT_TRY(check_shape(op, m, n, k));
+    CLT_TRY(cpu_slot(op, dev, &slot));
+    tune_entry e = {transpose_a != 0, transpose_b != 0, (size_t)m, (size_t)n, (size_t)k, CLT__TILE_DEFAULT};
+    pthread_mutex_lock(&tune_lock);
+    slot_tuning *t = slot_table(slot);
+    clt_status st = t ? CLT_OK : clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (st == CLT_OK) {
+        load(slot, t);
+        st = tune_shape(slot, e.ta, e.tb, e.m, e.n, e.k, &e.tile);
+    }
+    if (st == CLT_OK && !put(t, e)) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (st == CLT_OK) st = save(slot, t);
+    pthread_mutex_unlock(&tune_lock);
+    if (st == CLT_OK) {
+        if (tile_m) *tile_m = e.tile.tm;
+        if (tile_n) *tile_n = e.tile.tn;
+    }
+    return st;
+}
+
+clt_status clt_tune_lookup(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
+                           int *tile_m, int *tile_n, int *tuned)
+{
+    const char *op = "clt_tune_lookup";
+    int slot;
+    CLT_TRY(check_shape(op, m, n, k));
+    CLT_TRY(cpu_slot(op, dev, &slot));
+    clt__gemm_tile tile = CLT__TILE_DEFAULT;
+    pthread_mutex_lock(&tune_lock);
+    slot_tuning *t = slot_table(slot);
+    tune_entry *e = NULL;
+    if (t) {
+        load(slot, t);
+        e = find(t, transpose_a != 0, transpose_b != 0, (size_t)m, (size_t)n, (size_t)k);
+        if (e) tile = e->tile;
+    }
+    pthread_mutex_unlock(&tune_lock);
+    if (tile_m) *tile_m = tile.tm;
+    if (tile_n) *tile_n = tile.tn;
+    if (tuned) *tuned = e != NULL;
+    return CLT_OK;
+}
+
+clt_status clt_tune_cache_path(clt_device dev, char *buf, size_t len)
+{
+    int slot;
+    if (!buf || len == 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_tune_cache_path: no buffer");
+    buf[0] = '\0';
+    CLT_TRY(clt__resolve(dev, &slot));
+    if (!tune_path(slot, buf, len))
+        return clt__fail(CLT_ERR_IO, "clt_tune_cache_path: the cache is off (CLT_CACHE_DIR=off) or the path does not "
+                         "fit in %zu bytes", len);
+    return CLT_OK;
+}

@@ -1,0 +1,28 @@
+/* Internal: the tile sizes of the CPU GEMM kernels (cl/gemm_cpu.cl), chosen
+ * per device and product shape by the tuning cache (src/ops/tune.c). */
+#ifndef CLT_OPS_TUNE_H
+#define CLT_OPS_TUNE_H
+
+#include <stddef.h>
+#include "../tensor/tensor_internal.h"
+
+/* Rows (tm) and columns (tn, 8 or 16) of C one work-item computes. */
+typedef struct clt__gemm_tile {
+    int tm, tn;
+} clt__gemm_tile;
+
+#define CLT__TILE_DEFAULT ((clt__gemm_tile){12, 16})
+
+/* The tile for op(a) (m,k) times op(b) (k,n) on a slot: the tuning cache's
+ * entry for the shape, else (when CLT_TUNE=1) the winner of timing the
+ * candidates now, which is then cached, else CLT__TILE_DEFAULT. */
+clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
+                              clt__gemm_tile *out);
+
+/* The CPU kernels with a given tile (src/ops/dense.c): c = alpha op(a) op(b)
+ * + beta c, plus bias (n, may be NULL) on every row, then ReLU when relu. */
+clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
+                         size_t k, float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
+                         float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu);
+
+#endif
