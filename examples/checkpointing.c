@@ -13,23 +13,9 @@
 
 #include <cltensor.h>
 
+#include "example.h"
+
 #define MIB (1024.0 * 1024.0)
-
-#define CHECK(expr)                                                                               \
-    do {                                                                                          \
-        clt_status s_ = (expr);                                                                   \
-        if (s_ != CLT_OK) {                                                                       \
-            fprintf(stderr, "%s failed: %s: %s\n", #expr, clt_status_string(s_), clt_last_error()); \
-            exit(1);                                                                              \
-        }                                                                                         \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* One run_stack(...).sum().backward(): dy is all ones. */
 static void step(clt_model *m, clt_tensor *x)

@@ -7,16 +7,9 @@
 
 #include <cltensor.h>
 
-/* Stops the example with the library's message when a call fails. */
-#define CHECK(expr)                                                                               \
-    do {                                                                                          \
-        clt_status s_ = (expr);                                                                   \
-        if (s_ != CLT_OK) {                                                                       \
-            fprintf(stderr, "%s failed: %s: %s\n", #expr, clt_status_string(s_), clt_last_error()); \
-            exit(1);                                                                              \
-        }                                                                                         \
-    } while (0)
+#include "example.h"
 
+/* The device's name, from one of four rotating buffers so a printf can take several. */
 static const char *name(clt_device d)
 {
     static char buf[4][32];

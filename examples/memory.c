@@ -7,16 +7,9 @@
 
 #include <cltensor.h>
 
-#define MIB (1024.0 * 1024.0)
+#include "example.h"
 
-#define CHECK(expr)                                                                               \
-    do {                                                                                          \
-        clt_status s_ = (expr);                                                                   \
-        if (s_ != CLT_OK) {                                                                       \
-            fprintf(stderr, "%s failed: %s: %s\n", #expr, clt_status_string(s_), clt_last_error()); \
-            exit(1);                                                                              \
-        }                                                                                         \
-    } while (0)
+#define MIB (1024.0 * 1024.0)
 
 static void report(clt_device dev, const char *tag)
 {

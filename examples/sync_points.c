@@ -16,21 +16,7 @@
 
 #include <cltensor.h>
 
-#define CHECK(expr)                                                                               \
-    do {                                                                                          \
-        clt_status s_ = (expr);                                                                   \
-        if (s_ != CLT_OK) {                                                                       \
-            fprintf(stderr, "%s failed: %s: %s\n", #expr, clt_status_string(s_), clt_last_error()); \
-            exit(1);                                                                              \
-        }                                                                                         \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "example.h"
 
 /* Random 28x28 images with labels, when the real data is absent. */
 static void synthetic(clt_dataset *ds, int64_t n)

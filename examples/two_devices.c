@@ -17,34 +17,7 @@
 
 #include <cltensor.h>
 
-#define CHECK(expr)                                                                               \
-    do {                                                                                          \
-        clt_status s_ = (expr);                                                                   \
-        if (s_ != CLT_OK) {                                                                       \
-            fprintf(stderr, "%s failed: %s: %s\n", #expr, clt_status_string(s_), clt_last_error()); \
-            exit(1);                                                                              \
-        }                                                                                         \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* 1 when dev is a GPU in its own right (not a CPU shown as one). */
-static int real_gpu(clt_device dev)
-{
-    for (int i = 0; i < clt_device_count(); i++) {
-        clt_device d;
-        clt_device_info info;
-        CHECK(clt_device_from_list(i, &d));
-        CHECK(clt_device_info_get(i, &info));
-        if (clt_device_equal(d, dev)) return strcmp(info.type, "gpu") == 0;
-    }
-    return 0;
-}
+#include "example.h"
 
 /* a (n,n) scaled so that products stay near 1, and c to write into. */
 static void operands(clt_device dev, int64_t n, clt_tensor **a, clt_tensor **c)
