@@ -10,27 +10,6 @@
 
 #include "support.h"
 
-static clt_dataset make_dataset(int64_t n, uint64_t seed)
-{
-    clt_dataset ds = {0};
-    ds.n = n;
-    ds.rows = ds.cols = 28;
-    ds.num_classes = 10;
-    ds.images = malloc((size_t)n * 784);
-    ds.labels = malloc((size_t)n);
-    ck_assert_ptr_nonnull(ds.images);
-    ck_assert_ptr_nonnull(ds.labels);
-    float noise[784];
-    for (int64_t i = 0; i < n; i++) {
-        int label = (int)((i * 7 + seed) % 10);
-        ds.labels[i] = (uint8_t)label;
-        clt_test_fill_uniform(noise, 784, seed * 1000003u + (uint64_t)i, 0, 60);
-        for (int p = 0; p < 784; p++) ds.images[i * 784 + p] = (uint8_t)noise[p];
-        for (int p = label * 70; p < label * 70 + 70; p++) ds.images[i * 784 + p] = 230;
-    }
-    return ds;
-}
-
 static clt_trainer_options quiet_options(clt_optimizer_kind kind)
 {
     clt_trainer_options o = clt_trainer_default_options();
@@ -67,7 +46,7 @@ static int pick_devices(clt_device *list, int want)
  * largest relative difference of the parameters. */
 static double compare(clt_optimizer_kind kind, int k, int64_t n, int epochs, double *loss_diff)
 {
-    clt_dataset train = make_dataset(n, 1);
+    clt_dataset train = clt_test_make_dataset(n, 1);
     clt_device list[3];
     pick_devices(list, k);
     clt_trainer_options o = quiet_options(kind);
@@ -151,7 +130,7 @@ static clt_status failing_allreduce(void *ctx, float *buf, int64_t n)
  * the fit. */
 START_TEST(test_collective_of_one)
 {
-    clt_dataset train = make_dataset(64, 2);
+    clt_dataset train = clt_test_make_dataset(64, 2);
     clt_trainer_options o = quiet_options(CLT_OPTIMIZER_SGD);
     o.use_device = 1;
     o.device = clt_cpu();
@@ -179,7 +158,7 @@ END_TEST
 /* Validation, logging and the result on the primary (rank 0). */
 START_TEST(test_fit_reports)
 {
-    clt_dataset train = make_dataset(96, 1), val = make_dataset(40, 2);
+    clt_dataset train = clt_test_make_dataset(96, 1), val = clt_test_make_dataset(40, 2);
     clt_device list[3];
     int k = pick_devices(list, 2);
     clt_trainer_options o = quiet_options(CLT_OPTIMIZER_SGD);
@@ -204,7 +183,7 @@ END_TEST
  * synchronization points does not grow with the number of steps. */
 START_TEST(test_steps_do_not_wait)
 {
-    clt_dataset train = make_dataset(320, 1);
+    clt_dataset train = clt_test_make_dataset(320, 1);
     clt_device list[3];
     int k = pick_devices(list, 2);
     clt_trainer_options o = quiet_options(CLT_OPTIMIZER_ADAM);
@@ -253,7 +232,7 @@ END_TEST
 
 START_TEST(test_bad_arguments)
 {
-    clt_dataset train = make_dataset(8, 1);
+    clt_dataset train = clt_test_make_dataset(8, 1);
     clt_trainer_options o = quiet_options(CLT_OPTIMIZER_SGD);
     clt_model *m = resmlp();
     clt_device missing = clt_gpu(7), cpu = clt_cpu();

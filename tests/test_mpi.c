@@ -16,57 +16,15 @@
 static char dir[] = "/tmp/clt-mpi-XXXXXX";
 static char out[1 << 16];
 
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static const char *clt(void)
-{
-    static char path[1024];
-    const char *b = getenv("CLT_BINARY_DIR");
-    snprintf(path, sizeof path, "%s/clt", b ? b : ".");
-    return path;
-}
-
-static void write_split(const char *prefix, int64_t n, uint64_t seed)
-{
-    uint8_t *img = malloc((size_t)n * 784), *lab = malloc((size_t)n);
-    float noise[784];
-    for (int64_t i = 0; i < n; i++) {
-        lab[i] = (uint8_t)((i * 3 + seed) % 10);
-        clt_test_fill_uniform(noise, 784, seed + (uint64_t)i * 31, 0, 60);
-        for (int p = 0; p < 784; p++) img[i * 784 + p] = (uint8_t)noise[p];
-        for (int p = lab[i] * 70; p < lab[i] * 70 + 70; p++) img[i * 784 + p] = 220;
-    }
-    char path[512];
-    int64_t idims[] = {n, 28, 28}, ldims[] = {n};
-    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
-    ck_assert_ok(clt_idx_write(path, 3, idims, img, 0));
-    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
-    ck_assert_ok(clt_idx_write(path, 1, ldims, lab, 0));
-    free(img);
-    free(lab);
-}
+/* Runs a shell command; its output lands in `out`. */
+#define run(...) clt_test_shell(out, sizeof out, __VA_ARGS__)
 
 static void setup(void)
 {
     strcpy(dir, "/tmp/clt-mpi-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    write_split("train", 100, 1);
-    write_split("t10k", 30, 2);
+    clt_test_write_idx_split(dir, "train", 100, 1, 0);
+    clt_test_write_idx_split(dir, "t10k", 30, 2, 0);
     /* mpirun refuses root unless told; CI containers run as root. */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -94,9 +52,9 @@ static float *load_params(const char *path, int64_t *n)
  * returns 1, after checking that a clt without MPI refuses --distributed. */
 static int mpi_missing(void)
 {
-    ck_assert_int_eq(run("%s train --help", clt()), 0);
+    ck_assert_int_eq(run("%s train --help", clt_test_clt_path()), 0);
     if (strstr(out, "built without MPI")) {
-        ck_assert_int_eq(run("%s train --distributed --data %s", clt(), dir), 1);
+        ck_assert_int_eq(run("%s train --distributed --data %s", clt_test_clt_path(), dir), 1);
         ck_assert_msg(strstr(out, "--distributed needs MPI") != NULL, "%s", out);
         printf("test_mpi: SKIPPED: clt was built without MPI (install libopenmpi-dev and reconfigure)\n");
         return 1;
@@ -110,10 +68,10 @@ static int mpi_missing(void)
 
 static void compare(const char *args)
 {
-    int rc = run("%s train --data %s --hiddens 32 --blocks 1 %s --save %s/one.st", clt(), dir, args, dir);
+    int rc = run("%s train --data %s --hiddens 32 --blocks 1 %s --save %s/one.st", clt_test_clt_path(), dir, args, dir);
     ck_assert_msg(rc == 0, "single process failed (%d): %s", rc, out);
     rc = run("mpirun -np 2 --oversubscribe --mca btl self,vader %s train --distributed --data %s --hiddens 32 "
-             "--blocks 1 %s --save %s/two.st", clt(), dir, args, dir);
+             "--blocks 1 %s --save %s/two.st", clt_test_clt_path(), dir, args, dir);
     ck_assert_msg(rc == 0, "mpirun failed (%d): %s", rc, out);
     /* Rank 0 alone logs: one epoch line, one summary, naming two ranks. */
     ck_assert_msg(strstr(out, "x 2 ranks") != NULL, "no rank count in: %s", out);
@@ -159,7 +117,7 @@ END_TEST
 START_TEST(test_mpi_load)
 {
     if (mpi_missing()) return;
-    int rc = run("%s train --data %s --hiddens 32 --blocks 1 --steps 2 --batch-size 20 --save %s/start.st", clt(),
+    int rc = run("%s train --data %s --hiddens 32 --blocks 1 --steps 2 --batch-size 20 --save %s/start.st", clt_test_clt_path(),
                  dir, dir);
     ck_assert_msg(rc == 0, "%s", out);
     char args[800];

@@ -1,12 +1,10 @@
 /* `clt train` and `clt eval` end to end on a small Fashion-MNIST-shaped
  * dataset this test writes itself, and, when PyTorch is installed, the
  * same steps in PyTorch giving the same parameters. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -14,57 +12,14 @@
 static char dir[] = "/tmp/clt-train-cli-XXXXXX";
 static char out[1 << 16];
 
-/* Runs a shell command, keeps its output in `out`, returns its exit status. */
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static const char *clt(void)
-{
-    static char path[1024];
-    const char *b = getenv("CLT_BINARY_DIR");
-    snprintf(path, sizeof path, "%s/clt", b ? b : ".");
-    return path;
-}
-
-static void write_split(const char *prefix, int64_t n, uint64_t seed)
-{
-    uint8_t *img = malloc((size_t)n * 784), *lab = malloc((size_t)n);
-    float noise[784];
-    for (int64_t i = 0; i < n; i++) {
-        lab[i] = (uint8_t)((i * 3 + seed) % 10);
-        clt_test_fill_uniform(noise, 784, seed + (uint64_t)i * 31, 0, 60);
-        for (int p = 0; p < 784; p++) img[i * 784 + p] = (uint8_t)noise[p];
-        for (int p = lab[i] * 70; p < lab[i] * 70 + 70; p++) img[i * 784 + p] = 220;
-    }
-    char path[512];
-    int64_t idims[] = {n, 28, 28}, ldims[] = {n};
-    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    ck_assert_ok(clt_idx_write(path, 3, idims, img, 1));
-    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
-    ck_assert_ok(clt_idx_write(path, 1, ldims, lab, 0));
-    free(img);
-    free(lab);
-}
+/* Runs a shell command; its output lands in `out`. */
+#define run(...) clt_test_shell(out, sizeof out, __VA_ARGS__)
 
 static void setup(void)
 {
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    write_split("train", 512, 1);
-    write_split("t10k", 128, 2);
+    clt_test_write_idx_split(dir, "train", 512, 1, 1);
+    clt_test_write_idx_split(dir, "t10k", 128, 2, 1);
 }
 
 static void teardown(void)
@@ -77,7 +32,7 @@ static void teardown(void)
 START_TEST(test_train_save_eval_load)
 {
     int rc = run("%s train --data %s --epochs 2 --batch-size 32 --hiddens 64 --blocks 1 --save %s/a.st "
-                 "--metrics %s/m.csv --plot %s/p.svg", clt(), dir, dir, dir, dir);
+                 "--metrics %s/m.csv --plot %s/p.svg", clt_test_clt_path(), dir, dir, dir, dir);
     ck_assert_msg(rc == 0, "clt train failed (%d): %s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "epoch 2/2"));
     ck_assert_ptr_nonnull(strstr(out, "images/s"));
@@ -87,18 +42,18 @@ START_TEST(test_train_save_eval_load)
     ck_assert_int_eq(sscanf(at, "test accuracy %lf", &acc), 1);
     ck_assert_msg(acc > 0.9, "accuracy %g on an easy dataset", acc);
 
-    rc = run("%s eval --load %s/a.st --data %s", clt(), dir, dir);
+    rc = run("%s eval --load %s/a.st --data %s", clt_test_clt_path(), dir, dir);
     ck_assert_msg(rc == 0, "clt eval failed: %s", out);
     double eval_acc = 0;
     ck_assert_int_eq(sscanf(strstr(out, "test accuracy "), "test accuracy %lf", &eval_acc), 1);
     ck_assert_msg(eval_acc == acc, "eval %g differs from training's final %g", eval_acc, acc);
 
-    rc = run("%s train --data %s --load %s/a.st --steps 3 --no-shuffle --batch-size 32 --save %s/b.st", clt(), dir,
+    rc = run("%s train --data %s --load %s/a.st --steps 3 --no-shuffle --batch-size 32 --save %s/b.st", clt_test_clt_path(), dir,
              dir, dir);
     ck_assert_msg(rc == 0, "training from a checkpoint failed: %s", out);
     ck_assert_ptr_nonnull(strstr(out, "3 steps"));
 
-    rc = run("%s eval --load %s/a.st --data %s --hiddens 32", clt(), dir, dir);
+    rc = run("%s eval --load %s/a.st --data %s --hiddens 32", clt_test_clt_path(), dir, dir);
     ck_assert_int_eq(rc, 2);
     ck_assert_ptr_nonnull(strstr(out, "64 hiddens"));
 }
@@ -108,7 +63,7 @@ START_TEST(test_same_seed_same_checkpoint)
 {
     for (int i = 0; i < 2; i++) {
         int rc = run("%s train --data %s --steps 4 --batch-size 64 --hiddens 32 --blocks 1 --seed 3 --val-limit 8 "
-                     "--save %s/run%d.st", clt(), dir, dir, i);
+                     "--save %s/run%d.st", clt_test_clt_path(), dir, dir, i);
         ck_assert_msg(rc == 0, "%s", out);
     }
     ck_assert_int_eq(run("cmp %s/run0.st %s/run1.st", dir, dir), 0);
@@ -117,26 +72,26 @@ END_TEST
 
 START_TEST(test_bad_input_is_refused)
 {
-    ck_assert_int_eq(run("%s train --epochs zero", clt()), 2);
+    ck_assert_int_eq(run("%s train --epochs zero", clt_test_clt_path()), 2);
     ck_assert_ptr_nonnull(strstr(out, "--epochs"));
-    ck_assert_int_eq(run("%s train --optimizer rmsprop", clt()), 2);
-    ck_assert_int_eq(run("%s train --data %s/none", clt(), dir), 1);
+    ck_assert_int_eq(run("%s train --optimizer rmsprop", clt_test_clt_path()), 2);
+    ck_assert_int_eq(run("%s train --data %s/none", clt_test_clt_path(), dir), 1);
     ck_assert_ptr_nonnull(strstr(out, "fetch-fashion-mnist"));
-    ck_assert_int_eq(run("%s eval --data %s", clt(), dir), 2);
-    ck_assert_int_eq(run("%s train --device gpu:77 --data %s --steps 1", clt(), dir), 1);
+    ck_assert_int_eq(run("%s eval --data %s", clt_test_clt_path(), dir), 2);
+    ck_assert_int_eq(run("%s train --device gpu:77 --data %s --steps 1", clt_test_clt_path(), dir), 1);
     ck_assert_ptr_nonnull(strstr(out, "gpu:77"));
 
     /* A truncated checkpoint and a corrupt data file: a message, no crash. */
-    ck_assert_int_eq(run("%s train --data %s --steps 1 --hiddens 16 --blocks 1 --val-limit 8 --save %s/c.st", clt(),
+    ck_assert_int_eq(run("%s train --data %s --steps 1 --hiddens 16 --blocks 1 --val-limit 8 --save %s/c.st", clt_test_clt_path(),
                          dir, dir), 0);
     ck_assert_int_eq(run("head -c 1000 %s/c.st > %s/trunc.st", dir, dir), 0);
-    ck_assert_int_eq(run("%s eval --load %s/trunc.st --data %s", clt(), dir, dir), 1);
+    ck_assert_int_eq(run("%s eval --load %s/trunc.st --data %s", clt_test_clt_path(), dir, dir), 1);
     ck_assert_ptr_nonnull(strstr(out, "trunc.st"));
-    ck_assert_int_eq(run("%s train --load %s/trunc.st --data %s", clt(), dir, dir), 1);
+    ck_assert_int_eq(run("%s train --load %s/trunc.st --data %s", clt_test_clt_path(), dir, dir), 1);
     ck_assert_int_eq(run("mkdir %s/bad && cp %s/t10k-* %s/bad/ && head -c 5000 %s/train-images-idx3-ubyte.gz > "
                          "%s/bad/train-images-idx3-ubyte.gz && cp %s/train-labels-idx1-ubyte %s/bad/",
                          dir, dir, dir, dir, dir, dir, dir), 0);
-    ck_assert_int_eq(run("%s train --data %s/bad --steps 1", clt(), dir), 1);
+    ck_assert_int_eq(run("%s train --data %s/bad --steps 1", clt_test_clt_path(), dir), 1);
     ck_assert_ptr_nonnull(strstr(out, "train-images-idx3-ubyte"));
 }
 END_TEST
@@ -157,7 +112,7 @@ START_TEST(test_matches_pytorch)
     ck_assert_msg(run("%s %s train --data %s --load %s/init.st --steps 6 --batch-size 100 --lr 0.1 --out %s/pt.st",
                       py, script, dir, dir, dir) == 0, "%s", out);
     ck_assert_msg(run("%s train --data %s --load %s/init.st --no-shuffle --steps 6 --batch-size 100 --lr 0.1 "
-                      "--val-limit 8 --save %s/clt.st", clt(), dir, dir, dir) == 0, "%s", out);
+                      "--val-limit 8 --save %s/clt.st", clt_test_clt_path(), dir, dir, dir) == 0, "%s", out);
     ck_assert_msg(run("%s %s diff %s/pt.st %s/clt.st", py, script, dir, dir) == 0, "%s", out);
     double diff = atof(out);
     ck_assert_msg(diff < 1e-4, "parameters differ from PyTorch's by %g after 6 steps", diff);

@@ -8,27 +8,6 @@
 
 #include "support.h"
 
-static clt_dataset make_dataset(int64_t n, uint64_t seed)
-{
-    clt_dataset ds = {0};
-    ds.n = n;
-    ds.rows = ds.cols = 28;
-    ds.num_classes = 10;
-    ds.images = malloc((size_t)n * 784);
-    ds.labels = malloc((size_t)n);
-    ck_assert_ptr_nonnull(ds.images);
-    ck_assert_ptr_nonnull(ds.labels);
-    float noise[784];
-    for (int64_t i = 0; i < n; i++) {
-        int label = (int)((i * 7 + seed) % 10);
-        ds.labels[i] = (uint8_t)label;
-        clt_test_fill_uniform(noise, 784, seed * 1000003u + (uint64_t)i, 0, 60);
-        for (int p = 0; p < 784; p++) ds.images[i * 784 + p] = (uint8_t)noise[p];
-        for (int p = label * 70; p < label * 70 + 70; p++) ds.images[i * 784 + p] = 230;
-    }
-    return ds;
-}
-
 static clt_trainer_options quiet_options(void)
 {
     clt_trainer_options o = clt_trainer_default_options();
@@ -52,7 +31,7 @@ static float *params(const clt_model *m)
 
 START_TEST(test_fit_learns_and_reports)
 {
-    clt_dataset train = make_dataset(320, 1), val = make_dataset(64, 2);
+    clt_dataset train = clt_test_make_dataset(320, 1), val = clt_test_make_dataset(64, 2);
     clt_model *m = resmlp(0);
     clt_trainer_options o = quiet_options();
     o.max_epochs = 3;
@@ -92,7 +71,7 @@ END_TEST
 
 START_TEST(test_same_seed_same_result)
 {
-    clt_dataset train = make_dataset(100, 3);
+    clt_dataset train = clt_test_make_dataset(100, 3);
     clt_trainer_options o = quiet_options();
     o.seed = 5;
     clt_model *a = resmlp(9), *b = resmlp(9);
@@ -110,7 +89,7 @@ END_TEST
 
 START_TEST(test_num_gpus_is_a_ceiling)
 {
-    clt_dataset train = make_dataset(40, 4);
+    clt_dataset train = clt_test_make_dataset(40, 4);
     clt_trainer_options o = quiet_options();
     o.max_steps = 1;
     clt_trainer_result r;
@@ -129,7 +108,7 @@ END_TEST
 
 START_TEST(test_bad_options)
 {
-    clt_dataset train = make_dataset(10, 5);
+    clt_dataset train = clt_test_make_dataset(10, 5);
     clt_model *m = resmlp(1);
     clt_trainer_options o = quiet_options();
     o.batch_size = 0;
@@ -178,7 +157,7 @@ START_TEST(test_checkpoint_with_adam_state)
 {
     char path[] = "/tmp/clt-test-ckpt-XXXXXX";
     close(mkstemp(path));
-    clt_dataset train = make_dataset(64, 6);
+    clt_dataset train = clt_test_make_dataset(64, 6);
     clt_model *a = resmlp(1);
     clt_trainer_options o = quiet_options();
     o.optimizer = CLT_OPTIMIZER_ADAM;

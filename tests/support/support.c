@@ -1,7 +1,11 @@
 #include "support.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 
 static uint64_t next(uint64_t *s)
 {
@@ -51,4 +55,64 @@ int clt_test_run(Suite *s)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+clt_dataset clt_test_make_dataset(int64_t n, uint64_t seed)
+{
+    clt_dataset ds = {0};
+    ds.n = n;
+    ds.rows = ds.cols = 28;
+    ds.num_classes = 10;
+    ds.images = malloc((size_t)(n ? n : 1) * 784);
+    ds.labels = malloc((size_t)(n ? n : 1));
+    ck_assert_ptr_nonnull(ds.images);
+    ck_assert_ptr_nonnull(ds.labels);
+    float noise[784];
+    for (int64_t i = 0; i < n; i++) {
+        int label = (int)((i * 7 + seed) % 10);
+        ds.labels[i] = (uint8_t)label;
+        clt_test_fill_uniform(noise, 784, seed * 1000003u + (uint64_t)i, 0, 60);
+        for (int p = 0; p < 784; p++) ds.images[i * 784 + p] = (uint8_t)noise[p];
+        for (int p = label * 70; p < label * 70 + 70; p++) ds.images[i * 784 + p] = 230;
+    }
+    return ds;
+}
+
+void clt_test_write_idx_split(const char *dir, const char *prefix, int64_t n, uint64_t seed, int gzip)
+{
+    clt_dataset ds = clt_test_make_dataset(n, seed);
+    char path[1024];
+    int64_t idims[] = {n, 28, 28}, ldims[] = {n};
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte%s", dir, prefix, gzip ? ".gz" : "");
+    ck_assert_ok(clt_idx_write(path, 3, idims, ds.images, gzip));
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    ck_assert_ok(clt_idx_write(path, 1, ldims, ds.labels, 0));
+    clt_dataset_free(&ds);
+}
+
+int clt_test_shell(char *out, size_t len, const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(n > 0 && (size_t)n + 6 < sizeof cmd, "command too long");
+    strcat(cmd, " 2>&1");
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(out, 1, len - 1, p);
+    out[got] = '\0';
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0) continue;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+const char *clt_test_clt_path(void)
+{
+    static char path[1024];
+    const char *b = getenv("CLT_BINARY_DIR");
+    snprintf(path, sizeof path, "%s/clt", b ? b : ".");
+    return path;
 }

@@ -35,6 +35,23 @@ float *clt_test_read(const clt_tensor *t);
 /* Asserts that no tensor is alive on any device (allocated == 0). */
 void clt_test_assert_no_live_tensors(void);
 
+/* A Fashion-MNIST-shaped dataset (28x28, 10 classes) that a small model
+ * learns in a few steps: each class lights its own band of pixels over
+ * noise. Free with clt_dataset_free. */
+clt_dataset clt_test_make_dataset(int64_t n, uint64_t seed);
+
+/* Writes clt_test_make_dataset(n, seed) as DIR/PREFIX-images-idx3-ubyte and
+ * DIR/PREFIX-labels-idx1-ubyte (PREFIX "train" or "t10k"); the images file
+ * gzip-compressed with a .gz suffix when gzip is 1. */
+void clt_test_write_idx_split(const char *dir, const char *prefix, int64_t n, uint64_t seed, int gzip);
+
+/* Runs a shell command with stderr joined to stdout, keeps up to len-1
+ * bytes of its output in out, and returns its exit status (-1 if killed). */
+int clt_test_shell(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The built `clt` tool ($CLT_BINARY_DIR/clt, set by ctest). */
+const char *clt_test_clt_path(void);
+
 /* Runs a suite with CK_NORMAL output and returns the process exit status. */
 int clt_test_run(Suite *s);
 

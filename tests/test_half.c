@@ -1,0 +1,455 @@
+/* Float16 storage (docs/half.md): host and device conversions against each
+ * other and against half's precision, special values, the float16 layer ops
+ * against their float32 forms, model conversion, memory, loss scaling, and
+ * mixed-precision training against float32 training. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+/* Reads a float16 tensor as float32 values. */
+static float *read_half(const clt_tensor *t)
+{
+    int64_t n = clt_tensor_numel(t);
+    uint16_t *h = malloc((size_t)n * 2 + 2);
+    float *f = malloc((size_t)n * 4 + 4);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(clt_tensor_dtype(t), CLT_FLOAT16);
+    ck_assert_ok(clt_to_host(t, h, (size_t)n * 2));
+    for (int64_t i = 0; i < n; i++) f[i] = clt_half_to_float(h[i]);
+    free(h);
+    return f;
+}
+
+static clt_tensor *half_from(const float *x, int64_t n)
+{
+    clt_tensor *f, *h;
+    ck_assert_ok(clt_from_host(&f, clt_cpu(), CLT_FLOAT32, 1, &n, x));
+    ck_assert_ok(clt_to_dtype(&h, f, CLT_FLOAT16));
+    clt_tensor_release(f);
+    return h;
+}
+
+START_TEST(test_host_conversion_exact_on_every_half)
+{
+    /* Every float16 value widens exactly and narrows back to itself. */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = clt_half_to_float((uint16_t)h);
+        if (isnan(f)) {
+            ck_assert((h & 0x7c00) == 0x7c00 && (h & 0x3ff));
+            ck_assert(isnan(clt_half_to_float(clt_float_to_half(f))));
+            continue;
+        }
+        ck_assert_uint_eq(clt_float_to_half(f), h);
+    }
+    ck_assert_float_eq(clt_half_to_float(0x3c00), 1.0f);
+    ck_assert_float_eq(clt_half_to_float(0x7bff), 65504.0f);
+    ck_assert_float_eq(clt_half_to_float(0x0001), ldexpf(1, -24));
+    ck_assert_float_eq(clt_half_to_float(0x0400), ldexpf(1, -14));
+    /* Ties to even: 1 + 2^-11 is halfway between 1 and 1 + 2^-10. */
+    ck_assert_uint_eq(clt_float_to_half(1.0f + ldexpf(1, -11)), 0x3c00);
+    ck_assert_uint_eq(clt_float_to_half(1.0f + 3 * ldexpf(1, -11)), 0x3c02);
+    ck_assert_uint_eq(clt_float_to_half(65519.0f), 0x7bff);
+    ck_assert_uint_eq(clt_float_to_half(65520.0f), 0x7c00);
+    ck_assert_uint_eq(clt_float_to_half(ldexpf(1, -25)), 0x0000);
+    ck_assert_uint_eq(clt_float_to_half(ldexpf(3, -26)), 0x0001);
+    ck_assert_uint_eq(clt_float_to_half(-0.0f), 0x8000);
+}
+END_TEST
+
+START_TEST(test_device_round_trip_bounds_and_specials)
+{
+    const int64_t sizes[] = {1, 7, 67, 1031};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int64_t n = sizes[k];
+        float *x = malloc((size_t)n * 4);
+        clt_test_fill_uniform(x, n, 11 + k, -1, 1);
+        /* Magnitudes over half's normal range: 2^-14 .. 2^15. */
+        for (int64_t i = 0; i < n; i++) x[i] = ldexpf(x[i], (int)(i % 30) - 14);
+        clt_tensor *h = half_from(x, n), *back;
+        ck_assert_int_eq(clt_tensor_nbytes(h), (size_t)n * 2);
+        ck_assert_ok(clt_to_dtype(&back, h, CLT_FLOAT32));
+        float *y = clt_test_read(back), *hv = read_half(h);
+        for (int64_t i = 0; i < n; i++) {
+            /* Round to nearest: relative error at most 2^-11 for normals. */
+            if (fabsf(x[i]) >= ldexpf(1, -14))
+                ck_assert_msg(fabsf(y[i] - x[i]) <= ldexpf(1, -11) * fabsf(x[i]), "%g became %g", (double)x[i],
+                              (double)y[i]);
+            else
+                ck_assert_msg(fabsf(y[i] - x[i]) <= ldexpf(1, -25), "subnormal %g became %g", (double)x[i],
+                              (double)y[i]);
+            /* The device rounds as the host reference does. */
+            ck_assert_msg(hv[i] == clt_half_to_float(clt_float_to_half(x[i])), "%g: device %g, host %g",
+                          (double)x[i], (double)hv[i], (double)clt_half_to_float(clt_float_to_half(x[i])));
+        }
+        free(x);
+        free(y);
+        free(hv);
+        clt_tensor_release(h);
+        clt_tensor_release(back);
+    }
+    const float sp[] = {INFINITY, -INFINITY, NAN, 65504.0f, 65520.0f, 1e5f, -1e6f, ldexpf(1, -24),
+                        ldexpf(5, -24), ldexpf(1, -26), 1e-10f, -0.0f, 0.0f};
+    int64_t n = sizeof sp / sizeof sp[0];
+    clt_tensor *h = half_from(sp, n);
+    float *y = read_half(h);
+    ck_assert(isinf(y[0]) && y[0] > 0);
+    ck_assert(isinf(y[1]) && y[1] < 0);
+    ck_assert(isnan(y[2]));
+    ck_assert_float_eq(y[3], 65504.0f);
+    ck_assert(isinf(y[4]) && y[4] > 0); /* overflow */
+    ck_assert(isinf(y[5]) && y[5] > 0);
+    ck_assert(isinf(y[6]) && y[6] < 0);
+    ck_assert_float_eq(y[7], ldexpf(1, -24)); /* smallest subnormal */
+    ck_assert_float_eq(y[8], ldexpf(5, -24));
+    ck_assert_float_eq(y[9], 0.0f); /* flushed: below half the smallest subnormal */
+    ck_assert_float_eq(y[10], 0.0f);
+    ck_assert(y[11] == 0.0f && signbit(y[11]));
+    ck_assert(y[12] == 0.0f && !signbit(y[12]));
+    free(y);
+    clt_tensor_release(h);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_creation_fill_print_and_errors)
+{
+    int64_t shape[] = {2, 3};
+    clt_tensor *t, *o, *i32, *x;
+    ck_assert_ok(clt_full(&t, clt_cpu(), CLT_FLOAT16, 2, shape, 0.1));
+    ck_assert_str_eq(clt_dtype_name(CLT_FLOAT16), "float16");
+    ck_assert_int_eq(clt_dtype_size(CLT_FLOAT16), 2);
+    float *v = read_half(t);
+    for (int k = 0; k < 6; k++) ck_assert_float_eq(v[k], clt_half_to_float(clt_float_to_half(0.1f)));
+    free(v);
+    ck_assert_ok(clt_ones_like(&o, t));
+    char buf[256];
+    ck_assert_ok(clt_tensor_format(o, buf, sizeof buf));
+    ck_assert_str_eq(buf, "tensor([[1., 1., 1.],\n        [1., 1., 1.]], device='cpu:0', dtype=float16)");
+    ck_assert_ok(clt_fill_(o, -2.5));
+    double item;
+    clt_tensor *one;
+    ck_assert_ok(clt_narrow(&one, o, 1, 1));
+    ck_assert_ok(clt_reshape(&x, one, 1, (int64_t[]){3}));
+    clt_tensor_release(one);
+    ck_assert_ok(clt_narrow(&one, x, 2, 1));
+    ck_assert_ok(clt_item(one, &item));
+    ck_assert_double_eq(item, -2.5);
+    clt_tensor_release(one);
+    clt_tensor_release(x);
+    /* Converting to its own dtype is the same tensor. */
+    ck_assert_ok(clt_to_dtype(&x, t, CLT_FLOAT16));
+    ck_assert_ptr_eq(x, t);
+    clt_tensor_release(x);
+    ck_assert_ok(clt_zeros(&i32, clt_cpu(), CLT_INT32, 2, shape));
+    ck_assert_status(clt_to_dtype(&x, i32, CLT_FLOAT16), CLT_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(x);
+    ck_assert_status(clt_to_dtype(&x, t, CLT_INT32), CLT_ERR_UNSUPPORTED);
+    /* The float32 ops refuse float16 operands by name. */
+    ck_assert_status(clt_relu(&x, t), CLT_ERR_UNSUPPORTED);
+    clt_tensor_release(i32);
+    clt_tensor_release(o);
+    clt_tensor_release(t);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* Largest |a-b| / (atol + |b|) style check: |a-b| <= atol + rtol |b|. */
+static void assert_close(const float *a, const float *b, int64_t n, double atol, double rtol, const char *what)
+{
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)a[i] - b[i]) <= atol + rtol * fabs(b[i]), "%s[%lld]: %g vs %g", what,
+                      (long long)i, (double)a[i], (double)b[i]);
+}
+
+static clt_model *resmlp(int64_t h, int blocks, uint64_t seed)
+{
+    clt_model *m;
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, h, blocks, 10, seed));
+    return m;
+}
+
+START_TEST(test_half_model_matches_float_model)
+{
+    /* A half model and a float32 model holding the same (half-rounded)
+     * weights agree on forward, dx and gradients to half's precision; the
+     * awkward width 37 and batch 5 stress the product shapes. */
+    clt_model *m32 = resmlp(37, 2, 3), *m16 = resmlp(37, 2, 3);
+    ck_assert_ok(clt_model_to_dtype(m16, CLT_FLOAT16));
+    ck_assert_int_eq(clt_model_dtype(m16), CLT_FLOAT16);
+    ck_assert_int_eq(clt_model_dtype(m32), CLT_FLOAT32);
+    int64_t n = clt_model_parameter_count(m32);
+    float *p32 = clt_test_read(clt_model_parameters(m32)), *p16 = read_half(clt_model_parameters(m16));
+    for (int64_t i = 0; i < n; i++) {
+        ck_assert_float_eq(p16[i], clt_half_to_float(clt_float_to_half(p32[i])));
+        p32[i] = p16[i];
+    }
+    clt_tensor *rounded;
+    ck_assert_ok(clt_from_host(&rounded, clt_cpu(), CLT_FLOAT32, 1, &n, p32));
+    ck_assert_ok(clt_copy_(clt_model_parameters(m32), rounded));
+    clt_tensor_release(rounded);
+    free(p32);
+    free(p16);
+
+    int64_t B = 5, xs[] = {B, 784};
+    float *xv = malloc(B * 784 * 4), *dyv = malloc(B * 10 * 4);
+    clt_test_fill_uniform(xv, B * 784, 5, 0, 1);
+    clt_test_fill_uniform(dyv, B * 10, 6, -0.1f, 0.1f);
+    for (int64_t i = 0; i < B * 784; i++) xv[i] = clt_half_to_float(clt_float_to_half(xv[i]));
+    clt_tensor *x, *dy, *y32, *y16, *dx32, *dx16;
+    ck_assert_ok(clt_from_host(&x, clt_cpu(), CLT_FLOAT32, 2, xs, xv));
+    ck_assert_ok(clt_from_host(&dy, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){B, 10}, dyv));
+    ck_assert_ok(clt_model_set_loss_scale(m16, 1024.0f, 0));
+    ck_assert_ok(clt_model_forward(m32, x, &y32));
+    ck_assert_ok(clt_model_forward(m16, x, &y16));
+    ck_assert_int_eq(clt_tensor_dtype(y16), CLT_FLOAT32);
+    float *a = clt_test_read(y16), *b = clt_test_read(y32);
+    assert_close(a, b, B * 10, 2e-3, 1e-2, "logits");
+    free(a);
+    free(b);
+    ck_assert_ok(clt_model_backward(m32, dy, &dx32));
+    ck_assert_ok(clt_model_backward(m16, dy, &dx16));
+    ck_assert_int_eq(clt_tensor_dtype(dx16), CLT_FLOAT32);
+    a = clt_test_read(dx16);
+    b = clt_test_read(dx32);
+    assert_close(a, b, B * 784, 1e-4, 2e-2, "dx");
+    free(a);
+    free(b);
+    /* float16 gradients hold loss_scale times the true ones. */
+    ck_assert_int_eq(clt_tensor_dtype(clt_model_gradients(m16)), CLT_FLOAT16);
+    a = read_half(clt_model_gradients(m16));
+    b = clt_test_read(clt_model_gradients(m32));
+    for (int64_t i = 0; i < n; i++) a[i] /= 1024.0f;
+    assert_close(a, b, n, 1e-4, 2e-2, "gradients");
+    free(a);
+    free(b);
+    /* zero_grad fills float16 gradients. */
+    ck_assert_ok(clt_model_zero_grad(m16));
+    a = read_half(clt_model_gradients(m16));
+    for (int64_t i = 0; i < n; i++) ck_assert_float_eq(a[i], 0.0f);
+    free(a);
+    free(xv);
+    free(dyv);
+    clt_tensor_release(x);
+    clt_tensor_release(dy);
+    clt_tensor_release(y32);
+    clt_tensor_release(y16);
+    clt_tensor_release(dx32);
+    clt_tensor_release(dx16);
+    clt_model_free(m32);
+    clt_model_free(m16);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_half_model_memory_is_half)
+{
+    clt_device cpu = clt_cpu();
+    int64_t w[2], act[2];
+    for (int half = 0; half < 2; half++) {
+        clt_model *m = resmlp(256, 2, 1);
+        if (half) ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+        w[half] = clt_memory_allocated_category(cpu, CLT_MEM_WEIGHTS);
+        clt_tensor *x, *y;
+        int64_t xs[] = {64, 784};
+        ck_assert_ok(clt_rand(&x, cpu, 2, xs, 1));
+        int64_t before = clt_memory_allocated_category(cpu, CLT_MEM_ACTIVATIONS);
+        ck_assert_ok(clt_model_forward(m, x, &y));
+        act[half] = clt_memory_allocated_category(cpu, CLT_MEM_ACTIVATIONS) - before;
+        clt_tensor_release(y);
+        clt_tensor_release(x);
+        clt_model_free(m);
+    }
+    /* The float32 model's weights are 4N bytes (plus allocator rounding). */
+    ck_assert_int_ge(w[0], 4 * (784 * 256 + 256 + 4 * (256 * 256 + 256) + 2570));
+    double rw = (double)w[1] / (double)w[0];
+    ck_assert_msg(rw > 0.45 && rw < 0.55, "weights: float16 %lld bytes, float32 %lld", (long long)w[1],
+                  (long long)w[0]);
+    /* The float32 model keeps the caller's input, which is not its
+     * activation; the float16 one keeps its converted input (64 x 784
+     * halves) as one. The rest is half the bytes. */
+    double ra = (double)(act[1] - 64 * 784 * 2) / (double)act[0];
+    ck_assert_msg(ra > 0.45 && ra < 0.55, "activations: float16 %lld bytes, float32 %lld", (long long)act[1],
+                  (long long)act[0]);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_loss_scale_keeps_small_gradients)
+{
+    /* Gradients of order 1e-9 flush to zero in float16 without scaling and
+     * survive with it, matching float32 after unscaling. */
+    clt_model *m32, *m16;
+    int64_t hid[] = {16};
+    ck_assert_ok(clt_model_create_mlp(&m32, clt_cpu(), 8, 1, hid, 3, 4));
+    ck_assert_ok(clt_model_create_mlp(&m16, clt_cpu(), 8, 1, hid, 3, 4));
+    ck_assert_ok(clt_model_to_dtype(m16, CLT_FLOAT16));
+    ck_assert_ok(clt_model_to_dtype(m32, CLT_FLOAT16));
+    ck_assert_ok(clt_model_to_dtype(m32, CLT_FLOAT32)); /* the same rounded weights */
+    float xv[4 * 8], dyv[4 * 3];
+    clt_test_fill_uniform(xv, 32, 1, 0, 1);
+    for (int i = 0; i < 12; i++) dyv[i] = (i % 2 ? 1e-9f : -2e-9f);
+    clt_tensor *x, *dy, *y;
+    ck_assert_ok(clt_from_host(&x, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 8}, xv));
+    ck_assert_ok(clt_from_host(&dy, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 3}, dyv));
+    int64_t n = clt_model_parameter_count(m16);
+    ck_assert_ok(clt_model_forward(m32, x, &y));
+    clt_tensor_release(y);
+    ck_assert_ok(clt_model_backward(m32, dy, NULL));
+    float *ref = clt_test_read(clt_model_gradients(m32));
+    const float scales[] = {1.0f, 1048576.0f};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_ok(clt_model_set_loss_scale(m16, scales[k], 0));
+        ck_assert_ok(clt_model_zero_grad(m16));
+        ck_assert_ok(clt_model_forward(m16, x, &y));
+        clt_tensor_release(y);
+        ck_assert_ok(clt_model_backward(m16, dy, NULL));
+        float *g = read_half(clt_model_gradients(m16));
+        int nonzero = 0;
+        for (int64_t i = 0; i < n; i++) {
+            nonzero += g[i] != 0;
+            g[i] /= scales[k];
+        }
+        if (k == 0) ck_assert_int_eq(nonzero, 0);
+        else assert_close(g, ref, n, 1e-12, 2e-2, "unscaled gradients");
+        free(g);
+    }
+    free(ref);
+    ck_assert_status(clt_model_set_loss_scale(m16, 0.0f, 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_model_set_loss_scale(m16, INFINITY, 1), CLT_ERR_INVALID_ARGUMENT);
+    clt_tensor_release(x);
+    clt_tensor_release(dy);
+    clt_model_free(m32);
+    clt_model_free(m16);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_overflow_skips_step_and_halves_scale)
+{
+    clt_model *m;
+    int64_t hid[] = {16};
+    ck_assert_ok(clt_model_create_mlp(&m, clt_cpu(), 8, 1, hid, 3, 4));
+    ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+    clt_optimizer *opt;
+    ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.1f, 0.9f, 0.0f));
+    float xv[4 * 8], dyv[4 * 3];
+    clt_test_fill_uniform(xv, 32, 1, 0, 1);
+    clt_test_fill_uniform(dyv, 12, 2, -1, 1);
+    clt_tensor *x, *dy, *y;
+    ck_assert_ok(clt_from_host(&x, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 8}, xv));
+    ck_assert_ok(clt_from_host(&dy, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 3}, dyv));
+    int64_t n = clt_model_parameter_count(m);
+    float *before = read_half(clt_model_parameters(m));
+    /* dy * 2^20 overflows float16: the step is skipped and the scale halves. */
+    ck_assert_ok(clt_model_set_loss_scale(m, 1048576.0f, 1));
+    ck_assert_ok(clt_model_forward(m, x, &y));
+    clt_tensor_release(y);
+    ck_assert_ok(clt_model_backward(m, dy, NULL));
+    ck_assert_ok(clt_optimizer_step(opt));
+    ck_assert_int_eq(clt_optimizer_steps(opt), 0);
+    ck_assert_float_eq(clt_model_loss_scale(m), 524288.0f);
+    clt_tensor *state;
+    ck_assert_ok(clt_optimizer_state(opt, 0, NULL, &state));
+    ck_assert_ptr_null(state);
+    float *after = read_half(clt_model_parameters(m));
+    ck_assert_mem_eq(before, after, (size_t)n * 4);
+    free(after);
+    /* A sane scale steps: parameters move, the state is float32. */
+    ck_assert_ok(clt_model_set_loss_scale(m, 256.0f, 1));
+    ck_assert_ok(clt_model_zero_grad(m));
+    ck_assert_ok(clt_model_forward(m, x, &y));
+    clt_tensor_release(y);
+    ck_assert_ok(clt_model_backward(m, dy, NULL));
+    double norm;
+    ck_assert_ok(clt_model_clip_grad_norm(m, 1e6, &norm));
+    ck_assert(norm > 0 && norm < 100);
+    ck_assert_ok(clt_optimizer_step(opt));
+    ck_assert_int_eq(clt_optimizer_steps(opt), 1);
+    ck_assert_float_eq(clt_model_loss_scale(m), 256.0f);
+    ck_assert_ok(clt_optimizer_state(opt, 0, NULL, &state));
+    ck_assert_int_eq(clt_tensor_dtype(state), CLT_FLOAT32);
+    after = read_half(clt_model_parameters(m));
+    int moved = 0;
+    for (int64_t i = 0; i < n; i++) moved += after[i] != before[i];
+    ck_assert_int_gt(moved, n / 2);
+    free(after);
+    free(before);
+    clt_tensor_release(x);
+    clt_tensor_release(dy);
+    clt_optimizer_free(opt);
+    clt_model_free(m);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* Classes told apart by a band whose contrast over the noise varies from
+ * none to strong, so that accuracy lands short of 100% and precision could
+ * show on the faint ones. */
+static clt_dataset make_dataset(int64_t n, uint64_t seed)
+{
+    clt_dataset ds = {0};
+    ds.n = n;
+    ds.rows = ds.cols = 28;
+    ds.num_classes = 10;
+    ds.images = malloc((size_t)n * 784);
+    ds.labels = malloc((size_t)n);
+    ck_assert_ptr_nonnull(ds.images);
+    ck_assert_ptr_nonnull(ds.labels);
+    float noise[784];
+    for (int64_t i = 0; i < n; i++) {
+        int label = (int)((i * 7 + seed) % 10), contrast = (int)((i * 37 + seed) % 100);
+        ds.labels[i] = (uint8_t)label;
+        clt_test_fill_uniform(noise, 784, seed * 1000003u + (uint64_t)i, 0, 100);
+        for (int p = 0; p < 784; p++) ds.images[i * 784 + p] = (uint8_t)noise[p];
+        for (int p = label * 70; p < label * 70 + 70; p++) ds.images[i * 784 + p] = (uint8_t)(noise[p] + contrast);
+    }
+    return ds;
+}
+
+START_TEST(test_mixed_precision_training_matches_float32)
+{
+    clt_dataset train = make_dataset(2000, 1), test = make_dataset(1000, 2);
+    double acc[2];
+    for (int half = 0; half < 2; half++) {
+        clt_model *m = resmlp(64, 2, 7);
+        clt_trainer_options o = clt_trainer_default_options();
+        o.log = NULL;
+        o.progress = 0;
+        o.batch_size = 50;
+        o.max_epochs = 3;
+        o.lr = 0.1f;
+        o.fp16 = half;
+        clt_trainer_result r;
+        ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, &r));
+        ck_assert_int_eq(clt_model_dtype(m), half ? CLT_FLOAT16 : CLT_FLOAT32);
+        double loss;
+        ck_assert_ok(clt_evaluate(m, &test, 100, 0, &loss, &acc[half]));
+        clt_model_free(m);
+    }
+    ck_assert_msg(acc[0] > 0.5 && acc[0] < 0.995, "float32 accuracy %g is not informative", acc[0]);
+    ck_assert_msg(fabs(acc[1] - acc[0]) <= 0.01, "float16 accuracy %g, float32 %g", acc[1], acc[0]);
+    clt_dataset_free(&train);
+    clt_dataset_free(&test);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("half");
+    TCase *tc = tcase_create("half");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_host_conversion_exact_on_every_half);
+    tcase_add_test(tc, test_device_round_trip_bounds_and_specials);
+    tcase_add_test(tc, test_creation_fill_print_and_errors);
+    tcase_add_test(tc, test_half_model_matches_float_model);
+    tcase_add_test(tc, test_half_model_memory_is_half);
+    tcase_add_test(tc, test_loss_scale_keeps_small_gradients);
+    tcase_add_test(tc, test_overflow_skips_step_and_halves_scale);
+    tcase_add_test(tc, test_mixed_precision_training_matches_float32);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}
