@@ -1,4 +1,5 @@
-/* GEMM throughput of cltensor (its CPU kernels and CLBlast) against OpenBLAS
+/* GEMM throughput of cltensor (its CPU kernels with the default and the
+ * tuned tile, and CLBlast) against OpenBLAS
  * on the same machine, in one run, plus kernel launch overhead and the cost
  * of a synchronisation. Figures are medians of several repetitions.
  * Usage: bench_gemm [device] [reps]   (device as `clt devices` names it; default cpu:0) */
@@ -9,6 +10,8 @@
 #include <time.h>
 
 #include "cltensor.h"
+#include "../src/device/device_internal.h"
+#include "../src/ops/tune.h"
 
 #define CHECK(expr)                                                                          \
     do {                                                                                     \
@@ -92,6 +95,46 @@ static double bench_clt(clt_device dev, const shape *s, const char *impl, int re
     return med;
 }
 
+/* The CPU kernels with the default 12 x 16 tile and with the tile the
+ * tuning cache gives the shape (`clt tune`; the default when it has none),
+ * timed alternately in each repetition so that both see the same load. */
+static void bench_tiles(clt_device dev, const shape *s, int reps, double *def, double *tuned, int *tm, int *tn)
+{
+    int slot;
+    CHECK(clt__resolve(dev, &slot));
+    clt__gemm_tile tiles[2] = {CLT__TILE_DEFAULT, CLT__TILE_DEFAULT};
+    /* Devices that are not CPUs have no tuning cache: both columns use the default. */
+    if (clt_tune_lookup(dev, s->ta, s->tb, s->m, s->n, s->k, &tiles[1].tm, &tiles[1].tn, NULL) != CLT_OK)
+        tiles[1] = CLT__TILE_DEFAULT;
+    *tm = tiles[1].tm;
+    *tn = tiles[1].tn;
+    int64_t as[] = {s->ta ? s->k : s->m, s->ta ? s->m : s->k}, bs[] = {s->tb ? s->n : s->k, s->tb ? s->k : s->n};
+    int64_t cs[] = {s->m, s->n};
+    size_t lda = (size_t)as[1], ldb = (size_t)bs[1];
+    clt_tensor *a, *b, *c;
+    CHECK(clt_rand(&a, dev, 2, as, 1));
+    CHECK(clt_rand(&b, dev, 2, bs, 2));
+    CHECK(clt_zeros(&c, dev, CLT_FLOAT32, 2, cs));
+    int it = iters_for(s);
+    double *g[2] = {malloc((size_t)reps * sizeof(double)), malloc((size_t)reps * sizeof(double))};
+    for (int r = -1; r < reps; r++) /* r = -1 builds the kernels */
+        for (int t = 0; t < 2; t++) {
+            double t0 = now();
+            for (int i = 0; i < it; i++)
+                CHECK(clt__cpu_gemm(slot, tiles[t], s->ta, s->tb, (size_t)s->m, (size_t)s->n, (size_t)s->k, 1.0f, a,
+                                    lda, b, ldb, 0.0f, c, (size_t)s->n, NULL, 0));
+            CHECK(clt_synchronize(dev));
+            if (r >= 0) g[t][r] = 2.0 * s->m * s->n * s->k * it / (now() - t0) / 1e9;
+        }
+    *def = median(g[0], reps);
+    *tuned = median(g[1], reps);
+    free(g[0]);
+    free(g[1]);
+    clt_tensor_release(a);
+    clt_tensor_release(b);
+    clt_tensor_release(c);
+}
+
 static double bench_openblas(const shape *s, int reps)
 {
     size_t na = (size_t)s->m * s->k, nb = (size_t)s->k * s->n, nc = (size_t)s->m * s->n;
@@ -115,6 +158,53 @@ static double bench_openblas(const shape *s, int reps)
     free(b);
     free(c);
     return med;
+}
+
+/* Microseconds per forward of a Linear then ReLU at the capstone's shapes
+ * (batch 256), as two ops (clt_linear_forward, clt_relu: a second pass over
+ * y) and fused (clt_linear_relu_forward: ReLU in the product's store). */
+static void bench_fused(clt_device dev, int reps)
+{
+    const int dims[][2] = {{784, 256}, {256, 256}};
+    printf("\nlinear + ReLU forward, batch 256    %9s %9s %8s\n", "separate", "fused", "sep/fused");
+    for (int d = 0; d < 2; d++) {
+        int64_t xs[] = {256, dims[d][0]}, ws[] = {dims[d][1], dims[d][0]}, bs[] = {dims[d][1]};
+        clt_tensor *x, *w, *b, *y, *z;
+        CHECK(clt_rand(&x, dev, 2, xs, 1));
+        CHECK(clt_rand(&w, dev, 2, ws, 2));
+        CHECK(clt_rand(&b, dev, 1, bs, 3));
+        double *sep = malloc((size_t)reps * sizeof *sep), *fus = malloc((size_t)reps * sizeof *fus);
+        enum { IT = 200 };
+        for (int r = -1; r < reps; r++) { /* r = -1 builds the kernels */
+            double t0 = now();
+            for (int i = 0; i < IT; i++) {
+                CHECK(clt_linear_forward(&y, x, w, b));
+                CHECK(clt_relu(&z, y));
+                clt_tensor_release(y);
+                clt_tensor_release(z);
+            }
+            CHECK(clt_synchronize(dev));
+            double t1 = now();
+            for (int i = 0; i < IT; i++) {
+                CHECK(clt_linear_relu_forward(&y, x, w, b));
+                clt_tensor_release(y);
+            }
+            CHECK(clt_synchronize(dev));
+            if (r >= 0) {
+                sep[r] = (t1 - t0) / IT * 1e6;
+                fus[r] = (now() - t1) / IT * 1e6;
+            }
+        }
+        double sm = median(sep, reps), fm = median(fus, reps);
+        char label[48];
+        snprintf(label, sizeof label, "256x%d -> %d", dims[d][0], dims[d][1]);
+        printf("  %-33s %6.1f us %6.1f us %7.2fx\n", label, sm, fm, sm / fm);
+        free(sep);
+        free(fus);
+        clt_tensor_release(x);
+        clt_tensor_release(w);
+        clt_tensor_release(b);
+    }
 }
 
 /* Microseconds per launch of a one-element kernel, enqueued back to back,
@@ -158,16 +248,21 @@ int main(int argc, char **argv)
     CHECK(clt_device_name(dev, name, sizeof name));
     printf("cltensor GEMM vs OpenBLAS (%d threads) on %s, GFLOP/s, median of %d repetitions\n",
            openblas_get_num_threads(), name, reps);
-    printf("%-30s %5s %5s %5s %9s %9s %9s %8s %8s\n", "shape", "M", "N", "K", "clt-cpu", "clblast", "openblas",
-           "cpu/obl", "clb/obl");
+    printf("%-30s %5s %5s %5s %9s %9s %9s %9s %9s %8s %9s %8s\n", "shape", "M", "N", "K", "clt-cpu", "tuned", "(tile)",
+           "clblast", "openblas", "cpu/obl", "tuned/obl", "clb/obl");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape *s = &shapes[i];
-        double cpu = bench_clt(dev, s, "cpu", reps), clb = bench_clt(dev, s, "clblast", reps);
+        double cpu, tuned, clb = bench_clt(dev, s, "clblast", reps);
+        int tm, tn;
+        bench_tiles(dev, s, reps, &cpu, &tuned, &tm, &tn);
+        char tile[16];
+        snprintf(tile, sizeof tile, "%dx%d", tm, tn);
         double obl = bench_openblas(s, reps);
-        printf("%-30s %5d %5d %5d %9.1f %9.1f %9.1f %7.2fx %7.2fx\n", s->name, s->m, s->n, s->k, cpu, clb, obl,
-               cpu / obl, clb / obl);
+        printf("%-30s %5d %5d %5d %9.1f %9.1f %9s %9.1f %9.1f %7.2fx %8.2fx %7.2fx\n", s->name, s->m, s->n, s->k, cpu,
+               tuned, tile, clb, obl, cpu / obl, tuned / obl, clb / obl);
         fflush(stdout);
     }
+    bench_fused(dev, reps);
     bench_launch(dev, reps);
     return 0;
 }

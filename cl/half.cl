@@ -16,16 +16,16 @@ __kernel void f16_to_f32(__global const half *x, ulong xo, __global float *y, ul
     if (i < n) y[yo + i] = vload_half(0, x + xo + i);
 }
 
-/* y = x * scale, in float32; flag[0] = 1 when any result is inf or NaN
+/* y = x * scale, in float32; flag[fo] = 1 when any result is inf or NaN
  * (every writer stores the same value, so the race is harmless). */
 __kernel void unscale_f16(__global const half *x, ulong xo, __global float *y, ulong yo, float scale,
-                          __global int *flag, ulong n)
+                          __global int *flag, ulong fo, ulong n)
 {
     size_t i = get_global_id(0);
     if (i >= n) return;
     float v = vload_half(0, x + xo + i) * scale;
     y[yo + i] = v;
-    if (!isfinite(v)) flag[0] = 1;
+    if (!isfinite(v)) flag[fo] = 1;
 }
 
 /* y += x, y half, x float32 */

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "support.h"
 
@@ -149,9 +150,48 @@ START_TEST(test_creation_fill_print_and_errors)
     ck_assert_status(clt_to_dtype(&x, t, CLT_INT32), CLT_ERR_UNSUPPORTED);
     /* The float32 ops refuse float16 operands by name. */
     ck_assert_status(clt_relu(&x, t), CLT_ERR_UNSUPPORTED);
+    /* Copies between devices move the two-byte elements unchanged. */
+    if (clt_num_gpus() > 0) {
+        clt_tensor *g, *c;
+        ck_assert_ok(clt_to(&g, o, clt_gpu(0)));
+        ck_assert_ok(clt_to(&c, g, clt_cpu()));
+        float *a = read_half(c), *b = read_half(o);
+        ck_assert_mem_eq(a, b, 6 * sizeof(float));
+        free(a);
+        free(b);
+        clt_tensor_release(g);
+        clt_tensor_release(c);
+    }
     clt_tensor_release(i32);
     clt_tensor_release(o);
     clt_tensor_release(t);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_safetensors_writes_f16)
+{
+    float v[] = {1.0f, -0.333f, 65504.0f, ldexpf(3, -24), INFINITY};
+    int64_t n = 5;
+    clt_tensor *h = half_from(v, n), *back;
+    char path[] = "/tmp/clt-test-half-XXXXXX";
+    close(mkstemp(path));
+    const char *names[] = {"h"};
+    ck_assert_ok(clt_safetensors_save(path, 1, names, &h, 0, NULL, NULL));
+    clt_safetensors *f;
+    ck_assert_ok(clt_safetensors_open(&f, path));
+    clt_safetensors_info info;
+    ck_assert_ok(clt_safetensors_info_get(f, 0, &info));
+    ck_assert_str_eq(info.dtype, "F16");
+    ck_assert_ok(clt_safetensors_read(f, "h", clt_cpu(), &back));
+    float *got = clt_test_read(back), *want = read_half(h);
+    ck_assert_mem_eq(got, want, sizeof v);
+    free(got);
+    free(want);
+    clt_safetensors_close(f);
+    remove(path);
+    clt_tensor_release(back);
+    clt_tensor_release(h);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -240,6 +280,33 @@ START_TEST(test_half_model_matches_float_model)
     clt_tensor_release(dx16);
     clt_model_free(m32);
     clt_model_free(m16);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_half_checkpointing_gradients_identical)
+{
+    /* Recomputation runs the same float16 kernels: bit for bit. */
+    float *g[2];
+    int64_t xs[] = {3, 784};
+    clt_tensor *x, *dy, *y;
+    ck_assert_ok(clt_rand(&x, clt_cpu(), 2, xs, 9));
+    ck_assert_ok(clt_randn(&dy, clt_cpu(), 2, (int64_t[]){3, 10}, 10));
+    for (int k = 0; k < 2; k++) {
+        clt_model *m = resmlp(24, 3, 5);
+        ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+        ck_assert_ok(clt_model_set_checkpointing(m, k ? 1 : 0));
+        ck_assert_ok(clt_model_forward(m, x, &y));
+        clt_tensor_release(y);
+        ck_assert_ok(clt_model_backward(m, dy, NULL));
+        g[k] = read_half(clt_model_gradients(m));
+        if (k) ck_assert_mem_eq(g[0], g[1], (size_t)clt_model_parameter_count(m) * sizeof(float));
+        clt_model_free(m);
+    }
+    free(g[0]);
+    free(g[1]);
+    clt_tensor_release(x);
+    clt_tensor_release(dy);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -445,7 +512,9 @@ int main(void)
     tcase_add_test(tc, test_host_conversion_exact_on_every_half);
     tcase_add_test(tc, test_device_round_trip_bounds_and_specials);
     tcase_add_test(tc, test_creation_fill_print_and_errors);
+    tcase_add_test(tc, test_safetensors_writes_f16);
     tcase_add_test(tc, test_half_model_matches_float_model);
+    tcase_add_test(tc, test_half_checkpointing_gradients_identical);
     tcase_add_test(tc, test_half_model_memory_is_half);
     tcase_add_test(tc, test_loss_scale_keeps_small_gradients);
     tcase_add_test(tc, test_overflow_skips_step_and_halves_scale);

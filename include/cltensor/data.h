@@ -84,6 +84,11 @@ int64_t clt_loader_epoch(const clt_loader *l);
  * same order as the uninterrupted run. */
 clt_status clt_loader_set_epoch(clt_loader *l, int64_t epoch);
 
+/* Continues epoch `epoch` from global batch `batch` (0..batches per epoch),
+ * as if the batches before it had been taken: how a resumed run picks up
+ * exactly where an interrupted one stopped. */
+clt_status clt_loader_set_position(clt_loader *l, int64_t epoch, int64_t batch);
+
 /* The next batch of the current epoch: *x (B,1,rows,cols) or (B,rows*cols),
  * *y (B), new tensors on the loader's device (the caller releases both).
  * The batch is prepared in one of two pinned host buffers and copied to the

@@ -107,7 +107,8 @@ clt_status clt_tensor_print(const clt_tensor *t, FILE *out);
  * zero); float16 to float32 is exact. Returns t itself (one more reference)
  * when it already has dtype dt. CLT_ERR_UNSUPPORTED for int32 on either side. */
 clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt);
-/* The same conversions on the host, bit for bit those of the kernels. */
+/* The same conversions on the host, bit for bit those of the kernels (NaN
+ * payloads aside). */
 uint16_t clt_float_to_half(float f);
 float clt_half_to_float(uint16_t h);
 

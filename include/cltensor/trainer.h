@@ -23,7 +23,8 @@ typedef enum clt_optimizer_kind {
 typedef struct clt_checkpoint_info {
     const char *arch;          /* "resmlp" */
     int64_t hiddens, blocks;
-    int64_t epoch, steps;
+    int64_t epoch, steps;      /* epochs completed, optimizer steps taken */
+    int64_t batch;             /* batches taken of the next epoch (a run stopped mid-epoch) */
 } clt_checkpoint_info;
 
 typedef struct clt_trainer_options {
@@ -46,8 +47,11 @@ typedef struct clt_trainer_options {
     int64_t val_limit;
     const char *metrics_path;  /* CSV, one row per epoch; NULL: none */
     const char *plot_path;     /* SVG of losses and accuracy per epoch; NULL: none */
-    const char *save_path;     /* checkpoint written at the end; NULL: none */
-    clt_checkpoint_info save_info; /* its metadata (epoch and steps are filled in) */
+    const char *save_path;     /* checkpoint (with the optimizer state) written atomically at
+                                  each epoch's end and when stopped; NULL: none */
+    clt_checkpoint_info save_info; /* its metadata (epoch, batch and steps are filled in) */
+    const char *resume_path;   /* continue from this checkpoint: parameters, optimizer state and
+                                  position, so an interrupted run ends as an uninterrupted one */
     int progress;              /* -1: a bar on stderr when it is a terminal; 0: never; 1: always */
     FILE *log;                 /* a line per epoch; NULL: silent */
 } clt_trainer_options;
@@ -64,6 +68,7 @@ typedef struct clt_trainer_result {
     double seconds;            /* training time over all epochs, evaluation excluded */
     double images_per_second;
     char device[32];           /* where it trained, e.g. "gpu:0" */
+    int stopped;               /* 1 when clt_trainer_request_stop ended training early */
 } clt_trainer_result;
 
 /* Trains model on train (and evaluates on val after each epoch; val may be
@@ -73,6 +78,11 @@ typedef struct clt_trainer_result {
  * memory errors from the step, CLT_ERR_IO writing metrics, plot or checkpoint. */
 clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
                            const clt_trainer_options *opt, clt_trainer_result *out);
+
+/* Asks a running clt_trainer_fit to stop after its current step and save
+ * its checkpoint (with the position, for resume_path). Async-signal-safe:
+ * meant for a SIGINT handler. The request is consumed by the fit it stops. */
+void clt_trainer_request_stop(void);
 
 /* Mean loss and accuracy of model over the first `limit` examples of ds (all
  * when 0), in inference mode, on the model's device. Two synchronization

@@ -141,6 +141,16 @@ clt_status clt_loader_set_epoch(clt_loader *l, int64_t epoch)
     return CLT_OK;
 }
 
+clt_status clt_loader_set_position(clt_loader *l, int64_t epoch, int64_t batch)
+{
+    CLT_TRY(clt_loader_set_epoch(l, epoch));
+    if (batch < 0 || batch > l->num_batches)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_loader_set_position: batch %lld of an epoch of %lld batches",
+                         (long long)batch, (long long)l->num_batches);
+    l->next_batch = batch;
+    return CLT_OK;
+}
+
 /* Fills xs/ys with this rank's share of global batch b and returns its
  * size. Reads only the loader's fixed state and the epoch's order. */
 static int64_t prepare(const clt_loader *l, int64_t b, float *xs, int32_t *ys)

@@ -626,8 +626,8 @@ clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic)
 {
     CLT_TRY(need("clt_model_set_loss_scale", "model", m));
     if (!(scale > 0) || isinf(scale))
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_set_loss_scale: scale is %g (must be positive and finite)",
-                         (double)scale);
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "clt_model_set_loss_scale: scale is %g (must be positive and finite)", (double)scale);
     m->loss_scale = scale;
     m->scale_dynamic = dynamic != 0;
     m->clean_steps = 0;

@@ -1,8 +1,9 @@
 /* Dense ops: GEMM, matmul and the linear layer's forward and backward.
  * Every product goes through clt__dense_gemm, the one place that picks a
  * device's dense implementation: the register-tiled kernels of
- * cl/gemm_cpu.cl on CPU devices, CLBlast elsewhere (its kernels are shaped
- * for GPUs). CLT_DENSE=cpu|clblast forces either one. */
+ * cl/gemm_cpu.cl on CPU devices, with the tile the tuning cache gives the
+ * shape (src/ops/tune.c), CLBlast elsewhere (its kernels are shaped for
+ * GPUs). CLT_DENSE=cpu|clblast forces either one. */
 #include <clblast_c.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -141,8 +141,8 @@ clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale,
     clt__buf db = clt__tensor_buf(dst), sb = clt__tensor_buf(src), fb = clt__tensor_buf(flag);
     cl_ulong n = (cl_ulong)dst->numel;
     clt__arg args[] = {CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(scale),
-                       CLT_ARG(fb.mem), CLT_ARG(n)};
-    CLT_TRY(clt__launch1(dst->st->slot, "half", "unscale_f16", 7, args, (size_t)n, dst));
+                       CLT_ARG(fb.mem), CLT_ARG(fb.off), CLT_ARG(n)};
+    CLT_TRY(clt__launch1(dst->st->slot, "half", "unscale_f16", 8, args, (size_t)n, dst));
     clt__same_write(flag, dst);
     return CLT_OK;
 }

@@ -111,7 +111,7 @@ clt_status clt_checkpoint_save(const char *path, const clt_model *model, const c
     entry_list l = {0};
     clt_status s = collect(&l, model, opt);
     char nums[5][32];
-    const char *keys[6], *values[6];
+    const char *keys[7], *values[7];
     int nm = 0;
     keys[nm] = "format";
     values[nm++] = "pt";
@@ -125,8 +125,9 @@ clt_status clt_checkpoint_save(const char *path, const clt_model *model, const c
     } fields[] = {{"cltensor.hiddens", info ? info->hiddens : 0},
                   {"cltensor.blocks", info ? info->blocks : 0},
                   {"cltensor.epoch", info ? info->epoch : 0},
-                  {"cltensor.steps", info ? info->steps : 0}};
-    for (int i = 0; i < 4; i++) {
+                  {"cltensor.steps", info ? info->steps : 0},
+                  {"cltensor.batch", info ? info->batch : 0}};
+    for (int i = 0; i < 5; i++) {
         snprintf(nums[i], sizeof nums[i], "%lld", (long long)fields[i].v);
         keys[nm] = fields[i].key;
         values[nm++] = nums[i];
@@ -219,6 +220,7 @@ clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer
         info->blocks = meta_int(f, "cltensor.blocks");
         info->epoch = meta_int(f, "cltensor.epoch");
         info->steps = meta_int(f, "cltensor.steps");
+        info->batch = meta_int(f, "cltensor.batch");
     }
     list_free(&l);
     clt_safetensors_close(f);

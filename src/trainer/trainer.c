@@ -2,6 +2,7 @@
  * epoch loop with the loss accumulated on the device, evaluation, progress,
  * metrics and the plot. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,17 +157,25 @@ static void fit_release(fit_state *f)
     clt__board_clear(&f->board);
 }
 
-/* Runs one epoch; returns its mean loss, examples and seconds. */
-static clt_status run_epoch(fit_state *f, const clt_trainer_options *o, int epoch, int64_t *steps, double *mean_loss,
-                            int64_t *examples, double *seconds)
+static volatile sig_atomic_t stop_flag;
+
+void clt_trainer_request_stop(void) { stop_flag = 1; }
+
+static int stop_requested(void) { return stop_flag != 0; }
+
+/* Runs epoch `epoch` (from 1) from global batch *batch on; leaves in *batch
+ * how many of its batches are done (all of them unless a step limit or a
+ * stop request ended it), and returns its mean loss, examples and seconds. */
+static clt_status run_epoch(fit_state *f, const clt_trainer_options *o, int epoch, int64_t *batch, int64_t *steps,
+                            double *mean_loss, int64_t *examples, double *seconds)
 {
-    CLT_TRY(clt_loader_set_epoch(f->loader, epoch - 1));
+    CLT_TRY(clt_loader_set_position(f->loader, epoch - 1, *batch));
     CLT_TRY(clt_fill_(f->loss_sum, 0.0));
-    int64_t seen = 0, total_batches = clt_loader_num_batches(f->loader), batch = 0;
+    int64_t seen = 0, total_batches = clt_loader_num_batches(f->loader);
     double start = now();
     clt__progress_begin(&f->progress, epoch, o->max_epochs, total_batches);
     clt_status s = CLT_OK;
-    while (s == CLT_OK && !(o->max_steps && *steps >= o->max_steps)) {
+    while (s == CLT_OK && !(o->max_steps && *steps >= o->max_steps) && !stop_requested()) {
         step_tensors t = {0};
         s = clt_loader_next(f->loader, &t.x, &t.y);
         if (s != CLT_OK || !t.x) break;
@@ -176,11 +185,11 @@ static clt_status run_epoch(fit_state *f, const clt_trainer_options *o, int epoc
         if (s != CLT_OK) break;
         seen += b;
         (*steps)++;
-        batch++;
+        (*batch)++;
         if (clt__progress_due(&f->progress)) {
             double sum = 0;
             s = clt_item(f->loss_sum, &sum);
-            clt__progress_update(&f->progress, batch, seen, seen ? sum / (double)seen : NAN);
+            clt__progress_update(&f->progress, *batch, seen, seen ? sum / (double)seen : NAN);
         }
     }
     double sum = 0;
@@ -190,6 +199,17 @@ static clt_status run_epoch(fit_state *f, const clt_trainer_options *o, int epoc
     *mean_loss = seen ? sum / (double)seen : NAN;
     *examples = seen;
     return s;
+}
+
+static clt_status save(const clt_trainer_options *o, const fit_state *f, int64_t epochs_done, int64_t batch,
+                       int64_t steps)
+{
+    if (!o->save_path) return CLT_OK;
+    clt_checkpoint_info info = o->save_info;
+    info.epoch = epochs_done;
+    info.batch = batch;
+    info.steps = steps;
+    return clt_checkpoint_save(o->save_path, f->model, f->opt, &info);
 }
 
 clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
@@ -225,17 +245,41 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
     memset(&r, 0, sizeof r);
     snprintf(r.device, sizeof r.device, "%s", devname);
     r.val_loss = r.val_accuracy = NAN;
+    int64_t first_batch = 0;
+    if (s == CLT_OK && opt->resume_path) {
+        clt_checkpoint_info at;
+        s = clt_checkpoint_load(opt->resume_path, model, f.opt, &at);
+        if (s == CLT_OK && (at.epoch < 0 || at.batch < 0 || at.steps < 0))
+            s = clt__fail(CLT_ERR_FORMAT, "%s: negative epoch, batch or step count in the metadata", opt->resume_path);
+        r.epochs = (int)at.epoch;
+        r.steps = at.steps;
+        first_batch = at.batch;
+    }
     int64_t total_examples = 0;
-    for (int epoch = 1; s == CLT_OK && epoch <= opt->max_epochs; epoch++) {
+    for (int epoch = r.epochs + 1; s == CLT_OK && epoch <= opt->max_epochs; epoch++) {
         if (opt->max_steps && r.steps >= opt->max_steps) break;
+        if (stop_requested()) {
+            r.stopped = 1;
+            stop_flag = 0;
+            break;
+        }
         clt__epoch_row row = {.epoch = epoch, .val_loss = NAN, .val_accuracy = NAN};
-        int64_t examples = 0;
-        s = run_epoch(&f, opt, epoch, &r.steps, &row.train_loss, &examples, &row.seconds);
+        int64_t examples = 0, batch = first_batch;
+        first_batch = 0;
+        s = run_epoch(&f, opt, epoch, &batch, &r.steps, &row.train_loss, &examples, &row.seconds);
         if (s != CLT_OK) break;
-        row.steps = r.steps;
-        row.images_per_second = row.seconds > 0 ? (double)examples / row.seconds : 0;
         r.seconds += row.seconds;
         total_examples += examples;
+        int complete = batch >= clt_loader_num_batches(f.loader);
+        if (!complete && stop_requested()) {
+            /* Interrupted: save the position for --resume, skip evaluation. */
+            r.stopped = 1;
+            stop_flag = 0;
+            s = save(opt, &f, epoch - 1, batch, r.steps);
+            break;
+        }
+        row.steps = r.steps;
+        row.images_per_second = row.seconds > 0 ? (double)examples / row.seconds : 0;
         if (val) s = clt_evaluate(model, val, opt->batch_size, opt->val_limit, &row.val_loss, &row.val_accuracy);
         clt_model_set_training(model, 1);
         if (s == CLT_OK) s = clt__board_add(&f.board, &row);
@@ -250,14 +294,9 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
         r.val_accuracy = row.val_accuracy;
         if (s == CLT_OK && opt->metrics_path) s = clt__board_write_csv(&f.board, opt->metrics_path);
         if (s == CLT_OK && opt->plot_path) s = clt__board_write_svg(&f.board, opt->plot_path);
+        if (s == CLT_OK) s = complete ? save(opt, &f, epoch, 0, r.steps) : save(opt, &f, epoch - 1, batch, r.steps);
     }
     r.images_per_second = r.seconds > 0 ? (double)total_examples / r.seconds : 0;
-    if (s == CLT_OK && opt->save_path) {
-        clt_checkpoint_info info = opt->save_info;
-        info.epoch = r.epochs;
-        info.steps = r.steps;
-        s = clt_checkpoint_save(opt->save_path, model, f.opt, &info);
-    }
     if (out) *out = r;
     fit_release(&f);
     return s;

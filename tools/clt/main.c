@@ -15,6 +15,7 @@ static const struct {
     {"train", clt_cmd_train, "train the chapter's ResMLP classifier on Fashion-MNIST"},
     {"eval", clt_cmd_eval, "test loss and accuracy of a checkpoint"},
     {"timeline", clt_cmd_timeline, "draw a CLT_TRACE trace as an SVG timeline"},
+    {"tune", clt_cmd_tune, "time GEMM tile sizes for a model's shapes and cache the fastest"},
 };
 
 static void usage(FILE *out)

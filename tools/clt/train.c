@@ -1,6 +1,7 @@
 /* clt train and clt eval: the chapter's capstone, a ResMLPClassifier on
  * Fashion-MNIST. */
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@
 #include "distributed.h"
 
 typedef struct train_args {
-    const char *data, *load, *save, *metrics, *plot, *trace;
+    const char *data, *load, *save, *metrics, *plot, *trace, *resume;
     int epochs, num_gpus, have_device, shuffle, distributed;
     int hiddens_given, blocks_given, checkpoint_segments, plan, fp16;
     clt_device device;
@@ -52,6 +53,7 @@ static const char *train_usage =
     "  --train-limit N         train on the first N examples only\n"
     "  --val-limit N           evaluate on the first N test examples only\n"
     "  --load FILE             start from a safetensors checkpoint (PyTorch names)\n"
+    "  --resume FILE           continue an interrupted run from its --save checkpoint\n"
     "  --save FILE             write a safetensors checkpoint at the end\n"
     "  --metrics FILE          per-epoch metrics as CSV\n"
     "  --plot FILE             per-epoch losses and accuracy as an SVG chart\n"
@@ -130,6 +132,8 @@ static int parse_args(int argc, char **argv, train_args *a, int eval)
         } else if (eval) {
             fprintf(stderr, "clt eval: unknown option or missing value: '%s'\n%s", o, eval_usage);
             return 2;
+        } else if (strcmp(o, "--resume") == 0 && v) {
+            a->resume = v;
         } else if (strcmp(o, "--save") == 0 && v) {
             a->save = v;
         } else if (strcmp(o, "--metrics") == 0 && v) {
@@ -188,6 +192,10 @@ static int parse_args(int argc, char **argv, train_args *a, int eval)
         }
         i += takes;
     }
+    if (a->load && a->resume) {
+        fprintf(stderr, "clt train: --load and --resume exclude each other (--resume restores the optimizer too)\n");
+        return 2;
+    }
     if (eval && !a->load) {
         fprintf(stderr, "clt eval: --load FILE is required\n%s", eval_usage);
         return 2;
@@ -201,15 +209,17 @@ static int fail(const char *cmd, const char *what)
     return 1;
 }
 
-/* Builds the ResMLP, taking its shape from the --load file unless given, and loads it. */
+/* Builds the ResMLP, taking its shape from the --load (or --resume) file
+ * unless given, and loads --load's parameters (the trainer loads --resume's). */
 static int make_model(const char *cmd, train_args *a, clt_model **out)
 {
-    if (a->load) {
+    const char *from = a->load ? a->load : a->resume;
+    if (from) {
         int64_t h, k;
-        if (clt_checkpoint_resmlp_shape(a->load, &h, &k) != CLT_OK) return fail(cmd, "reading the checkpoint");
+        if (clt_checkpoint_resmlp_shape(from, &h, &k) != CLT_OK) return fail(cmd, "reading the checkpoint");
         if ((a->hiddens_given && a->hiddens != h) || (a->blocks_given && a->blocks != k)) {
             fprintf(stderr, "clt %s: %s holds a ResMLP with %lld hiddens and %lld blocks, not %lld and %lld\n", cmd,
-                    a->load, (long long)h, (long long)k, (long long)a->hiddens, (long long)a->blocks);
+                    from, (long long)h, (long long)k, (long long)a->hiddens, (long long)a->blocks);
             return 2;
         }
         a->hiddens = h;
@@ -279,6 +289,14 @@ static clt_status fit(clt_model *model, const clt_dataset *train, const clt_data
     return clt_trainer_fit(model, train, test, o, r);
 }
 
+/* The first SIGINT asks the trainer to stop after its current step and save;
+ * a second one ends the process as usual. */
+static void on_sigint(int sig)
+{
+    clt_trainer_request_stop();
+    signal(sig, SIG_DFL);
+}
+
 static int train_run(train_args a, const clt_collective *comm)
 {
     int rc;
@@ -309,13 +327,26 @@ static int train_run(train_args a, const clt_collective *comm)
         o.val_limit = a.val_limit;
         o.metrics_path = a.metrics;
         o.save_path = a.save;
-        o.save_info = (clt_checkpoint_info){"resmlp", a.hiddens, a.blocks, 0, 0};
+        o.save_info = (clt_checkpoint_info){"resmlp", a.hiddens, a.blocks, 0, 0, 0};
+        o.resume_path = a.resume;
         o.plot_path = a.plot;
         o.log = stdout;
         clt_trainer_result r;
-        if (fit(model, &train, &test, &a, &o, comm, &r) != CLT_OK) {
-            rc = fail("train", "training");
-        } else if (!comm || comm->rank == 0) {
+        int gpus = clt_num_gpus();
+        if (a.resume && (comm || (!a.have_device && a.num_gpus > 1 && gpus > 1))) {
+            fprintf(stderr, "clt train: --resume works on one device, not with --distributed or several GPUs\n");
+            rc = 2;
+        } else {
+            void (*previous)(int) = signal(SIGINT, on_sigint);
+            clt_status st = fit(model, &train, &test, &a, &o, comm, &r);
+            signal(SIGINT, previous);
+            if (st != CLT_OK) rc = fail("train", "training");
+        }
+        if (rc == 0 && r.stopped) {
+            printf("interrupted after %lld steps%s%s%s\n", (long long)r.steps, a.save ? "; saved " : "",
+                   a.save ? a.save : "", a.save ? ": continue with --resume" : " (no --save file to resume from)");
+            rc = 130;
+        } else if (rc == 0 && (!comm || comm->rank == 0)) {
             printf("trained %d epoch(s), %lld steps on %s: %.0f images/s; test loss %.4f, test accuracy %.4f\n",
                    r.epochs, (long long)r.steps, r.device, r.images_per_second, r.val_loss, r.val_accuracy);
         }
