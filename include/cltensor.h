@@ -1,5 +1,16 @@
 /* cltensor: train neural networks on any OpenCL device.
- * One include gives the whole public API. */
+ * One include gives the whole public API.
+ *
+ * Threads: separate tensors, models, optimizers and loaders may be used from
+ * separate threads at once, on one device or several (allocators, kernel
+ * caches and queues lock per device; the error message is per thread). One
+ * object used from two threads at once is not safe. The trainer's stop
+ * request (clt_trainer_request_stop) is async-signal-safe.
+ *
+ * Ownership: every object has one owner and one release path: tensors are
+ * reference counted (clt_tensor_release); every other object has a _free
+ * that accepts NULL. Functions that write an out-pointer hand the caller
+ * what they wrote, and write NULL on failure. */
 #ifndef CLTENSOR_H
 #define CLTENSOR_H
 
