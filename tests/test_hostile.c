@@ -15,26 +15,9 @@
 
 static char dir[256];
 
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/clt-test-hostile-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
+static void make_dir(void) { clt_test_make_temp_dir(dir, sizeof dir, "hostile"); }
 
-static void remove_dir(void)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
+static void remove_dir(void) { clt_test_remove_dir(dir); }
 
 /* A safetensors file: 8-byte length, header, then buflen zero bytes. */
 static void write_st(const char *path, const char *header, size_t hlen, size_t buflen)

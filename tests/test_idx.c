@@ -19,26 +19,9 @@
 
 static char dir[256];
 
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/clt-test-idx-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
+static void make_dir(void) { clt_test_make_temp_dir(dir, sizeof dir, "idx"); }
 
-static void remove_dir(void)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
+static void remove_dir(void) { clt_test_remove_dir(dir); }
 
 static void write_bytes(const char *path, const void *data, size_t n)
 {

@@ -281,20 +281,7 @@ END_TEST
 
 static char dir[256];
 
-static void remove_dir(void)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
+static void remove_dir(void) { clt_test_remove_dir(dir); }
 
 static void write_split(const char *prefix, const clt_dataset *ds, int gzip_images, int gzip_labels)
 {

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static uint64_t next(uint64_t *s)
 {
@@ -115,4 +117,25 @@ const char *clt_test_clt_path(void)
     const char *b = getenv("CLT_BINARY_DIR");
     snprintf(path, sizeof path, "%s/clt", b ? b : ".");
     return path;
+}
+
+void clt_test_make_temp_dir(char *dir, size_t len, const char *tag)
+{
+    snprintf(dir, len, "/tmp/clt-test-%s-XXXXXX", tag);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+void clt_test_remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
 }

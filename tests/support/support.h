@@ -52,6 +52,11 @@ int clt_test_shell(char *out, size_t len, const char *fmt, ...) __attribute__((f
 /* The built `clt` tool ($CLT_BINARY_DIR/clt, set by ctest). */
 const char *clt_test_clt_path(void);
 
+/* Makes a fresh directory /tmp/clt-test-<tag>-XXXXXX into dir (len >= 64). */
+void clt_test_make_temp_dir(char *dir, size_t len, const char *tag);
+/* Removes a directory made by clt_test_make_temp_dir and the files in it. */
+void clt_test_remove_dir(const char *dir);
+
 /* Runs a suite with CK_NORMAL output and returns the process exit status. */
 int clt_test_run(Suite *s);
 
