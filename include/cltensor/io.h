@@ -93,7 +93,8 @@ const char *clt_safetensors_metadata(const clt_safetensors *f, const char *key);
 clt_status clt_safetensors_read(const clt_safetensors *f, const char *name, clt_device dev, clt_tensor **out);
 
 /* Reads the tensor called name into dst, which must have the same shape and
- * a matching dtype (float32 for F32, F16 and BF16; int32 for I32); the copy
+ * a matching dtype (float32 or float16 for F32, F16 and BF16, rounded to
+ * nearest into float16; int32 for I32); the copy
  * runs on dst's device without waiting.
  * Errors: as clt_safetensors_read, plus CLT_ERR_SHAPE naming both shapes or
  * both dtypes when they differ. */

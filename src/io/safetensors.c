@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../core/error.h"
+#include "../ops/half.h"
 #include "../tensor/tensor_internal.h"
 #include "atomic_file.h"
 
@@ -540,7 +541,9 @@ clt_status clt_safetensors_read_into(const clt_safetensors *f, const char *name,
         return clt__fail(CLT_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s", f->path, name, have, want);
     }
     CLT_TRY(host_dtype(f, e, &dt, &widen));
-    if (dt != clt_tensor_dtype(dst))
+    /* A float16 tensor takes any float entry, read as float32 and rounded (F16 exactly). */
+    int narrow = clt_tensor_dtype(dst) == CLT_FLOAT16 && dt == CLT_FLOAT32;
+    if (dt != clt_tensor_dtype(dst) && !narrow)
         return clt__fail(CLT_ERR_SHAPE, "%s: tensor '%s' has dtype %s, cannot read it into a %s tensor", f->path,
                          name, e->dtype, clt_dtype_name(clt_tensor_dtype(dst)));
     void *host;
@@ -549,7 +552,7 @@ clt_status clt_safetensors_read_into(const clt_safetensors *f, const char *name,
     clt_status s = clt_from_host(&tmp, clt_tensor_device(dst), dt, ndim, shape, host);
     free(host);
     if (s != CLT_OK) return s;
-    s = clt_copy_(dst, tmp);
+    s = narrow ? clt__narrow_into(dst, tmp, 1.0f) : clt_copy_(dst, tmp);
     clt_tensor_release(tmp);
     return s;
 }
