@@ -479,7 +479,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("async");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_ops_only_enqueue);
     tcase_add_test(tc, test_training_step_has_no_sync_point);

@@ -246,7 +246,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("checkpointing");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_chapter_check_bit_for_bit);
     tcase_add_test(tc, test_resmlp_with_loss);

@@ -298,7 +298,7 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child_main(argv[2]);
     if (!realpath(argv[0], self_path)) snprintf(self_path, sizeof self_path, "%s", argv[0]);
     Suite *s = suite_create("cli");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_help);
     tcase_add_test(tc, test_usage_errors);
     tcase_add_test(tc, test_devices_lists_what_the_library_sees);

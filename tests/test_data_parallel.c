@@ -251,7 +251,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("data_parallel");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_two_devices_sgd);
     tcase_add_test(tc, test_two_devices_adam);

@@ -319,7 +319,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("dense");
-    TCase *tc = tcase_create("dense");
+    TCase *tc = clt_test_tcase("dense");
     tcase_add_test(tc, test_gemm_transposes);
     tcase_add_test(tc, test_gemm_beta_zero_ignores_nan);
     tcase_add_test(tc, test_gemm_empty);

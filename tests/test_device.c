@@ -311,7 +311,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("device");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_values_are_free_to_construct);
     tcase_add_test(tc, test_placement_checks_existence);
     tcase_add_test(tc, test_counting_gpus);

@@ -185,7 +185,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("errors");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_bad_shapes);
     tcase_add_test(tc, test_null_arguments);
     tcase_add_test(tc, test_operand_errors);

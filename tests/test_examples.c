@@ -115,7 +115,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("examples");
-    TCase *tc = tcase_create("run");
+    TCase *tc = clt_test_tcase("run");
     tcase_add_test(tc, test_devices_example);
     tcase_add_test(tc, test_memory_example);
     tcase_add_test(tc, test_memory_example_bad_device);

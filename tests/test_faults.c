@@ -356,7 +356,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("faults");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_spec_parsing);
     tcase_add_test(tc, test_step_alloc);
     tcase_add_test(tc, test_step_alloc_sticky);

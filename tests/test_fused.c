@@ -100,7 +100,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("fused");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_linear_relu_sizes);
     tcase_add_test(tc, test_linear_relu_nan_passes);

@@ -83,7 +83,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("fuzz_regressions");
-    TCase *tc = tcase_create("replay");
+    TCase *tc = clt_test_tcase("replay");
     tcase_add_test(tc, test_replay_idx);
     tcase_add_test(tc, test_replay_safetensors);
     tcase_add_test(tc, test_replay_args);

@@ -244,7 +244,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("gemm_cpu");
-    TCase *tc = tcase_create("gemm_cpu");
+    TCase *tc = clt_test_tcase("gemm_cpu");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gemm_sizes_and_transposes);
     tcase_add_test(tc, test_gemm_power_of_two_strides);

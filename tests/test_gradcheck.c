@@ -342,13 +342,10 @@ END_TEST
 
 /* pocl compiles kernels lazily on its worker threads: a process that exits
  * with work queued can race LLVM's exit-time destructors. */
-static void finish_queued_work(void) { ck_assert_ok(clt_synchronize_all()); }
-
 int main(void)
 {
     Suite *s = suite_create("gradcheck");
-    TCase *tc = tcase_create("layers");
-    tcase_add_checked_fixture(tc, NULL, finish_queued_work);
+    TCase *tc = clt_test_tcase("layers");
     tcase_add_test(tc, test_linear);
     tcase_add_test(tc, test_relu);
     tcase_add_test(tc, test_flatten);

@@ -524,7 +524,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("half");
-    TCase *tc = tcase_create("half");
+    TCase *tc = clt_test_tcase("half");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_host_conversion_exact_on_every_half);
     tcase_add_test(tc, test_device_round_trip_bounds_and_specials);

@@ -143,7 +143,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("hostile");
-    TCase *tc = tcase_create("files");
+    TCase *tc = clt_test_tcase("files");
     tcase_add_test(tc, test_safetensors_encodings);
     tcase_add_test(tc, test_safetensors_deep_nesting);
     tcase_add_test(tc, test_safetensors_claimed_shapes);

@@ -285,7 +285,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("idx");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_round_trips);
     tcase_add_test(tc, test_hostile_files);
     tcase_add_test(tc, test_truncated_and_corrupt);

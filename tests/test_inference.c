@@ -92,7 +92,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("inference");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_inference_peak);
     suite_add_tcase(s, tc);

@@ -352,7 +352,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("loader");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_batches_and_shuffling);
     tcase_add_test(tc, test_file_order_subset_and_flatten);
     tcase_add_test(tc, test_shards);

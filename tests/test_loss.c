@@ -209,7 +209,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("loss");
-    TCase *tc = tcase_create("softmax_cross_entropy");
+    TCase *tc = clt_test_tcase("softmax_cross_entropy");
     tcase_add_test(tc, test_matches_reference);
     tcase_add_test(tc, test_gradient_matches_finite_differences);
     tcase_add_test(tc, test_huge_logits_stay_finite);

@@ -546,13 +546,13 @@ int main(void)
 {
     if (getenv("CLT_TEST_MEMCAP_CHILD")) {
         Suite *s = suite_create("memory cap from the environment");
-        TCase *tc = tcase_create("child");
+        TCase *tc = clt_test_tcase("child");
         tcase_add_test(tc, test_child_env_cap);
         suite_add_tcase(s, tc);
         return clt_test_run(s);
     }
     Suite *s = suite_create("memory");
-    TCase *tc = tcase_create("allocator");
+    TCase *tc = clt_test_tcase("allocator");
     tcase_add_test(tc, test_chapter_cell);
     tcase_add_test(tc, test_peaks_and_reset);
     tcase_add_test(tc, test_exact_bytes_and_rounding);

@@ -252,7 +252,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("model_parallel");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_split_names_and_values);
     tcase_add_test(tc, test_train_sgd);

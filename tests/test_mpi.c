@@ -129,7 +129,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("mpi");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_mpi_sgd_uneven);

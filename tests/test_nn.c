@@ -604,13 +604,10 @@ END_TEST
 
 /* pocl compiles kernels lazily on its worker threads: a process that exits
  * with work queued can race LLVM's exit-time destructors. */
-static void finish_queued_work(void) { ck_assert_ok(clt_synchronize_all()); }
-
 int main(void)
 {
     Suite *s = suite_create("nn");
-    TCase *tc = tcase_create("models");
-    tcase_add_checked_fixture(tc, NULL, finish_queued_work);
+    TCase *tc = clt_test_tcase("models");
     tcase_add_test(tc, test_resmlp_names_and_layout);
     tcase_add_test(tc, test_mlp_names);
     tcase_add_test(tc, test_init_pytorch_default);

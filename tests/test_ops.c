@@ -217,7 +217,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("ops");
-    TCase *tc = tcase_create("elementwise");
+    TCase *tc = clt_test_tcase("elementwise");
     tcase_add_test(tc, test_inplace_ops);
     tcase_add_test(tc, test_fill_int32);
     tcase_add_test(tc, test_relu);

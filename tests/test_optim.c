@@ -254,13 +254,10 @@ END_TEST
 
 /* pocl compiles kernels lazily on its worker threads: a process that exits
  * with work queued can race LLVM's exit-time destructors. */
-static void finish_queued_work(void) { ck_assert_ok(clt_synchronize_all()); }
-
 int main(void)
 {
     Suite *s = suite_create("optim");
-    TCase *tc = tcase_create("optimizers");
-    tcase_add_checked_fixture(tc, NULL, finish_queued_work);
+    TCase *tc = clt_test_tcase("optimizers");
     tcase_add_test(tc, test_lazy_state);
     tcase_add_test(tc, test_sgd_matches_host);
     tcase_add_test(tc, test_adam_matches_host);

@@ -197,7 +197,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("optim_kernels");
-    TCase *tc = tcase_create("steps");
+    TCase *tc = clt_test_tcase("steps");
     tcase_add_test(tc, test_sgd);
     tcase_add_test(tc, test_adam);
     tcase_add_test(tc, test_empty_param);

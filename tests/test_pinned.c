@@ -269,7 +269,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pinned");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_pinned_is_a_named_device);
     tcase_add_test(tc, test_host_ptr_and_round_trip);

@@ -286,7 +286,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("placement");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_to_same_device_is_the_same_tensor);
     tcase_add_test(tc, test_copy_to_same_device_copies);
     tcase_add_test(tc, test_copy_gpu_to_gpu);

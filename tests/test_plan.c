@@ -275,7 +275,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("plan");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_exercise1_mlp);
     tcase_add_test(tc, test_exercise1_resmlp);

@@ -110,13 +110,10 @@ END_TEST
 
 /* pocl compiles kernels lazily on its worker threads: a process that exits
  * with work queued can race LLVM's exit-time destructors. */
-static void finish_queued_work(void) { ck_assert_ok(clt_synchronize_all()); }
-
 int main(void)
 {
     Suite *s = suite_create("plateaus");
-    TCase *tc = tcase_create("memory");
-    tcase_add_checked_fixture(tc, NULL, finish_queued_work);
+    TCase *tc = clt_test_tcase("memory");
     tcase_add_test(tc, test_four_plateaus_exact);
     tcase_add_test(tc, test_example_small);
     suite_add_tcase(s, tc);

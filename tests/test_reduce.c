@@ -226,7 +226,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("reduce");
-    TCase *tc = tcase_create("reduce");
+    TCase *tc = clt_test_tcase("reduce");
     tcase_add_test(tc, test_sum_mean);
     tcase_add_test(tc, test_sum_empty);
     tcase_add_test(tc, test_sum_rows);

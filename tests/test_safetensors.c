@@ -581,7 +581,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("safetensors");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_round_trip_is_exact);
     tcase_add_test(tc, test_reads_python_layout);
     tcase_add_test(tc, test_hostile_headers);

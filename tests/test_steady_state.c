@@ -86,7 +86,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("steady_state");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_steady_state_sgd);
     tcase_add_test(tc, test_steady_state_adam);

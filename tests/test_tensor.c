@@ -457,7 +457,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("tensor");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_ones_read_back);
     tcase_add_test(tc, test_add_matches_host);
     tcase_add_test(tc, test_zeros_full_int32);

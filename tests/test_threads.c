@@ -97,7 +97,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("threads");
-    TCase *tc = tcase_create("training");
+    TCase *tc = clt_test_tcase("training");
     tcase_add_test(tc, test_two_threads_two_models);
     suite_add_tcase(s, tc);
     return clt_test_run(s);

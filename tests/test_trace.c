@@ -167,7 +167,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("trace");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_trace_records_commands_and_sync_points);
     tcase_add_test(tc, test_trace_from_environment_written_at_exit);

@@ -155,7 +155,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("train_cli");
-    TCase *tc = tcase_create("train_cli");
+    TCase *tc = clt_test_tcase("train_cli");
     tcase_set_timeout(tc, 600);
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_train_save_eval_load);

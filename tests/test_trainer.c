@@ -241,7 +241,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("trainer");
-    TCase *tc = tcase_create("trainer");
+    TCase *tc = clt_test_tcase("trainer");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_fit_learns_and_reports);
     tcase_add_test(tc, test_same_seed_same_result);

@@ -195,7 +195,7 @@ int main(void)
     setenv("CLT_CACHE_DIR", cache_dir, 1);
     setenv("CLT_DENSE", "cpu", 1);
     Suite *s = suite_create("tune");
-    TCase *tc = tcase_create("core");
+    TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_forced_tiles_are_used_and_correct);
     tcase_add_test(tc, test_forced_tile_linear_relu);

@@ -139,3 +139,16 @@ void clt_test_remove_dir(const char *dir)
     closedir(d);
     rmdir(dir);
 }
+
+static void finish_queued_work(void)
+{
+    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_synchronize_all();
+}
+
+TCase *clt_test_tcase(const char *name)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, NULL, finish_queued_work);
+    return tc;
+}

@@ -57,6 +57,11 @@ void clt_test_make_temp_dir(char *dir, size_t len, const char *tag);
 /* Removes a directory made by clt_test_make_temp_dir and the files in it. */
 void clt_test_remove_dir(const char *dir);
 
+/* A test case whose tests each end by waiting for the work they queued:
+ * pocl may still be compiling or running kernels when a forked test process
+ * exits, and its worker threads must not outlive LLVM's exit-time teardown. */
+TCase *clt_test_tcase(const char *name);
+
 /* Runs a suite with CK_NORMAL output and returns the process exit status. */
 int clt_test_run(Suite *s);
 
