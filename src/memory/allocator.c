@@ -208,7 +208,7 @@ static clt_status oom(clt__allocator *a, size_t nbytes, const char *why)
     char capmsg[64] = "";
     if (a->stats.cap) snprintf(capmsg, sizeof capmsg, " (capped at %.1f MiB)", (double)a->stats.cap / MIB);
     return clt__fail(CLT_ERR_OUT_OF_MEMORY,
-                     "out of memory: tried to allocate %.1f MiB on %s (%s)%s; device total %.1f MiB%s; "
+                     "out of memory: tried to allocate %.1f MiB on %s (%s): %s; device total %.1f MiB%s; "
                      "cltensor has %.1f MiB allocated and %.1f MiB reserved; try a smaller batch, "
                      "activation checkpointing, or half-precision storage",
                      (double)nbytes / MIB, s->name, devname, why, (double)s->global_mem / MIB, capmsg,
