@@ -106,6 +106,25 @@ START_TEST(test_num_gpus_is_a_ceiling)
 }
 END_TEST
 
+/* A stop request ends the fit it finds and no other. */
+START_TEST(test_stop_request_is_consumed)
+{
+    clt_dataset train = clt_test_make_dataset(64, 8);
+    clt_model *m = resmlp(1);
+    clt_trainer_options o = quiet_options();
+    clt_trainer_result r;
+    clt_trainer_request_stop();
+    ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, &r));
+    ck_assert_int_eq(r.stopped, 1);
+    ck_assert_int_eq(r.steps, 0);
+    ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, &r));
+    ck_assert_int_eq(r.stopped, 0);
+    ck_assert_int_eq(r.steps, 2);
+    clt_model_free(m);
+    clt_dataset_free(&train);
+}
+END_TEST
+
 START_TEST(test_bad_options)
 {
     clt_dataset train = clt_test_make_dataset(10, 5);
@@ -247,6 +266,7 @@ int main(void)
     tcase_add_test(tc, test_same_seed_same_result);
     tcase_add_test(tc, test_num_gpus_is_a_ceiling);
     tcase_add_test(tc, test_bad_options);
+    tcase_add_test(tc, test_stop_request_is_consumed);
     tcase_add_test(tc, test_checkpoint_round_trip_exact);
     tcase_add_test(tc, test_checkpoint_with_adam_state);
     tcase_add_test(tc, test_checkpoint_refuses_other_architecture);

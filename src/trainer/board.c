@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../core/error.h"
+#include "../io/atomic_file.h"
 
 clt_status clt__board_add(clt__board *b, const clt__epoch_row *row)
 {
@@ -31,31 +32,36 @@ void clt__board_clear(clt__board *b)
     memset(b, 0, sizeof *b);
 }
 
-typedef struct tmp_file {
+/* Text built in memory, then written through the atomic-file helper: the
+ * target is always the old or the new complete file. */
+typedef struct text {
     FILE *f;
-    char tmp[4096];
-    const char *path;
-} tmp_file;
+    char *buf;
+    size_t len;
+} text;
 
-static clt_status tmp_open(tmp_file *t, const char *path)
+static clt_status text_open(text *t)
 {
-    t->path = path;
-    int n = snprintf(t->tmp, sizeof t->tmp, "%s.%ld.tmp", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof t->tmp) return clt__fail(CLT_ERR_IO, "path too long: %s", path);
-    t->f = fopen(t->tmp, "w");
-    if (!t->f) return clt__fail(CLT_ERR_IO, "cannot write %s: %s", t->tmp, strerror(errno));
+    t->buf = NULL;
+    t->len = 0;
+    t->f = open_memstream(&t->buf, &t->len);
+    if (!t->f) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory formatting metrics");
     return CLT_OK;
 }
 
-/* Closes and renames into place; on any failure removes the temporary file. */
-static clt_status tmp_commit(tmp_file *t)
+static clt_status text_commit(text *t, const char *path)
 {
-    int failed = ferror(t->f);
-    failed |= fclose(t->f) != 0;
-    if (!failed && rename(t->tmp, t->path) == 0) return CLT_OK;
-    int err = errno;
-    remove(t->tmp);
-    return clt__fail(CLT_ERR_IO, "cannot write %s: %s", t->path, strerror(err));
+    int bad = fclose(t->f) != 0;
+    clt_status s = bad ? clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory formatting %s", path) : CLT_OK;
+    clt__afile a;
+    if (s == CLT_OK) s = clt__afile_open(&a, path);
+    if (s == CLT_OK) {
+        s = clt__afile_write(&a, t->buf, t->len);
+        if (s == CLT_OK) s = clt__afile_commit(&a);
+        else clt__afile_abort(&a);
+    }
+    free(t->buf);
+    return s;
 }
 
 static void put_number(FILE *f, double v)
@@ -66,8 +72,8 @@ static void put_number(FILE *f, double v)
 
 clt_status clt__board_write_csv(const clt__board *b, const char *path)
 {
-    tmp_file t;
-    CLT_TRY(tmp_open(&t, path));
+    text t;
+    CLT_TRY(text_open(&t));
     fprintf(t.f, "epoch,steps,train_loss,val_loss,val_accuracy,seconds,images_per_second\n");
     for (int i = 0; i < b->count; i++) {
         const clt__epoch_row *r = &b->rows[i];
@@ -79,7 +85,7 @@ clt_status clt__board_write_csv(const clt__board *b, const char *path)
         put_number(t.f, r->val_accuracy);
         fprintf(t.f, ",%.3f,%.1f\n", r->seconds, r->images_per_second);
     }
-    return tmp_commit(&t);
+    return text_commit(&t, path);
 }
 
 #define W 640
@@ -112,8 +118,8 @@ clt_status clt__board_write_svg(const clt__board *b, const char *path)
     ymax = ceil(ymax * 10) / 10;
     int xmax = b->count > 1 ? b->count : 1;
     double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
-    tmp_file t;
-    CLT_TRY(tmp_open(&t, path));
+    text t;
+    CLT_TRY(text_open(&t));
     FILE *f = t.f;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
@@ -145,5 +151,42 @@ clt_status clt__board_write_svg(const clt__board *b, const char *path)
         fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n", LEFT + pw + 48, ly + 4, all[s].name);
     }
     fprintf(f, "</svg>\n");
-    return tmp_commit(&t);
+    return text_commit(&t, path);
+}
+
+/* One CSV field as a number; an empty field is NaN. */
+static double field(char **p)
+{
+    char *end;
+    double v = **p == ',' || **p == '\n' || **p == '\0' ? NAN : strtod(*p, &end);
+    if (!isnan(v)) *p = end;
+    if (**p == ',') (*p)++;
+    return v;
+}
+
+clt_status clt__board_read_csv(clt__board *b, const char *path, int max_epoch)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return CLT_OK;
+    char line[512];
+    clt_status s = CLT_OK;
+    int header = 1;
+    while (s == CLT_OK && fgets(line, sizeof line, f)) {
+        if (header) {
+            header = 0;
+            continue;
+        }
+        char *p = line;
+        clt__epoch_row r;
+        r.epoch = (int)field(&p);
+        r.steps = (int64_t)field(&p);
+        r.train_loss = field(&p);
+        r.val_loss = field(&p);
+        r.val_accuracy = field(&p);
+        r.seconds = field(&p);
+        r.images_per_second = field(&p);
+        if (r.epoch >= 1 && r.epoch <= max_epoch) s = clt__board_add(b, &r);
+    }
+    fclose(f);
+    return s;
 }

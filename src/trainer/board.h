@@ -24,7 +24,12 @@ typedef struct clt__board {
 clt_status clt__board_add(clt__board *b, const clt__epoch_row *row);
 void clt__board_clear(clt__board *b);
 
-/* Both write a temporary file and rename it over `path`. */
+/* Appends the rows of epochs 1..max_epoch from a CSV that
+ * clt__board_write_csv wrote (a resumed run keeps its history); a missing
+ * file adds nothing. */
+clt_status clt__board_read_csv(clt__board *b, const char *path, int max_epoch);
+
+/* Both write atomically: `path` is always the old or the new complete file. */
 clt_status clt__board_write_csv(const clt__board *b, const char *path);
 clt_status clt__board_write_svg(const clt__board *b, const char *path);
 

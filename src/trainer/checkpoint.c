@@ -110,8 +110,8 @@ clt_status clt_checkpoint_save(const char *path, const clt_model *model, const c
     if (!path || !model) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_checkpoint_save: path or model is NULL");
     entry_list l = {0};
     clt_status s = collect(&l, model, opt);
-    char nums[5][32];
-    const char *keys[7], *values[7];
+    char nums[6][32];
+    const char *keys[8], *values[8];
     int nm = 0;
     keys[nm] = "format";
     values[nm++] = "pt";
@@ -126,8 +126,9 @@ clt_status clt_checkpoint_save(const char *path, const clt_model *model, const c
                   {"cltensor.blocks", info ? info->blocks : 0},
                   {"cltensor.epoch", info ? info->epoch : 0},
                   {"cltensor.steps", info ? info->steps : 0},
-                  {"cltensor.batch", info ? info->batch : 0}};
-    for (int i = 0; i < 5; i++) {
+                  {"cltensor.batch", info ? info->batch : 0},
+                  {"cltensor.optimizer_steps", opt ? clt_optimizer_steps(opt) : 0}};
+    for (int i = 0; i < 6; i++) {
         snprintf(nums[i], sizeof nums[i], "%lld", (long long)fields[i].v);
         keys[nm] = fields[i].key;
         values[nm++] = nums[i];
@@ -167,9 +168,9 @@ static clt_status validate(const char *path, const clt_safetensors *f, const ent
     for (int i = 0; i < l->n; i++) {
         int k = clt_safetensors_find(f, l->names[i]);
         if (k < 0) {
-            if (strncmp(l->names[i], OPT_PREFIX, strlen(OPT_PREFIX)) == 0) continue;
-            return clt__fail(CLT_ERR_FORMAT, "%s: the model's parameter %s is missing from the file", path,
-                             l->names[i]);
+            int state = strncmp(l->names[i], OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
+            return clt__fail(CLT_ERR_FORMAT, "%s: %s %s is missing from the file", path,
+                             state ? "the optimizer state" : "the model's parameter", l->names[i]);
         }
         clt_safetensors_info fi;
         CLT_TRY(clt_safetensors_info_get(f, k, &fi));
@@ -213,7 +214,8 @@ clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer
     if (s == CLT_OK) s = validate(path, f, &l, opt && has_opt_state);
     for (int i = 0; s == CLT_OK && i < l.n; i++)
         if (clt_safetensors_find(f, l.names[i]) >= 0) s = clt_safetensors_read_into(f, l.names[i], l.tensors[i]);
-    if (s == CLT_OK && opt && has_opt_state) s = clt_optimizer_set_steps(opt, meta_int(f, "cltensor.steps"));
+    if (s == CLT_OK && opt && clt_safetensors_metadata(f, "cltensor.optimizer_steps"))
+        s = clt_optimizer_set_steps(opt, meta_int(f, "cltensor.optimizer_steps"));
     if (s == CLT_OK && info) {
         info->arch = NULL;
         info->hiddens = meta_int(f, "cltensor.hiddens");

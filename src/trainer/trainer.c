@@ -246,9 +246,13 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
     snprintf(r.device, sizeof r.device, "%s", devname);
     r.val_loss = r.val_accuracy = NAN;
     int64_t first_batch = 0;
+    if (s == CLT_OK && opt->resume_path && opt->fp16)
+        s = clt__fail(CLT_ERR_UNSUPPORTED, "resuming a float16 run is not supported: its float32 master weights "
+                      "and loss scale are not in the checkpoint, so it would not continue exactly");
     if (s == CLT_OK && opt->resume_path) {
-        clt_checkpoint_info at;
+        clt_checkpoint_info at = {0};
         s = clt_checkpoint_load(opt->resume_path, model, f.opt, &at);
+        if (s == CLT_OK && opt->metrics_path) s = clt__board_read_csv(&f.board, opt->metrics_path, (int)at.epoch);
         if (s == CLT_OK && (at.epoch < 0 || at.batch < 0 || at.steps < 0))
             s = clt__fail(CLT_ERR_FORMAT, "%s: negative epoch, batch or step count in the metadata", opt->resume_path);
         r.epochs = (int)at.epoch;
@@ -260,7 +264,6 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
         if (opt->max_steps && r.steps >= opt->max_steps) break;
         if (stop_requested()) {
             r.stopped = 1;
-            stop_flag = 0;
             break;
         }
         clt__epoch_row row = {.epoch = epoch, .val_loss = NAN, .val_accuracy = NAN};
@@ -274,7 +277,6 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
         if (!complete && stop_requested()) {
             /* Interrupted: save the position for --resume, skip evaluation. */
             r.stopped = 1;
-            stop_flag = 0;
             s = save(opt, &f, epoch - 1, batch, r.steps);
             break;
         }
@@ -299,5 +301,6 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
     r.images_per_second = r.seconds > 0 ? (double)total_examples / r.seconds : 0;
     if (out) *out = r;
     fit_release(&f);
+    stop_flag = 0; /* a request that came too late to act on does not stop the next fit */
     return s;
 }

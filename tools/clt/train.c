@@ -276,6 +276,14 @@ int clt_cmd_train(int argc, char **argv)
     return rc;
 }
 
+/* The first SIGINT asks the trainer to stop after its current step and save;
+ * a second one ends the process as usual. */
+static void on_sigint(int sig)
+{
+    clt_trainer_request_stop();
+    signal(sig, SIG_DFL);
+}
+
 /* Trains on one device, data parallel on several GPUs, or as one rank of comm. */
 static clt_status fit(clt_model *model, const clt_dataset *train, const clt_dataset *test, const train_args *a,
                       const clt_trainer_options *o, const clt_collective *comm, clt_trainer_result *r)
@@ -286,15 +294,10 @@ static clt_status fit(clt_model *model, const clt_dataset *train, const clt_data
         return clt_parallel_fit(model, train, test, o, &dev, 1, comm, r);
     }
     if (!a->have_device && use > 1) return clt_parallel_fit(model, train, test, o, NULL, use, NULL, r);
-    return clt_trainer_fit(model, train, test, o, r);
-}
-
-/* The first SIGINT asks the trainer to stop after its current step and save;
- * a second one ends the process as usual. */
-static void on_sigint(int sig)
-{
-    clt_trainer_request_stop();
-    signal(sig, SIG_DFL);
+    void (*previous)(int) = signal(SIGINT, on_sigint);
+    clt_status s = clt_trainer_fit(model, train, test, o, r);
+    signal(SIGINT, previous);
+    return s;
 }
 
 static int train_run(train_args a, const clt_collective *comm)
@@ -337,10 +340,7 @@ static int train_run(train_args a, const clt_collective *comm)
             fprintf(stderr, "clt train: --resume works on one device, not with --distributed or several GPUs\n");
             rc = 2;
         } else {
-            void (*previous)(int) = signal(SIGINT, on_sigint);
-            clt_status st = fit(model, &train, &test, &a, &o, comm, &r);
-            signal(SIGINT, previous);
-            if (st != CLT_OK) rc = fail("train", "training");
+            if (fit(model, &train, &test, &a, &o, comm, &r) != CLT_OK) rc = fail("train", "training");
         }
         if (rc == 0 && r.stopped) {
             printf("interrupted after %lld steps%s%s%s\n", (long long)r.steps, a.save ? "; saved " : "",
