@@ -367,16 +367,11 @@ static void drop_activations(clt_model *m)
     m->pending = 0;
 }
 
-clt_status clt_model_to(clt_model *m, clt_device dev)
+/* Makes params (and grads, may be NULL) the model's flat buffers when s is
+ * CLT_OK, pointing every parameter's views at them; otherwise, or when the
+ * views cannot be made, releases them and leaves the model as it was. */
+static clt_status adopt(clt_model *m, clt_status s, clt_tensor *params, clt_tensor *grads)
 {
-    CLT_TRY(need_built("clt_model_to", m));
-    clt_tensor *params = NULL, *grads = NULL;
-    CLT_TRY(clt_to(&params, m->params, dev));
-    if (params == m->params) {
-        clt_tensor_release(params);
-        return CLT_OK;
-    }
-    clt_status s = m->grads ? clt_to(&grads, m->grads, dev) : CLT_OK;
     if (s == CLT_OK) s = bind_views(m, params, 0);
     if (s == CLT_OK && grads) {
         s = bind_views(m, grads, 1);
@@ -394,6 +389,19 @@ clt_status clt_model_to(clt_model *m, clt_device dev)
     m->params = params;
     m->grads = grads;
     return CLT_OK;
+}
+
+clt_status clt_model_to(clt_model *m, clt_device dev)
+{
+    CLT_TRY(need_built("clt_model_to", m));
+    clt_tensor *params = NULL, *grads = NULL;
+    CLT_TRY(clt_to(&params, m->params, dev));
+    if (params == m->params) {
+        clt_tensor_release(params);
+        return CLT_OK;
+    }
+    clt_status s = m->grads ? clt_to(&grads, m->grads, dev) : CLT_OK;
+    return adopt(m, s, params, grads);
 }
 
 clt_device clt_model_device(const clt_model *m)
@@ -599,22 +607,7 @@ clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt)
     if (s == CLT_OK) s = clt_tensor_set_category(params, CLT_MEM_WEIGHTS);
     if (s == CLT_OK && m->grads) s = clt_to_dtype(&grads, m->grads, dt);
     if (s == CLT_OK && grads) s = clt_tensor_set_category(grads, CLT_MEM_GRADIENTS);
-    if (s == CLT_OK) s = bind_views(m, params, 0);
-    if (s == CLT_OK && grads) {
-        s = bind_views(m, grads, 1);
-        if (s != CLT_OK) bind_views(m, m->params, 0);
-    }
-    if (s != CLT_OK) {
-        clt_tensor_release(params);
-        clt_tensor_release(grads);
-        return s;
-    }
-    drop_activations(m);
-    clt_tensor_release(m->params);
-    clt_tensor_release(m->grads);
-    m->params = params;
-    m->grads = grads;
-    return CLT_OK;
+    return adopt(m, s, params, grads);
 }
 
 clt_dtype clt_model_dtype(const clt_model *m)
