@@ -55,40 +55,6 @@ static void write_gz(const char *path, const void *data, size_t n)
     ck_assert_int_eq(gzclose(gz), Z_OK);
 }
 
-/* As in test_safetensors.c: a data-segment limit makes an allocation of a
- * claimed (not present) size fail visibly; skipped under AddressSanitizer. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#if !defined(UNDER_ASAN)
-static struct rlimit saved_data;
-
-static void limit_memory(void)
-{
-    FILE *st = fopen("/proc/self/status", "r");
-    ck_assert_ptr_nonnull(st);
-    char line[256];
-    long kb = -1;
-    while (fgets(line, sizeof line, st))
-        if (sscanf(line, "VmData: %ld kB", &kb) == 1) break;
-    fclose(st);
-    ck_assert_int_gt(kb, 0);
-    ck_assert_int_eq(getrlimit(RLIMIT_DATA, &saved_data), 0);
-    struct rlimit lim = saved_data;
-    lim.rlim_cur = (rlim_t)kb * 1024 + ((rlim_t)512 << 20);
-    if (saved_data.rlim_max != RLIM_INFINITY && lim.rlim_cur > saved_data.rlim_max) lim.rlim_cur = saved_data.rlim_max;
-    ck_assert_int_eq(setrlimit(RLIMIT_DATA, &lim), 0);
-}
-
-static void unlimit_memory(void) { ck_assert_int_eq(setrlimit(RLIMIT_DATA, &saved_data), 0); }
-#else
-static void limit_memory(void) {}
-static void unlimit_memory(void) {}
-#endif
 
 static void check_read(const char *path, int ndim, const int64_t *dims, const uint8_t *data)
 {
@@ -175,9 +141,9 @@ static void expect_refused(const uint8_t *bytes, size_t n, clt_status want, cons
             write_bytes(path, bytes, n);
         clt_idx idx;
         memset(&idx, 0xab, sizeof idx);
-        limit_memory();
+        clt_test_limit_memory();
         clt_status s = clt_idx_read(path, &idx);
-        unlimit_memory();
+        clt_test_unlimit_memory();
         ck_assert_msg(s == want, "%s: got %s (%s), want %s", path, clt_status_string(s), clt_last_error(),
                       clt_status_string(want));
         ck_assert_ptr_null(idx.data);

@@ -246,44 +246,6 @@ START_TEST(test_reads_python_layout)
 }
 END_TEST
 
-/* Limits the data segment to what the process uses now plus some, so that
- * allocating a size a hostile file claims would fail instead of passing
- * unnoticed through overcommit. Not under AddressSanitizer, whose shadow
- * memory counts against the limit (and which aborts on huge allocations
- * anyway). */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#if !defined(UNDER_ASAN)
-static struct rlimit saved_data;
-
-static void limit_memory(void)
-{
-    FILE *st = fopen("/proc/self/status", "r");
-    ck_assert_ptr_nonnull(st);
-    char line[256];
-    long kb = -1;
-    while (fgets(line, sizeof line, st))
-        if (sscanf(line, "VmData: %ld kB", &kb) == 1) break;
-    fclose(st);
-    ck_assert_int_gt(kb, 0);
-    ck_assert_int_eq(getrlimit(RLIMIT_DATA, &saved_data), 0);
-    struct rlimit lim = saved_data;
-    lim.rlim_cur = (rlim_t)kb * 1024 + ((rlim_t)512 << 20);
-    if (saved_data.rlim_max != RLIM_INFINITY && lim.rlim_cur > saved_data.rlim_max) lim.rlim_cur = saved_data.rlim_max;
-    ck_assert_int_eq(setrlimit(RLIMIT_DATA, &lim), 0);
-}
-
-static void unlimit_memory(void) { ck_assert_int_eq(setrlimit(RLIMIT_DATA, &saved_data), 0); }
-#else
-static void limit_memory(void) {}
-static void unlimit_memory(void) {}
-#endif
-
 /* Opens a file with this header and buffer; it must fail with `want` and a
  * message containing the path and each of the `expect` strings. */
 static void expect_refused(const char *header, size_t buflen, clt_status want, const char *expect1,
@@ -295,9 +257,9 @@ static void expect_refused(const char *header, size_t buflen, clt_status want, c
     write_st(path, header, buf, buflen);
     free(buf);
     clt_safetensors *f = (clt_safetensors *)1;
-    limit_memory();
+    clt_test_limit_memory();
     clt_status s = clt_safetensors_open(&f, path);
-    unlimit_memory();
+    clt_test_unlimit_memory();
     ck_assert_msg(s == want, "header %s: got %s (%s), want %s", header, clt_status_string(s), clt_last_error(),
                   clt_status_string(want));
     ck_assert_ptr_null(f);
@@ -384,9 +346,9 @@ START_TEST(test_hostile_headers)
     uint8_t claim[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '{', '}'};
     write_bytes(path, claim, sizeof claim);
     clt_safetensors *f;
-    limit_memory();
+    clt_test_limit_memory();
     ck_assert_status(clt_safetensors_open(&f, path), F);
-    unlimit_memory();
+    clt_test_unlimit_memory();
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "larger than the 8 bytes"));
     uint8_t zero[8] = {0};
     write_bytes(path, zero, 8);
@@ -399,9 +361,9 @@ START_TEST(test_hostile_headers)
     uint8_t big[8] = {0x80, 0xf0, 0xfa, 0x08, 0, 0, 0, 0}; /* 150000000 */
     write_bytes(path, big, 8);
     ck_assert_int_eq(truncate(path, 200000000), 0);
-    limit_memory();
+    clt_test_limit_memory();
     ck_assert_status(clt_safetensors_open(&f, path), F);
-    unlimit_memory();
+    clt_test_unlimit_memory();
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "exceeds the limit"));
 
     path_of(path, sizeof path, "missing.safetensors");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,3 +153,37 @@ TCase *clt_test_tcase(const char *name)
     tcase_add_checked_fixture(tc, NULL, finish_queued_work);
     return tc;
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+#if !defined(UNDER_ASAN)
+static struct rlimit saved_data;
+
+void clt_test_limit_memory(void)
+{
+    FILE *st = fopen("/proc/self/status", "r");
+    ck_assert_ptr_nonnull(st);
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, st))
+        if (sscanf(line, "VmData: %ld kB", &kb) == 1) break;
+    fclose(st);
+    ck_assert_int_gt(kb, 0);
+    ck_assert_int_eq(getrlimit(RLIMIT_DATA, &saved_data), 0);
+    struct rlimit lim = saved_data;
+    lim.rlim_cur = (rlim_t)kb * 1024 + ((rlim_t)512 << 20);
+    if (saved_data.rlim_max != RLIM_INFINITY && lim.rlim_cur > saved_data.rlim_max) lim.rlim_cur = saved_data.rlim_max;
+    ck_assert_int_eq(setrlimit(RLIMIT_DATA, &lim), 0);
+}
+
+void clt_test_unlimit_memory(void) { ck_assert_int_eq(setrlimit(RLIMIT_DATA, &saved_data), 0); }
+#else
+void clt_test_limit_memory(void) {}
+void clt_test_unlimit_memory(void) {}
+#endif

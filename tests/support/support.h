@@ -62,6 +62,13 @@ void clt_test_remove_dir(const char *dir);
  * exits, and its worker threads must not outlive LLVM's exit-time teardown. */
 TCase *clt_test_tcase(const char *name);
 
+/* Caps the data segment at the current use plus 512 MiB, so that a reader
+ * allocating a size a hostile file merely claims fails visibly; undone by
+ * clt_test_unlimit_memory. Nothing under AddressSanitizer, whose allocator
+ * reserves beyond any such cap and reports huge allocations itself. */
+void clt_test_limit_memory(void);
+void clt_test_unlimit_memory(void);
+
 /* Runs a suite with CK_NORMAL output and returns the process exit status. */
 int clt_test_run(Suite *s);
 
