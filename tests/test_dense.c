@@ -21,63 +21,16 @@ static int other_device(clt_device *out)
     return 0;
 }
 
-static clt_tensor *upload(const float *x, int64_t rows, int64_t cols)
-{
-    clt_tensor *t;
-    int64_t shape[] = {rows, cols};
-    ck_assert_ok(clt_from_host(&t, dev(), CLT_FLOAT32, 2, shape, x));
-    return t;
-}
-
-/* A (rows, cols) view at row `pad` of a (rows + 2 pad, cols) tensor whose
- * rows are `fill` outside the view: the view has a nonzero offset. */
-static clt_tensor *upload_view(const float *x, int64_t rows, int64_t cols, int64_t pad, float fill,
-                               clt_tensor **base)
-{
-    int64_t total = (rows + 2 * pad) * cols;
-    float *buf = malloc((size_t)(total ? total : 1) * sizeof *buf);
-    for (int64_t i = 0; i < total; i++) buf[i] = fill;
-    memcpy(buf + pad * cols, x, (size_t)(rows * cols) * sizeof *x);
-    *base = upload(buf, rows + 2 * pad, cols);
-    free(buf);
-    clt_tensor *v;
-    ck_assert_ok(clt_narrow(&v, *base, pad, rows));
-    return v;
-}
-
-static float *random_floats(int64_t n, uint64_t seed)
-{
-    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
-    clt_test_fill_uniform(x, n, seed, -1, 1);
-    return x;
-}
-
-/* c = alpha op(a) op(b) + beta c, row-major, in double. */
-static void ref_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
-                     float beta, float *c)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double s = 0;
-            for (int64_t p = 0; p < k; p++) {
-                double av = ta ? a[p * m + i] : a[i * k + p];
-                double bv = tb ? b[j * k + p] : b[p * n + j];
-                s += av * bv;
-            }
-            c[i * n + j] = (float)(alpha * s + (beta == 0.0f ? 0.0 : (double)beta * c[i * n + j]));
-        }
-}
-
 static void check_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k)
 {
-    float *a = random_floats(m * k, 1 + (uint64_t)m), *b = random_floats(k * n, 2 + (uint64_t)n);
-    float *c = random_floats(m * n, 3 + (uint64_t)k);
+    float *a = clt_test_random_floats(m * k, 1 + (uint64_t)m), *b = clt_test_random_floats(k * n, 2 + (uint64_t)n);
+    float *c = clt_test_random_floats(m * n, 3 + (uint64_t)k);
     clt_tensor *ab, *bb, *cb;
-    clt_tensor *ta_ = upload_view(a, ta ? k : m, ta ? m : k, 2, 9.0f, &ab);
-    clt_tensor *tb_ = upload_view(b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
-    clt_tensor *tc = upload_view(c, m, n, 3, 7.0f, &cb);
+    clt_tensor *ta_ = clt_test_upload_view(dev(), a, ta ? k : m, ta ? m : k, 2, 9.0f, &ab);
+    clt_tensor *tb_ = clt_test_upload_view(dev(), b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
+    clt_tensor *tc = clt_test_upload_view(dev(), c, m, n, 3, 7.0f, &cb);
     ck_assert_ok(clt_gemm(ta, tb, 0.75f, ta_, tb_, 0.5f, tc));
-    ref_gemm(ta, tb, m, n, k, 0.75f, a, b, 0.5f, c);
+    clt_test_ref_gemm(ta, tb, m, n, k, 0.75f, a, b, 0.5f, c);
     float *got = clt_test_read(tc);
     double err = clt_test_max_rel_err(got, c, m * n);
     ck_assert_msg(err < TOL, "gemm ta=%d tb=%d m=%lld n=%lld k=%lld: error %g", ta, tb, (long long)m, (long long)n,
@@ -113,11 +66,11 @@ END_TEST
 /* beta = 0 ignores c, even NaN in it (BLAS semantics). */
 static void check_beta_zero(int64_t M, int64_t N, int64_t K)
 {
-    float *a = random_floats(M * K, 11), *b = random_floats(K * N, 12), *c = malloc((size_t)(M * N) * sizeof *c);
+    float *a = clt_test_random_floats(M * K, 11), *b = clt_test_random_floats(K * N, 12), *c = malloc((size_t)(M * N) * sizeof *c);
     for (int64_t i = 0; i < M * N; i++) c[i] = NAN;
-    clt_tensor *ta = upload(a, M, K), *tb = upload(b, K, N), *tc = upload(c, M, N);
+    clt_tensor *ta = clt_test_upload(dev(), a, M, K), *tb = clt_test_upload(dev(), b, K, N), *tc = clt_test_upload(dev(), c, M, N);
     ck_assert_ok(clt_gemm(0, 0, 1.0f, ta, tb, 0.0f, tc));
-    ref_gemm(0, 0, M, N, K, 1.0f, a, b, 0.0f, c);
+    clt_test_ref_gemm(0, 0, M, N, K, 1.0f, a, b, 0.0f, c);
     float *got = clt_test_read(tc);
     ck_assert_double_lt(clt_test_max_rel_err(got, c, M * N), TOL);
     free(got);
@@ -141,7 +94,7 @@ END_TEST
 START_TEST(test_gemm_empty)
 {
     float c[6] = {1, 2, 3, 4, 5, 6};
-    clt_tensor *a, *b, *tc = upload(c, 2, 3);
+    clt_tensor *a, *b, *tc = clt_test_upload(dev(), c, 2, 3);
     int64_t sa[] = {2, 0}, sb[] = {0, 3};
     ck_assert_ok(clt_empty(&a, dev(), CLT_FLOAT32, 2, sa));
     ck_assert_ok(clt_empty(&b, dev(), CLT_FLOAT32, 2, sb));
@@ -171,12 +124,12 @@ END_TEST
 START_TEST(test_matmul)
 {
     enum { M = 13, K = 7, N = 66 };
-    float *a = random_floats(M * K, 21), *b = random_floats(K * N, 22), c[M * N];
-    clt_tensor *ta = upload(a, M, K), *tb = upload(b, K, N), *tc;
+    float *a = clt_test_random_floats(M * K, 21), *b = clt_test_random_floats(K * N, 22), c[M * N];
+    clt_tensor *ta = clt_test_upload(dev(), a, M, K), *tb = clt_test_upload(dev(), b, K, N), *tc;
     ck_assert_ok(clt_matmul(&tc, ta, tb));
     ck_assert_int_eq(clt_tensor_dim(tc, 0), M);
     ck_assert_int_eq(clt_tensor_dim(tc, 1), N);
-    ref_gemm(0, 0, M, N, K, 1.0f, a, b, 0.0f, c);
+    clt_test_ref_gemm(0, 0, M, N, K, 1.0f, a, b, 0.0f, c);
     float *got = clt_test_read(tc);
     ck_assert_double_lt(clt_test_max_rel_err(got, c, M * N), TOL);
     free(got);
@@ -191,11 +144,11 @@ END_TEST
 
 static void check_linear(int64_t B, int64_t C, int64_t OC, int with_bias)
 {
-    float *x = random_floats(B * C, 31 + (uint64_t)B), *w = random_floats(OC * C, 32 + (uint64_t)C);
-    float *bias = random_floats(OC, 33), *dy = random_floats(B * OC, 34 + (uint64_t)OC);
-    float *dw0 = random_floats(OC * C, 35), *db0 = random_floats(OC, 36);
-    clt_tensor *xb, *tx = upload_view(x, B, C, 1, 5.0f, &xb), *tw = upload(w, OC, C), *tdy = upload(dy, B, OC);
-    clt_tensor *tdw = upload(dw0, OC, C), *tb = NULL, *tdb = NULL;
+    float *x = clt_test_random_floats(B * C, 31 + (uint64_t)B), *w = clt_test_random_floats(OC * C, 32 + (uint64_t)C);
+    float *bias = clt_test_random_floats(OC, 33), *dy = clt_test_random_floats(B * OC, 34 + (uint64_t)OC);
+    float *dw0 = clt_test_random_floats(OC * C, 35), *db0 = clt_test_random_floats(OC, 36);
+    clt_tensor *xb, *tx = clt_test_upload_view(dev(), x, B, C, 1, 5.0f, &xb), *tw = clt_test_upload(dev(), w, OC, C), *tdy = clt_test_upload(dev(), dy, B, OC);
+    clt_tensor *tdw = clt_test_upload(dev(), dw0, OC, C), *tb = NULL, *tdb = NULL;
     int64_t sb[] = {OC};
     if (with_bias) {
         ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, sb, bias));
@@ -209,16 +162,16 @@ static void check_linear(int64_t B, int64_t C, int64_t OC, int with_bias)
     float *y = malloc((size_t)(B * OC) * sizeof *y);
     for (int64_t i = 0; i < B; i++)
         for (int64_t j = 0; j < OC; j++) y[i * OC + j] = with_bias ? bias[j] : 0.0f;
-    ref_gemm(0, 1, B, OC, C, 1.0f, x, w, with_bias ? 1.0f : 0.0f, y);
+    clt_test_ref_gemm(0, 1, B, OC, C, 1.0f, x, w, with_bias ? 1.0f : 0.0f, y);
     /* dw += dy^T x, db += sum_rows(dy), dx = dy w */
-    ref_gemm(1, 0, OC, C, B, 1.0f, dy, x, 1.0f, dw0);
+    clt_test_ref_gemm(1, 0, OC, C, B, 1.0f, dy, x, 1.0f, dw0);
     for (int64_t j = 0; j < OC; j++) {
         double s = db0[j];
         for (int64_t i = 0; i < B; i++) s += dy[i * OC + j];
         db0[j] = (float)s;
     }
     float *dx = malloc((size_t)(B * C) * sizeof *dx);
-    ref_gemm(0, 0, B, C, OC, 1.0f, dy, w, 0.0f, dx);
+    clt_test_ref_gemm(0, 0, B, C, OC, 1.0f, dy, w, 0.0f, dx);
 
     float *got = clt_test_read(ty);
     ck_assert_msg(clt_test_max_rel_err(got, y, B * OC) < TOL, "linear forward %lld %lld %lld", (long long)B,
@@ -261,12 +214,12 @@ END_TEST
 START_TEST(test_linear_backward_no_dx)
 {
     enum { B = 3, C = 4, OC = 2 };
-    float *x = random_floats(B * C, 41), *dy = random_floats(B * OC, 42), *w = random_floats(OC * C, 43);
+    float *x = clt_test_random_floats(B * C, 41), *dy = clt_test_random_floats(B * OC, 42), *w = clt_test_random_floats(OC * C, 43);
     float dw[OC * C] = {0};
-    clt_tensor *tx = upload(x, B, C), *tdy = upload(dy, B, OC), *tw = upload(w, OC, C), *tdw = upload(dw, OC, C);
+    clt_tensor *tx = clt_test_upload(dev(), x, B, C), *tdy = clt_test_upload(dev(), dy, B, OC), *tw = clt_test_upload(dev(), w, OC, C), *tdw = clt_test_upload(dev(), dw, OC, C);
     ck_assert_ok(clt_linear_backward(NULL, tdw, NULL, tdy, tx, tw));
     ck_assert_ok(clt_linear_backward(NULL, tdw, NULL, tdy, tx, tw));
-    ref_gemm(1, 0, OC, C, B, 2.0f, dy, x, 0.0f, dw);
+    clt_test_ref_gemm(1, 0, OC, C, B, 2.0f, dy, x, 0.0f, dw);
     float *got = clt_test_read(tdw);
     ck_assert_double_lt(clt_test_max_rel_err(got, dw, OC * C), TOL);
     free(got);
@@ -284,7 +237,7 @@ END_TEST
 START_TEST(test_dense_errors)
 {
     float z[64] = {0};
-    clt_tensor *a = upload(z, 2, 3), *b = upload(z, 4, 5), *c = upload(z, 2, 5), *out = (clt_tensor *)1;
+    clt_tensor *a = clt_test_upload(dev(), z, 2, 3), *b = clt_test_upload(dev(), z, 4, 5), *c = clt_test_upload(dev(), z, 2, 5), *out = (clt_tensor *)1;
     clt_tensor *i32;
     int64_t s23[] = {2, 3};
     ck_assert_ok(clt_zeros(&i32, dev(), CLT_INT32, 2, s23));

@@ -18,67 +18,21 @@ static clt_device dev(void) { return clt_try_gpu(0); }
 
 static void use_impl(const char *impl) { ck_assert_int_eq(setenv("CLT_DENSE", impl, 1), 0); }
 
-static clt_tensor *upload(const float *x, int64_t rows, int64_t cols)
-{
-    clt_tensor *t;
-    int64_t shape[] = {rows, cols};
-    ck_assert_ok(clt_from_host(&t, dev(), CLT_FLOAT32, 2, shape, x));
-    return t;
-}
-
-/* A (rows, cols) view at row `pad` of a (rows + 2 pad, cols) tensor whose
- * other rows are `fill`: the view starts at a nonzero offset. */
-static clt_tensor *upload_view(const float *x, int64_t rows, int64_t cols, int64_t pad, float fill, clt_tensor **base)
-{
-    int64_t total = (rows + 2 * pad) * cols;
-    float *buf = malloc((size_t)(total ? total : 1) * sizeof *buf);
-    for (int64_t i = 0; i < total; i++) buf[i] = fill;
-    if (rows > 0 && cols > 0) memcpy(buf + pad * cols, x, (size_t)(rows * cols) * sizeof *x);
-    *base = upload(buf, rows + 2 * pad, cols);
-    free(buf);
-    clt_tensor *v;
-    ck_assert_ok(clt_narrow(&v, *base, pad, rows));
-    return v;
-}
-
-static float *random_floats(int64_t n, uint64_t seed)
-{
-    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
-    clt_test_fill_uniform(x, n, seed, -1, 1);
-    return x;
-}
-
-/* c = alpha op(a) op(b) + beta c, row-major, in double; beta = 0 ignores c. */
-static void ref_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
-                     float beta, float *c)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double s = 0;
-            for (int64_t p = 0; p < k; p++) {
-                double av = ta ? a[p * m + i] : a[i * k + p];
-                double bv = tb ? b[j * k + p] : b[p * n + j];
-                s += av * bv;
-            }
-            c[i * n + j] = (float)(alpha * s + (beta == 0.0f ? 0.0 : (double)beta * c[i * n + j]));
-        }
-}
-
 /* One product through clt_gemm on padded views, checked against ref_gemm;
  * the rows around c's view stay untouched. c starts as NaN when beta is 0. */
 static void check_gemm(const char *impl, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta)
 {
     use_impl(impl);
-    float *a = random_floats(m * k, 1 + (uint64_t)(m * 7 + k)), *b = random_floats(k * n, 2 + (uint64_t)(n * 5 + k));
-    float *c = random_floats(m * n, 3 + (uint64_t)k);
+    float *a = clt_test_random_floats(m * k, 1 + (uint64_t)(m * 7 + k)), *b = clt_test_random_floats(k * n, 2 + (uint64_t)(n * 5 + k));
+    float *c = clt_test_random_floats(m * n, 3 + (uint64_t)k);
     if (beta == 0.0f)
         for (int64_t i = 0; i < m * n; i++) c[i] = NAN;
     clt_tensor *ab, *bb, *cb;
-    clt_tensor *va = upload_view(a, ta ? k : m, ta ? m : k, 3, 9.0f, &ab);
-    clt_tensor *vb = upload_view(b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
-    clt_tensor *vc = upload_view(c, m, n, 2, 7.0f, &cb);
+    clt_tensor *va = clt_test_upload_view(dev(), a, ta ? k : m, ta ? m : k, 3, 9.0f, &ab);
+    clt_tensor *vb = clt_test_upload_view(dev(), b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
+    clt_tensor *vc = clt_test_upload_view(dev(), c, m, n, 2, 7.0f, &cb);
     ck_assert_ok(clt_gemm(ta, tb, alpha, va, vb, beta, vc));
-    ref_gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
+    clt_test_ref_gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
     float *got = clt_test_read(vc);
     double err = clt_test_max_rel_err(got, c, m * n);
     ck_assert_msg(err < TOL, "%s gemm ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g: error %g", impl, ta, tb,
@@ -142,7 +96,7 @@ START_TEST(test_gemm_empty_sizes)
     for (int i = 0; i < 2; i++) {
         use_impl(impls[i]);
         float c[6] = {1, 2, 3, 4, 5, 6};
-        clt_tensor *a, *b, *tc = upload(c, 2, 3), *a0, *c0;
+        clt_tensor *a, *b, *tc = clt_test_upload(dev(), c, 2, 3), *a0, *c0;
         int64_t sa[] = {2, 0}, sb[] = {0, 3}, sa0[] = {0, 4}, sb4[] = {4, 3}, sc0[] = {0, 3};
         ck_assert_ok(clt_empty(&a, dev(), CLT_FLOAT32, 2, sa));
         ck_assert_ok(clt_empty(&b, dev(), CLT_FLOAT32, 2, sb));
@@ -171,9 +125,9 @@ END_TEST
 static void check_linear(const char *impl, int64_t B, int64_t C, int64_t OC)
 {
     use_impl(impl);
-    float *x = random_floats(B * C, 41), *w = random_floats(OC * C, 42), *bias = random_floats(OC, 43);
-    float *dy = random_floats(B * OC, 44), *dw = random_floats(OC * C, 45);
-    clt_tensor *tx = upload(x, B, C), *tw = upload(w, OC, C), *tdy = upload(dy, B, OC), *tdw = upload(dw, OC, C);
+    float *x = clt_test_random_floats(B * C, 41), *w = clt_test_random_floats(OC * C, 42), *bias = clt_test_random_floats(OC, 43);
+    float *dy = clt_test_random_floats(B * OC, 44), *dw = clt_test_random_floats(OC * C, 45);
+    clt_tensor *tx = clt_test_upload(dev(), x, B, C), *tw = clt_test_upload(dev(), w, OC, C), *tdy = clt_test_upload(dev(), dy, B, OC), *tdw = clt_test_upload(dev(), dw, OC, C);
     clt_tensor *tb, *y, *dx;
     ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, &OC, bias));
     ck_assert_ok(clt_linear_forward(&y, tx, tw, tb));
@@ -181,17 +135,17 @@ static void check_linear(const char *impl, int64_t B, int64_t C, int64_t OC)
     float *want = malloc((size_t)(B * OC) * sizeof *want);
     for (int64_t i = 0; i < B; i++)
         for (int64_t j = 0; j < OC; j++) want[i * OC + j] = bias[j];
-    ref_gemm(0, 1, B, OC, C, 1.0f, x, w, 1.0f, want);
+    clt_test_ref_gemm(0, 1, B, OC, C, 1.0f, x, w, 1.0f, want);
     float *got = clt_test_read(y);
     ck_assert_msg(clt_test_max_rel_err(got, want, B * OC) < TOL, "%s linear forward", impl);
     free(got);
     free(want);
-    ref_gemm(1, 0, OC, C, B, 1.0f, dy, x, 1.0f, dw);
+    clt_test_ref_gemm(1, 0, OC, C, B, 1.0f, dy, x, 1.0f, dw);
     got = clt_test_read(tdw);
     ck_assert_msg(clt_test_max_rel_err(got, dw, OC * C) < TOL, "%s linear dw", impl);
     free(got);
     want = malloc((size_t)(B * C) * sizeof *want);
-    ref_gemm(0, 0, B, C, OC, 1.0f, dy, w, 0.0f, want);
+    clt_test_ref_gemm(0, 0, B, C, OC, 1.0f, dy, w, 0.0f, want);
     got = clt_test_read(dx);
     ck_assert_msg(clt_test_max_rel_err(got, want, B * C) < TOL, "%s linear dx", impl);
     free(got);

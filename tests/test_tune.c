@@ -46,25 +46,14 @@ static void write_cache(const char *extra)
     ck_assert_int_eq(fclose(f), 0);
 }
 
-static void ref_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double s = 0;
-            for (int64_t p = 0; p < k; p++)
-                s += (double)(ta ? a[p * m + i] : a[i * k + p]) * (double)(tb ? b[j * k + p] : b[p * n + j]);
-            c[i * n + j] = (float)s;
-        }
-}
-
-/* clt_gemm of a random product of the shape, against ref_gemm. */
+/* clt_gemm of a random product of the shape, against clt_test_ref_gemm. */
 static void check_product(int ta, int tb, int64_t m, int64_t n, int64_t k)
 {
     float *a = malloc((size_t)(m * k) * sizeof *a), *b = malloc((size_t)(k * n) * sizeof *b);
     float *want = malloc((size_t)(m * n) * sizeof *want);
     clt_test_fill_uniform(a, m * k, 5 + (uint64_t)m, -1, 1);
     clt_test_fill_uniform(b, k * n, 7 + (uint64_t)n, -1, 1);
-    ref_gemm(ta, tb, m, n, k, a, b, want);
+    clt_test_ref_gemm(ta, tb, m, n, k, 1.0f, a, b, 0.0f, want);
     int64_t sa[] = {ta ? k : m, ta ? m : k}, sb[] = {tb ? n : k, tb ? k : n}, sc[] = {m, n};
     clt_tensor *ta_, *tb_, *tc;
     ck_assert_ok(clt_from_host(&ta_, dev(), CLT_FLOAT32, 2, sa, a));
@@ -119,7 +108,7 @@ START_TEST(test_forced_tile_linear_relu)
     clt_test_fill_uniform(x, B * C, 1, -1, 1);
     clt_test_fill_uniform(w, OC * C, 2, -1, 1);
     clt_test_fill_uniform(bias, OC, 3, -1, 1);
-    ref_gemm(0, 1, B, OC, C, x, w, want);
+    clt_test_ref_gemm(0, 1, B, OC, C, 1.0f, x, w, 0.0f, want);
     for (int i = 0; i < B * OC; i++) want[i] = want[i] + bias[i % OC] > 0 ? want[i] + bias[i % OC] : 0.0f;
     int64_t xs[] = {B, C}, ws[] = {OC, C}, bs[] = {OC};
     clt_tensor *tx, *tw, *tb, *ty;

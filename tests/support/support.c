@@ -187,3 +187,49 @@ void clt_test_unlimit_memory(void) { ck_assert_int_eq(setrlimit(RLIMIT_DATA, &sa
 void clt_test_limit_memory(void) {}
 void clt_test_unlimit_memory(void) {}
 #endif
+
+float *clt_test_random_floats(int64_t n, uint64_t seed)
+{
+    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    clt_test_fill_uniform(x, n, seed, -1, 1);
+    return x;
+}
+
+void clt_test_ref_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
+                       float beta, float *c)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < k; p++) {
+                double av = ta ? a[p * m + i] : a[i * k + p];
+                double bv = tb ? b[j * k + p] : b[p * n + j];
+                s += av * bv;
+            }
+            c[i * n + j] = (float)(alpha * s + (beta == 0.0f ? 0.0 : (double)beta * c[i * n + j]));
+        }
+}
+
+clt_tensor *clt_test_upload(clt_device dev, const float *x, int64_t rows, int64_t cols)
+{
+    clt_tensor *t;
+    int64_t shape[] = {rows, cols};
+    ck_assert_ok(clt_from_host(&t, dev, CLT_FLOAT32, 2, shape, x));
+    return t;
+}
+
+clt_tensor *clt_test_upload_view(clt_device dev, const float *x, int64_t rows, int64_t cols, int64_t pad, float fill,
+                                 clt_tensor **base)
+{
+    int64_t total = (rows + 2 * pad) * cols;
+    float *buf = malloc((size_t)(total ? total : 1) * sizeof *buf);
+    ck_assert_ptr_nonnull(buf);
+    for (int64_t i = 0; i < total; i++) buf[i] = fill;
+    if (rows > 0 && cols > 0) memcpy(buf + pad * cols, x, (size_t)(rows * cols) * sizeof *x);
+    *base = clt_test_upload(dev, buf, rows + 2 * pad, cols);
+    free(buf);
+    clt_tensor *v;
+    ck_assert_ok(clt_narrow(&v, *base, pad, rows));
+    return v;
+}

@@ -29,6 +29,23 @@ void clt_test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float h
 /* Largest |a-b| / max(1, |b|) over n elements. */
 double clt_test_max_rel_err(const float *a, const float *b, int64_t n);
 
+/* n floats uniform in [-1, 1), malloc'd (at least one element). */
+float *clt_test_random_floats(int64_t n, uint64_t seed);
+
+/* c = alpha op(a) op(b) + beta c for row-major matrices, accumulated in
+ * double; op transposes when ta / tb is set; beta 0 ignores c. */
+void clt_test_ref_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
+                       float beta, float *c);
+
+/* A (rows, cols) float32 tensor on dev holding x. */
+clt_tensor *clt_test_upload(clt_device dev, const float *x, int64_t rows, int64_t cols);
+
+/* A (rows, cols) view at row `pad` of a (rows + 2 pad, cols) tensor on dev
+ * whose other rows are `fill`: the view starts at a nonzero offset. *base is
+ * the whole tensor (release both). */
+clt_tensor *clt_test_upload_view(clt_device dev, const float *x, int64_t rows, int64_t cols, int64_t pad, float fill,
+                                 clt_tensor **base);
+
 /* Reads a float32 tensor into a new malloc'd array (test fails on error). */
 float *clt_test_read(const clt_tensor *t);
 
