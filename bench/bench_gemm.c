@@ -32,6 +32,7 @@ typedef struct shape {
  * forward y = x w^T, backward dw = dy^T x and dx = dy w. */
 static const shape shapes[] = {
     {"square 1024^3 (NN)", 0, 0, 1024, 1024, 1024},
+    {"square 1000^3 (NN)", 0, 0, 1000, 1000, 1000},
     {"fwd 256x784->256 x w^T (NT)", 0, 1, 256, 256, 784},
     {"bwd dw 256x784 dy^T x (TN)", 1, 0, 256, 784, 256},
     {"bwd dx 256x784 dy w (NN)", 0, 0, 256, 784, 256},

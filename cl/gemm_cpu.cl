@@ -28,11 +28,17 @@
 #define vstorev CAT(vstore, TN)
 
 /* A is (M,K) (N) or (K,M) (T); arow[r] is the offset of the tile's row r.
- * Rows past M read row M-1 and are not stored. */
+ * Rows past M read row M-1 and are not stored. A packed (P) by pack_a_f32
+ * is (ceil(M/TM), K, TM): the tile's TM values per depth are adjacent, and
+ * lda is the panels' full depth. */
 #define ROW_N(i) ((i) * lda)
 #define ROW_T(i) (i)
+#define ROW_P(i) 0
 #define A_N(p, r) a[arow[r] + (p)]
 #define A_T(p, r) a[(p) * lda + arow[r]]
+#define A_P(p, r) a[(p) * TM + (r)]
+#define A_ROWS ao
+#define A_PANEL ao + get_global_id(0) * lda * TM
 
 #define FMA_ROWS(AT)                                                                                            \
     _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = fma((floatv)(AT(p, r)), bv, acc[r]);
@@ -55,22 +61,23 @@
         }                                                                                                       \
     }
 
-/* B packed: the tile's panel is contiguous and zero-padded (ldb unused). */
-#define B_PANEL bp + bo + jp * k * TN
+/* B packed: the tile's panel is contiguous and zero-padded; ldb is the
+ * panels' full depth, of which this product (one K block) reads k rows. */
+#define B_PANEL bp + bo + jp * ldb * TN
 #define K_LOOP_PANEL(AT)                                                                                        \
     for (ulong p = 0; p < k; p++) {                                                                             \
         floatv bv = vloadv(p, b);                                                                               \
         FMA_ROWS(AT)                                                                                            \
     }
 
-#define GEMM_KERNEL(name, ROW, AT, BSTART, KLOOP)                                                               \
+#define GEMM_KERNEL(name, ROW, AT, ASTART, BSTART, KLOOP)                                                       \
     __kernel void name(__global const float *a, ulong ao, ulong lda, __global const float *bp, ulong bo,        \
                        ulong ldb, __global float *c, ulong co, ulong ldc, ulong m, ulong n, ulong k,            \
                        float alpha, float beta, __global const float *bias, ulong biaso, uint flags)            \
     {                                                                                                           \
         ulong i0 = get_global_id(0) * TM, jp = get_global_id(1), j0 = jp * TN;                                  \
         if (i0 >= m || j0 >= n) return;                                                                         \
-        a += ao;                                                                                                \
+        a += ASTART;                                                                                            \
         __global const float *b = BSTART;                                                                       \
         ulong arow[TM];                                                                                         \
         _Pragma("unroll") for (int r = 0; r < TM; r++) arow[r] = ROW(min(i0 + r, m - 1));                       \
@@ -99,11 +106,39 @@
         }                                                                                                       \
     }
 
-/* gemm_<A><B>_f32: A as is (n) or transposed (t); B in place (n) or packed (p). */
-GEMM_KERNEL(gemm_nn_f32, ROW_N, A_N, B_ROWS, K_LOOP_ROWS)
-GEMM_KERNEL(gemm_tn_f32, ROW_T, A_T, B_ROWS, K_LOOP_ROWS)
-GEMM_KERNEL(gemm_np_f32, ROW_N, A_N, B_PANEL, K_LOOP_PANEL)
-GEMM_KERNEL(gemm_tp_f32, ROW_T, A_T, B_PANEL, K_LOOP_PANEL)
+/* gemm_<A><B>_f32: A as is (n), transposed (t) or packed (p); B in place (n) or packed (p). */
+GEMM_KERNEL(gemm_nn_f32, ROW_N, A_N, A_ROWS, B_ROWS, K_LOOP_ROWS)
+GEMM_KERNEL(gemm_tn_f32, ROW_T, A_T, A_ROWS, B_ROWS, K_LOOP_ROWS)
+GEMM_KERNEL(gemm_pn_f32, ROW_P, A_P, A_PANEL, B_ROWS, K_LOOP_ROWS)
+GEMM_KERNEL(gemm_np_f32, ROW_N, A_N, A_ROWS, B_PANEL, K_LOOP_PANEL)
+GEMM_KERNEL(gemm_tp_f32, ROW_T, A_T, A_ROWS, B_PANEL, K_LOOP_PANEL)
+GEMM_KERNEL(gemm_pp_f32, ROW_P, A_P, A_PANEL, B_PANEL, K_LOOP_PANEL)
+
+/* Packs op(A) (M,K), A row-major with leading dimension lda and transposed
+ * when trans is set, into panels of TM rows, (ceil(M/TM), K, TM), zero rows
+ * past M; each work-item packs one panel, TM x 16 blocks through registers. */
+__kernel void pack_a_f32(__global const float *a, ulong ao, ulong lda, uint trans, __global float *ap, ulong po,
+                         ulong m, ulong k)
+{
+    ulong ip = get_global_id(0), i0 = ip * TM;
+    if (i0 >= m) return;
+    a += ao;
+    __global float *dst = ap + po + ip * k * TM;
+    ulong mr = min((ulong)TM, m - i0);
+    float t[16][TM];
+    for (ulong p0 = 0; p0 < k; p0 += 16) {
+        ulong pc = min((ulong)16, k - p0);
+        if (trans) {
+            for (ulong p = 0; p < 16; p++)
+                for (ulong r = 0; r < TM; r++) t[p][r] = r < mr && p < pc ? a[(p0 + p) * lda + i0 + r] : 0.0f;
+        } else {
+            for (ulong r = 0; r < TM; r++)
+                for (ulong p = 0; p < 16; p++) t[p][r] = r < mr && p < pc ? a[(i0 + r) * lda + p0 + p] : 0.0f;
+        }
+        for (ulong p = 0; p < pc; p++)
+            for (ulong r = 0; r < TM; r++) dst[(p0 + p) * TM + r] = t[p][r];
+    }
+}
 
 /* Packs bt (N,K), leading dimension ldb, as B = bt^T in panels; each
  * work-item packs one panel, TN x TN blocks at a time through registers. */

@@ -67,10 +67,16 @@ START_TEST(test_gemm_sizes_and_transposes)
 }
 END_TEST
 
-/* Rows 4 KiB apart (1024 floats) in every operand, and a K past one panel's cache footprint. */
+/* Rows 4 KiB apart (1024 floats) in every operand, and a K past one panel's cache footprint; A
+ * with such rows is packed. */
 START_TEST(test_gemm_power_of_two_strides)
 {
     for (int t = 0; t < 4; t++) check_gemm("cpu", t & 1, t >> 1, 25, 1024, 1024, 1.0f, 1.0f);
+    /* A packed into row panels: a partial last panel (37 rows) and depth block (k 29). */
+    check_gemm("cpu", 0, 0, 37, 20, 1024, 1.0f, 0.5f);
+    check_gemm("cpu", 0, 1, 37, 20, 1024, 1.0f, 0.0f);
+    check_gemm("cpu", 1, 0, 1024, 19, 29, 0.5f, 1.0f);
+    check_gemm("cpu", 1, 1, 1024, 19, 29, 1.0f, 0.0f);
     unsetenv("CLT_DENSE");
     clt_test_assert_no_live_tensors();
 }

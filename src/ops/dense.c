@@ -91,10 +91,28 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
     return s;
 }
 
-/* The register-tiled kernels; a transposed B is packed into panels first.
- * bias (n), when not NULL, is added to every row in the same pass, then
- * ReLU when relu is set. A tile other than the default is a program built
- * with its own -DTM= -DTN=. */
+/* Packs op(x) for the CPU kernels: pack_a_f32 into panels of tile.tm rows,
+ * pack_bt_f32 (x is B transposed) into panels of tile.tn columns. */
+static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, size_t rows, size_t k, size_t width,
+                           const clt_tensor *x, size_t ldx, clt_tensor **packed)
+{
+    size_t panels = (rows + width - 1) / width, local[] = {1};
+    int64_t shape[] = {(int64_t)(panels * k * width)};
+    CLT_TRY(clt__tensor_new(packed, slot, CLT_FLOAT32, 1, shape));
+    clt__buf xb = clt__tensor_buf(x), pb = clt__tensor_buf(*packed);
+    cl_ulong lx = ldx, ur = rows, uk = k;
+    cl_uint ut = (cl_uint)trans;
+    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(lx), CLT_ARG(ut), CLT_ARG(pb.mem),
+                       CLT_ARG(pb.off), CLT_ARG(ur),     CLT_ARG(uk)};
+    if (is_a) return clt__launch_opts(slot, "gemm_cpu", options, "pack_a_f32", 8, args, 1, &panels, local, *packed);
+    clt__arg bargs[] = {args[0], args[1], args[2], args[4], args[5], args[6], args[7]};
+    return clt__launch_opts(slot, "gemm_cpu", options, "pack_bt_f32", 7, bargs, 1, &panels, local, *packed);
+}
+
+/* The register-tiled kernels; a transposed B is packed into panels first,
+ * and so is A when its rows are 4 KiB apart. bias (n), when not NULL, is added to
+ * every row in the same pass, then ReLU when relu is set. A tile other than
+ * the default is a program built with its own -DTM= -DTN=. */
 clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
                          size_t k, float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
                          float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu)
@@ -105,35 +123,33 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
         snprintf(opts, sizeof opts, "-DTM=%d -DTN=%d", tile.tm, tile.tn);
         options = opts;
     }
-    size_t tn = (size_t)tile.tn, panels = (n + tn - 1) / tn, local[] = {1, 1};
-    cl_ulong lb = ldb, un = n, uk = k;
-    clt__buf bb = clt__tensor_buf(b);
-    clt_tensor *packed = NULL;
+    /* Rows of A a multiple of 4 KiB apart fall into the same cache sets, so
+     * the tile's TM rows evict each other: such an A is packed first. */
+    int pack_a = lda % 1024 == 0 && k >= 16;
+    clt_tensor *pa = NULL, *pb = NULL;
     clt_status s = CLT_OK;
-    if (transpose_b) {
-        int64_t shape[] = {(int64_t)(panels * k * tn)};
-        CLT_TRY(clt__tensor_new(&packed, slot, CLT_FLOAT32, 1, shape));
-        clt__buf pb = clt__tensor_buf(packed);
-        clt__arg pargs[] = {CLT_ARG(bb.mem), CLT_ARG(bb.off), CLT_ARG(lb), CLT_ARG(pb.mem),
-                            CLT_ARG(pb.off), CLT_ARG(un),     CLT_ARG(uk)};
-        s = clt__launch_opts(slot, "gemm_cpu", options, "pack_bt_f32", 7, pargs, 1, &panels, local, packed);
-        bb = pb;
-    }
+    if (pack_a) s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, lda, &pa);
+    if (s == CLT_OK && transpose_b) s = cpu_pack(slot, options, 0, 1, n, k, (size_t)tile.tn, b, ldb, &pb);
     if (s == CLT_OK) {
-        clt__buf ab = clt__tensor_buf(a), cb = clt__tensor_buf(c), biasb = bias ? clt__tensor_buf(bias) : cb;
-        cl_ulong la = lda, lc = ldc, um = m;
+        /* A packed panel's leading dimension is its depth. */
+        clt__buf ab = clt__tensor_buf(pa ? pa : a), bb = clt__tensor_buf(pb ? pb : b), cb = clt__tensor_buf(c);
+        clt__buf biasb = bias ? clt__tensor_buf(bias) : cb;
+        cl_ulong la = pa ? k : lda, lb = pb ? k : ldb, lc = ldc, um = m, un = n, uk = k;
         cl_uint flags = (bias != NULL) | (relu ? 2u : 0u);
         clt__arg args[] = {CLT_ARG(ab.mem),    CLT_ARG(ab.off),  CLT_ARG(la),     CLT_ARG(bb.mem), CLT_ARG(bb.off),
                            CLT_ARG(lb),        CLT_ARG(cb.mem),  CLT_ARG(cb.off), CLT_ARG(lc),     CLT_ARG(um),
                            CLT_ARG(un),        CLT_ARG(uk),      CLT_ARG(alpha),  CLT_ARG(beta),   CLT_ARG(biasb.mem),
                            CLT_ARG(biasb.off), CLT_ARG(flags)};
-        size_t global[] = {(m + (size_t)tile.tm - 1) / (size_t)tile.tm, panels};
-        static const char *const names[2][2] = {{"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}};
-        s = clt__launch_opts(slot, "gemm_cpu", options, names[transpose_a != 0][transpose_b != 0], 17, args, 2, global,
-                             local, c);
+        size_t global[] = {(m + (size_t)tile.tm - 1) / (size_t)tile.tm, (n + (size_t)tile.tn - 1) / (size_t)tile.tn};
+        size_t local[] = {1, 1};
+        static const char *const names[3][2] = {
+            {"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}, {"gemm_pn_f32", "gemm_pp_f32"}};
+        s = clt__launch_opts(slot, "gemm_cpu", options, names[pa ? 2 : transpose_a != 0][pb != NULL], 17, args, 2,
+                             global, local, c);
     }
-    /* The allocator reuses packed's memory only after the queue's pending work. */
-    clt_tensor_release(packed);
+    /* The allocator reuses packed memory only after the queue's pending work. */
+    clt_tensor_release(pa);
+    clt_tensor_release(pb);
     return s;
 }
 
