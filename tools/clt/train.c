@@ -310,8 +310,9 @@ static int train_run(train_args a, const clt_collective *comm)
         return fail("train", "loading the data");
     }
     clt_model *model = NULL;
-    rc = make_model("train", &a, &model);
-    if (rc == 0 && a.trace && clt_trace_start(a.trace) != CLT_OK) rc = fail("train", "starting the trace");
+    /* Before the model: queues made while tracing carry kernel times. */
+    rc = a.trace && clt_trace_start(a.trace) != CLT_OK ? fail("train", "starting the trace") : 0;
+    if (rc == 0) rc = make_model("train", &a, &model);
     if (rc == 0) {
         clt_trainer_options o = clt_trainer_default_options();
         o.max_epochs = a.epochs;
