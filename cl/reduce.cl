@@ -33,15 +33,27 @@ __kernel void count_equal_partial_i32(__global const int *a, ulong ao, __global 
     part[po + p] = (float)c;
 }
 
-/* x is (rows, cols): out[c] = (accumulate ? out[c] : 0) + sum over rows of x[r, c]. */
+/* x is (rows, cols): out[c] = (accumulate ? out[c] : 0) + sum over rows of
+ * x[r, c], in row order. Each work-item walks down 16 adjacent columns as
+ * one vector (the last one fewer, element by element). */
 __kernel void sum_rows_f32(__global const float *x, ulong xo, ulong rows, ulong cols, __global float *out,
                            ulong oo, int accumulate)
 {
-    size_t c = get_global_id(0);
-    if (c >= cols) return;
-    float s = 0.0f;
-    for (ulong r = 0; r < rows; r++) s += x[xo + r * cols + c];
-    out[oo + c] = accumulate ? out[oo + c] + s : s;
+    ulong c0 = get_global_id(0) * 16;
+    if (c0 >= cols) return;
+    x += xo + c0;
+    out += oo + c0;
+    if (c0 + 16 <= cols) {
+        float16 s = (float16)(0.0f);
+        for (ulong r = 0; r < rows; r++) s += vload16(0, x + r * cols);
+        vstore16(accumulate ? vload16(0, out) + s : s, 0, out);
+        return;
+    }
+    for (ulong c = 0; c < cols - c0; c++) {
+        float s = 0.0f;
+        for (ulong r = 0; r < rows; r++) s += x[r * cols + c];
+        out[c] = accumulate ? out[c] + s : s;
+    }
 }
 
 /* The first index of each row's largest value; NaN counts as largest, as in PyTorch. */

@@ -71,7 +71,8 @@ clt_status clt__sum_rows_into(clt_tensor *out, const clt_tensor *x, int accumula
     if (rows == 0) return accumulate ? CLT_OK : clt_fill_(out, 0.0);
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(rows), CLT_ARG(cols),
                        CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(acc)};
-    return clt__launch1(x->st->slot, "reduce", "sum_rows_f32", 7, args, (size_t)cols, out);
+    size_t global = (size_t)(cols + 15) / 16, local = 1;
+    return clt__launch(x->st->slot, "reduce", "sum_rows_f32", 7, args, 1, &global, &local, out);
 }
 
 clt_status clt_sum_rows(clt_tensor **out, const clt_tensor *x)
