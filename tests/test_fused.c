@@ -1,7 +1,11 @@
-/* clt_linear_relu_forward (bias and ReLU in the GEMM's store on CPU
- * devices, a ReLU pass after CLBlast elsewhere) against a C reference on
- * awkward sizes, with and without bias, NaN passing through as in clt_relu;
- * and its errors. */
+/* Fused epilogues. clt_linear_relu_forward (bias and ReLU in the GEMM's
+ * store on CPU devices, a ReLU pass after CLBlast elsewhere) against a C
+ * reference on awkward sizes, with and without bias, NaN passing through as
+ * in clt_relu; clt_relu_backward_bias (the ReLU mask and the bias gradient
+ * in one pass) against a C reference and bit for bit against the two passes
+ * it replaces; and whole-model gradients of ResMLPs and residual stacks,
+ * fused and with CLT_FUSE=0, checkpointed or not, against a plain C
+ * forward and backward in double precision. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +101,337 @@ START_TEST(test_linear_relu_errors)
 }
 END_TEST
 
+/* dx = dy where y > 0, db += column sums of dx, in double. */
+static void ref_relu_bias(const float *dy, const float *y, int64_t rows, int64_t cols, float *dx, double *db)
+{
+    for (int64_t c = 0; c < cols; c++)
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t i = r * cols + c;
+            dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+            db[c] += dx[i];
+        }
+}
+
+static void check_relu_bias(int64_t rows, int64_t cols, int64_t pad)
+{
+    int64_t n = rows * cols;
+    float *dy = clt_test_random_floats(n, 31 + (uint64_t)n), *y = clt_test_random_floats(n, 37 + (uint64_t)cols);
+    float *db0 = clt_test_random_floats(cols, 41), *want = malloc((size_t)(n ? n : 1) * sizeof *want);
+    double *want_db = malloc((size_t)(cols ? cols : 1) * sizeof *want_db);
+    for (int64_t c = 0; c < cols; c++) want_db[c] = db0[c];
+    if (n > 2) y[2] = 0.0f; /* exactly 0: masked, as in clt_relu_backward */
+    ref_relu_bias(dy, y, rows, cols, want, want_db);
+    clt_tensor *dyb, *yb, *tdb, *tdx, *two, *sums;
+    /* Views at a nonzero offset; the rows around them are NaN. */
+    clt_tensor *tdy = clt_test_upload_view(dev(), dy, rows, cols, pad, NAN, &dyb);
+    clt_tensor *ty = clt_test_upload_view(dev(), y, rows, cols, pad, NAN, &yb);
+    ck_assert_ok(clt_from_host(&tdb, dev(), CLT_FLOAT32, 1, &cols, db0));
+    ck_assert_ok(clt_relu_backward_bias(&tdx, tdb, tdy, ty));
+    ck_assert_int_eq(clt_tensor_ndim(tdx), 2);
+    ck_assert_int_eq(clt_tensor_dim(tdx, 0), rows);
+    ck_assert_int_eq(clt_tensor_dim(tdx, 1), cols);
+    float *got = clt_test_read(tdx), *got_db = clt_test_read(tdb);
+    ck_assert_msg(n == 0 || memcmp(got, want, (size_t)n * sizeof *got) == 0, "%lldx%lld: dx differs",
+                  (long long)rows, (long long)cols);
+    float *want_dbf = malloc((size_t)(cols ? cols : 1) * sizeof *want_dbf);
+    for (int64_t c = 0; c < cols; c++) want_dbf[c] = (float)want_db[c];
+    double err = clt_test_max_rel_err(got_db, want_dbf, cols);
+    ck_assert_msg(err < TOL, "%lldx%lld: db max rel err %g", (long long)rows, (long long)cols, err);
+    /* The two passes it replaces give the same bits. */
+    ck_assert_ok(clt_relu_backward(&two, tdy, ty));
+    float *got_two = clt_test_read(two);
+    ck_assert(n == 0 || memcmp(got_two, got, (size_t)n * sizeof *got) == 0);
+    if (rows > 0) {
+        ck_assert_ok(clt_sum_rows(&sums, two));
+        float *s2 = clt_test_read(sums);
+        for (int64_t c = 0; c < cols; c++) {
+            float acc = db0[c] + s2[c];
+            ck_assert_msg(memcmp(&acc, &got_db[c], sizeof acc) == 0, "%lldx%lld column %lld: %a, two passes %a",
+                          (long long)rows, (long long)cols, (long long)c, (double)got_db[c], (double)acc);
+        }
+        free(s2);
+        clt_tensor_release(sums);
+    } else {
+        ck_assert(cols == 0 || memcmp(got_db, db0, (size_t)cols * sizeof *db0) == 0);
+    }
+    free(got_two);
+    clt_tensor_release(two);
+    free(got);
+    free(got_db);
+    free(want_dbf);
+    free(want_db);
+    free(want);
+    free(db0);
+    free(dy);
+    free(y);
+    clt_tensor_release(tdx);
+    clt_tensor_release(tdb);
+    clt_tensor_release(tdy);
+    clt_tensor_release(ty);
+    clt_tensor_release(dyb);
+    clt_tensor_release(yb);
+}
+
+START_TEST(test_relu_bias_sizes)
+{
+    const int64_t sizes[][2] = {{1, 1}, {1, 257}, {7, 1}, {13, 17}, {37, 257}, {97, 61}, {3, 16}, {0, 5}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int64_t pad = 0; pad < 2; pad++) check_relu_bias(sizes[s][0], sizes[s][1], pad * 3);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* As clt_relu_backward: y NaN masks (NaN > 0 is false); dy NaN where y > 0
+ * passes into dx and its column's sum. */
+START_TEST(test_relu_bias_nan)
+{
+    const float dy[] = {1, 2, NAN, 4, 5, 6}, y[] = {NAN, 1, 1, 0, 2, -1}, db0[] = {10, 20, 30};
+    clt_tensor *tdy = clt_test_upload(dev(), dy, 2, 3), *ty = clt_test_upload(dev(), y, 2, 3), *tdb, *tdx;
+    int64_t cols = 3;
+    ck_assert_ok(clt_from_host(&tdb, dev(), CLT_FLOAT32, 1, &cols, db0));
+    ck_assert_ok(clt_relu_backward_bias(&tdx, tdb, tdy, ty));
+    float *dx = clt_test_read(tdx), *db = clt_test_read(tdb);
+    ck_assert(dx[0] == 0.0f && dx[1] == 2.0f && isnan(dx[2]) && dx[3] == 0.0f && dx[4] == 5.0f && dx[5] == 0.0f);
+    ck_assert(db[0] == 10.0f && db[1] == 27.0f && isnan(db[2]));
+    free(dx);
+    free(db);
+    clt_tensor_release(tdx);
+    clt_tensor_release(tdb);
+    clt_tensor_release(tdy);
+    clt_tensor_release(ty);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_relu_bias_errors)
+{
+    int64_t s23[] = {2, 3}, s32[] = {3, 2}, s3[] = {3}, s2[] = {2}, s6[] = {6};
+    clt_tensor *dy, *y, *y32, *y1d, *db, *db2, *dbi, *dx = (clt_tensor *)1;
+    ck_assert_ok(clt_zeros(&dy, dev(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&y, dev(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&y32, dev(), CLT_FLOAT32, 2, s32));
+    ck_assert_ok(clt_zeros(&y1d, dev(), CLT_FLOAT32, 1, s6));
+    ck_assert_ok(clt_zeros(&db, dev(), CLT_FLOAT32, 1, s3));
+    ck_assert_ok(clt_zeros(&db2, dev(), CLT_FLOAT32, 1, s2));
+    ck_assert_ok(clt_zeros(&dbi, dev(), CLT_INT32, 1, s3));
+    ck_assert_status(clt_relu_backward_bias(&dx, db, dy, y32), CLT_ERR_SHAPE);
+    ck_assert_ptr_null(dx);
+    ck_assert(strstr(clt_last_error(), "clt_relu_backward_bias") != NULL);
+    ck_assert_status(clt_relu_backward_bias(&dx, db, dy, y1d), CLT_ERR_SHAPE);
+    ck_assert_status(clt_relu_backward_bias(&dx, db2, dy, y), CLT_ERR_SHAPE);
+    ck_assert_status(clt_relu_backward_bias(&dx, db, y1d, y1d), CLT_ERR_SHAPE);
+    ck_assert_status(clt_relu_backward_bias(&dx, dbi, dy, y), CLT_ERR_UNSUPPORTED);
+    ck_assert_status(clt_relu_backward_bias(&dx, NULL, dy, y), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_relu_backward_bias(NULL, db, dy, y), CLT_ERR_INVALID_ARGUMENT);
+    clt_tensor_release(dy);
+    clt_tensor_release(y);
+    clt_tensor_release(y32);
+    clt_tensor_release(y1d);
+    clt_tensor_release(db);
+    clt_tensor_release(db2);
+    clt_tensor_release(dbi);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* ---- Whole models against a C reference. ---- */
+
+/* A ResMLP without Flatten (its input is already (B,IN)): Linear(IN,H) +
+ * ReLU when `head`, `blocks` residual blocks of width H, Linear(H,OUT) when
+ * `tail`. Parameters in state_dict order, as the model lays them out. */
+typedef struct net {
+    int64_t B, in, h, out;
+    int blocks, head, tail;
+} net;
+
+static double *dbl(int64_t n) { return calloc((size_t)(n ? n : 1), sizeof(double)); }
+
+/* y (B,o) = x (B,i) w^T + b, then ReLU when relu. */
+static void ref_linear(const double *x, const float *w, const float *b, int64_t B, int64_t i, int64_t o, int relu,
+                       double *y)
+{
+    for (int64_t r = 0; r < B; r++)
+        for (int64_t j = 0; j < o; j++) {
+            double s = b[j];
+            for (int64_t p = 0; p < i; p++) s += x[r * i + p] * w[j * i + p];
+            y[r * o + j] = relu && s < 0 ? 0.0 : s;
+        }
+}
+
+/* dw += dy^T x, db += column sums of dy, dx = dy w (when dx). */
+static void ref_linear_back(const double *dy, const double *x, const float *w, int64_t B, int64_t i, int64_t o,
+                            double *dw, double *db, double *dx)
+{
+    for (int64_t r = 0; r < B; r++)
+        for (int64_t j = 0; j < o; j++) {
+            db[j] += dy[r * o + j];
+            for (int64_t p = 0; p < i; p++) dw[j * i + p] += dy[r * o + j] * x[r * i + p];
+        }
+    for (int64_t r = 0; dx && r < B; r++)
+        for (int64_t p = 0; p < i; p++) {
+            double s = 0;
+            for (int64_t j = 0; j < o; j++) s += dy[r * o + j] * w[j * i + p];
+            dx[r * i + p] = s;
+        }
+}
+
+static void ref_mask(double *d, const double *y, int64_t n)
+{
+    for (int64_t k = 0; k < n; k++)
+        if (!(y[k] > 0)) d[k] = 0;
+}
+
+/* Gradients (flat, the model's layout) and dx of sum(y * dy). */
+static void ref_grads(const net *a, const float *p, const float *x, const float *dyf, float *grad, float *dxf)
+{
+    int64_t B = a->B, H = a->h, n0 = a->head ? a->in : H, nh = B * H, nout = a->tail ? a->out : H;
+    ck_assert_int_le(a->blocks, 8);
+    /* Parameter offsets in state_dict order: head, two Linears per block, tail. */
+    int64_t offs[2 * 8 + 2], np = 0;
+    int nl = 0;
+    if (a->head) offs[nl++] = np, np += H * a->in + H;
+    for (int k = 0; k < 2 * a->blocks; k++) offs[nl++] = np, np += H * H + H;
+    if (a->tail) offs[nl++] = np, np += a->out * H + a->out;
+    const float *head = p + offs[0], *tail = p + offs[nl - 1];
+    int first = a->head;
+    /* Forward, keeping each block's input and first ReLU output: x[k] is
+     * block k's input (x[blocks] the last output), r[k] that ReLU's. */
+    double *X = dbl(B * n0), *xs = dbl(nh * (a->blocks + 1)), *rs = dbl(nh * a->blocks), *c = dbl(nh);
+    for (int64_t q = 0; q < B * n0; q++) X[q] = x[q];
+    if (a->head) ref_linear(X, head, head + H * a->in, B, a->in, H, 1, xs);
+    else memcpy(xs, X, (size_t)nh * sizeof *xs);
+    for (int k = 0; k < a->blocks; k++) {
+        const float *w1 = p + offs[first + 2 * k], *w2 = p + offs[first + 2 * k + 1];
+        double *in = xs + k * nh, *r = rs + k * nh;
+        ref_linear(in, w1, w1 + H * H, B, H, H, 1, r);
+        ref_linear(r, w2, w2 + H * H, B, H, H, 1, c);
+        for (int64_t q = 0; q < nh; q++) in[nh + q] = in[q] + c[q];
+    }
+    /* Backward. */
+    double *g = dbl(np), *dy = dbl(B * nout), *dh = dbl(nh), *t = dbl(nh), *t2 = dbl(nh), *dx = dbl(B * n0);
+    for (int64_t q = 0; q < B * nout; q++) dy[q] = dyf[q];
+    if (a->tail) ref_linear_back(dy, xs + a->blocks * nh, tail, B, H, a->out, g + offs[nl - 1],
+                                 g + offs[nl - 1] + a->out * H, dh);
+    else memcpy(dh, dy, (size_t)nh * sizeof *dh);
+    for (int k = a->blocks - 1; k >= 0; k--) {
+        int64_t o1 = offs[first + 2 * k], o2 = offs[first + 2 * k + 1];
+        double *in = xs + k * nh, *r = rs + k * nh;
+        ref_linear(r, p + o2, p + o2 + H * H, B, H, H, 1, c); /* the second ReLU's output, for its mask */
+        memcpy(t, dh, (size_t)nh * sizeof *t);
+        ref_mask(t, c, nh);
+        ref_linear_back(t, r, p + o2, B, H, H, g + o2, g + o2 + H * H, t2);
+        ref_mask(t2, r, nh);
+        ref_linear_back(t2, in, p + o1, B, H, H, g + o1, g + o1 + H * H, t);
+        for (int64_t q = 0; q < nh; q++) dh[q] += t[q];
+    }
+    if (a->head) {
+        ref_mask(dh, xs, nh);
+        ref_linear_back(dh, X, head, B, a->in, H, g, g + H * a->in, dx);
+    } else {
+        memcpy(dx, dh, (size_t)nh * sizeof *dx);
+    }
+    for (int64_t q = 0; q < np; q++) grad[q] = (float)g[q];
+    for (int64_t q = 0; q < B * n0; q++) dxf[q] = (float)dx[q];
+    free(X);
+    free(xs);
+    free(rs);
+    free(c);
+    free(g);
+    free(dy);
+    free(dh);
+    free(t);
+    free(t2);
+    free(dx);
+}
+
+static clt_model *build(const net *a, uint64_t seed)
+{
+    clt_model *m;
+    ck_assert_ok(clt_model_create(&m, "net"));
+    if (a->head) {
+        ck_assert_ok(clt_model_add_linear(m, a->in, a->h));
+        ck_assert_ok(clt_model_add_relu(m));
+    }
+    for (int k = 0; k < a->blocks; k++) ck_assert_ok(clt_model_add_residual(m, a->h));
+    if (a->tail) ck_assert_ok(clt_model_add_linear(m, a->h, a->out));
+    ck_assert_ok(clt_model_init(m, dev(), seed));
+    return m;
+}
+
+/* One forward and backward (dy the caller's, dx asked for or not) fused or
+ * not, checkpointed with `segments`: gradients and dx against the reference;
+ * dy is left as it was. */
+static void check_net(const net *a, int fused, int segments, int with_dx)
+{
+    ck_assert_int_eq(setenv("CLT_FUSE", fused ? "1" : "0", 1), 0);
+    clt_model *m = build(a, 5);
+    int64_t n0 = a->head ? a->in : a->h, nout = a->tail ? a->out : a->h, np = clt_model_parameter_count(m);
+    float *x = clt_test_random_floats(a->B * n0, 3), *dy = clt_test_random_floats(a->B * nout, 4);
+    float *p = clt_test_read(clt_model_parameters(m));
+    float *want = malloc((size_t)np * sizeof *want), *ref_dx = malloc((size_t)(a->B * n0) * sizeof *ref_dx);
+    ref_grads(a, p, x, dy, want, ref_dx);
+    clt_tensor *tx = clt_test_upload(dev(), x, a->B, n0), *tdy = clt_test_upload(dev(), dy, a->B, nout), *ty, *tdx;
+    ck_assert_ok(clt_model_set_checkpointing(m, segments));
+    ck_assert_ok(clt_model_forward(m, tx, &ty));
+    ck_assert_ok(clt_model_backward(m, tdy, with_dx ? &tdx : NULL));
+    float *g = clt_test_read(clt_model_gradients(m)), *dy_after = clt_test_read(tdy);
+    double err = clt_test_max_rel_err(g, want, np);
+    ck_assert_msg(err < TOL, "fused %d, segments %d, blocks %d: gradients max rel err %g", fused, segments,
+                  a->blocks, err);
+    ck_assert_msg(memcmp(dy_after, dy, (size_t)(a->B * nout) * sizeof *dy) == 0, "fused %d: backward changed dy",
+                  fused);
+    if (with_dx) {
+        float *gx = clt_test_read(tdx);
+        err = clt_test_max_rel_err(gx, ref_dx, a->B * n0);
+        ck_assert_msg(err < TOL, "fused %d, segments %d: dx max rel err %g", fused, segments, err);
+        free(gx);
+        clt_tensor_release(tdx);
+    }
+    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    free(g);
+    free(dy_after);
+    free(p);
+    free(want);
+    free(ref_dx);
+    free(x);
+    free(dy);
+    clt_tensor_release(tx);
+    clt_tensor_release(tdy);
+    clt_tensor_release(ty);
+    clt_model_free(m);
+    unsetenv("CLT_FUSE");
+}
+
+/* Linear + ReLU, three blocks, Linear: every residual block but one gets a
+ * dy that only backward holds, so its first Linear adds into it in place. */
+START_TEST(test_resmlp_grads)
+{
+    const net a = {.B = 5, .in = 13, .h = 11, .out = 7, .blocks = 3, .head = 1, .tail = 1};
+    const net wide = {.B = 33, .in = 20, .h = 257, .out = 3, .blocks = 2, .head = 1, .tail = 1};
+    int segments[] = {0, 1, CLT_CHECKPOINT_AUTO};
+    for (int fused = 0; fused < 2; fused++)
+        for (int k = 0; k < 3; k++)
+            for (int with_dx = 0; with_dx < 2; with_dx++) check_net(&a, fused, segments[k], with_dx);
+    check_net(&wide, 1, 0, 1);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* Residual blocks alone: the last block's dy is the caller's, so its first
+ * Linear adds into a copy and the caller's dy stays as it was. */
+START_TEST(test_residual_stack_grads)
+{
+    const net a = {.B = 7, .h = 16, .blocks = 3};
+    const net one = {.B = 1, .h = 1, .blocks = 1};
+    for (int fused = 0; fused < 2; fused++) {
+        check_net(&a, fused, 0, 1);
+        check_net(&a, fused, 2, 1);
+        check_net(&one, fused, 0, 1);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fused");
@@ -105,6 +440,11 @@ int main(void)
     tcase_add_test(tc, test_linear_relu_sizes);
     tcase_add_test(tc, test_linear_relu_nan_passes);
     tcase_add_test(tc, test_linear_relu_errors);
+    tcase_add_test(tc, test_relu_bias_sizes);
+    tcase_add_test(tc, test_relu_bias_nan);
+    tcase_add_test(tc, test_relu_bias_errors);
+    tcase_add_test(tc, test_resmlp_grads);
+    tcase_add_test(tc, test_residual_stack_grads);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -1,8 +1,11 @@
 /* Inference mode, the article's no_grad: a forward with training off keeps
- * no activations, so its peak is the weights, the batch and the two largest
- * layer outputs alive together (a layer's input and its output); a training
- * forward's peak is larger by the activations it has stored by then. */
+ * no activations, so its peak is the weights, the batch and the largest
+ * set of tensors alive at one moment: without fusion (CLT_FUSE=0) a
+ * Linear's output and its ReLU's, with it a fused Linear + ReLU's input and
+ * output and, on CPU devices, its weight packed for the product; a training
+ * forward's peak adds the activations it has stored by then. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "support.h"
 
@@ -10,11 +13,27 @@ static clt_device dev(void) { return clt_try_gpu(0); }
 
 enum { B = 256, IN = 32, H1 = 64, H2 = 256, OUT = 10 };
 
-/* Linear(IN,H1), ReLU, Linear(H1,H2), ReLU, Linear(H2,OUT): the widest pair
- * of consecutive outputs is the second Linear's and its ReLU's. On CPU
- * devices a GEMM also holds its weight packed for the call; at this batch
- * that moment (input, output, packed weight) stays below the pair. */
 static int64_t floats_to_bytes(int64_t n) { return n * B * 4; }
+
+/* Bytes of a Linear(in, out) weight packed into panels of 16 columns for the
+ * product when the CPU kernels run it (src/ops/dense.c), else 0. */
+static int64_t packed(int64_t in, int64_t out)
+{
+    const char *env = getenv("CLT_DENSE");
+    int cpu = env && *env ? strcmp(env, "cpu") == 0 : 0;
+    if (!env || !*env) {
+        char name[32];
+        ck_assert_ok(clt_device_name(dev(), name, sizeof name));
+        for (int i = 0; i < clt_device_count(); i++) {
+            clt_device_info info;
+            ck_assert_ok(clt_device_info_get(i, &info));
+            if (strcmp(info.name, name) == 0) cpu = strcmp(info.type, "cpu") == 0;
+        }
+    }
+    return cpu ? (out + 15) / 16 * 16 * in * 4 : 0;
+}
+
+static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }
 
 static void forward_peak(clt_model *m, clt_tensor *x, int training, int64_t *peak, int64_t *stored)
 {
@@ -28,8 +47,10 @@ static void forward_peak(clt_model *m, clt_tensor *x, int training, int64_t *pea
     clt_tensor_release(y);
 }
 
-START_TEST(test_inference_peak)
+/* Linear(IN,H1), ReLU, Linear(H1,H2), ReLU, Linear(H2,OUT). */
+static void check_peaks(int fused)
 {
+    ck_assert_int_eq(setenv("CLT_FUSE", fused ? "1" : "0", 1), 0);
     int64_t hiddens[2] = {H1, H2};
     clt_model *m;
     ck_assert_ok(clt_model_create_mlp(&m, dev(), IN, 2, hiddens, OUT, 1));
@@ -45,8 +66,15 @@ START_TEST(test_inference_peak)
     int64_t infer_peak, infer_stored, train_peak, train_stored;
     forward_peak(m, x, 0, &infer_peak, &infer_stored);
     ck_assert_int_eq(infer_stored, 0);
-    /* The two largest live outputs: Linear(H1,H2)'s and its ReLU's. */
-    ck_assert_int_eq(infer_peak, weights + batch + floats_to_bytes(H2 + H2));
+    if (fused) {
+        /* The second product: its input, its output and its packed weight;
+         * every other moment holds less. */
+        ck_assert_int_eq(infer_peak, weights + batch + floats_to_bytes(H1 + H2) + packed(H1, H2));
+    } else {
+        /* Linear(H1,H2)'s output and its ReLU's (on CPU devices the packed
+         * weight's moment, input, output and weight, stays below). */
+        ck_assert_int_eq(infer_peak, weights + batch + floats_to_bytes(H2 + H2));
+    }
     /* Nothing stays but the output. */
     ck_assert_int_eq(clt_memory_allocated(dev()), weights + batch);
 
@@ -55,9 +83,18 @@ START_TEST(test_inference_peak)
      * and the caller's batch). */
     ck_assert_int_eq(train_stored, floats_to_bytes(H1 + H2));
     ck_assert_int_eq(clt_max_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), train_stored);
-    /* At the same moment the first ReLU's output is still stored. */
-    ck_assert_int_eq(train_peak, infer_peak + floats_to_bytes(H1));
-    ck_assert_int_gt(train_peak, infer_peak);
+    if (fused) {
+        /* The first ReLU's output, stored, is the second product's input,
+         * alive at that moment in inference too; the last product's moment
+         * adds its output and packed weight to both stored outputs. */
+        ck_assert_int_eq(train_peak, weights + batch + floats_to_bytes(H1 + H2) +
+                                         max2(packed(H1, H2), floats_to_bytes(OUT) + packed(H2, OUT)));
+        ck_assert_int_ge(train_peak, infer_peak);
+    } else {
+        /* At the same moment the first ReLU's output is still stored. */
+        ck_assert_int_eq(train_peak, infer_peak + floats_to_bytes(H1));
+        ck_assert_int_gt(train_peak, infer_peak);
+    }
     clt_model_set_training(m, 0);
     ck_assert_int_eq(clt_memory_allocated(dev()), weights + batch);
 
@@ -76,8 +113,14 @@ START_TEST(test_inference_peak)
         excess[d] = infer_peak - dweights - batch;
         forward_peak(deep, x, 1, &train_peak, &train_stored);
         ck_assert_int_eq(train_stored, floats_to_bytes(depth * H1));
-        /* At the last ReLU: every earlier stored output plus its input and output. */
-        ck_assert_int_eq(train_peak, dweights + batch + floats_to_bytes((depth + 1) * H1));
+        /* Unfused, at the last ReLU: every earlier stored output plus its
+         * input and output. Fused, at the last pair's product (every
+         * stored output, the last one being its output, and its weight) or
+         * at the last Linear's (its output and weight besides). */
+        int64_t want = fused ? floats_to_bytes(depth * H1) +
+                                   max2(packed(H1, H1), floats_to_bytes(OUT) + packed(H1, OUT))
+                             : floats_to_bytes((depth + 1) * H1);
+        ck_assert_int_eq(train_peak, dweights + batch + want);
         clt_model_set_training(deep, 0);
         clt_model_free(deep);
     }
@@ -85,8 +128,14 @@ START_TEST(test_inference_peak)
     ck_assert_int_ge(excess[0], floats_to_bytes(2 * H1));
 
     clt_tensor_release(x);
+    unsetenv("CLT_FUSE");
     clt_test_assert_no_live_tensors();
 }
+
+START_TEST(test_inference_peak) { check_peaks(0); }
+END_TEST
+
+START_TEST(test_inference_peak_fused) { check_peaks(1); }
 END_TEST
 
 int main(void)
@@ -95,6 +144,7 @@ int main(void)
     TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_inference_peak);
+    tcase_add_test(tc, test_inference_peak_fused);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

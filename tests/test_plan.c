@@ -120,6 +120,36 @@ START_TEST(test_exercise1_resmlp)
 }
 END_TEST
 
+/* With fusion off (CLT_FUSE=0) the replay follows the unfused layers just
+ * as exactly, and fusion does not raise the peak (it allocates less: no
+ * Linear output before its ReLU, residual gradients added in place; for
+ * these models not at the moment of the peak). */
+START_TEST(test_exercise1_unfused)
+{
+    int64_t hiddens[3] = {512, 512, 512};
+    clt_plan_options o = clt_plan_default_options();
+    o.batch_size = 256;
+    o.device = dev();
+    clt_plan unfused[2], fused[2];
+    /* One model at a time: the measured peak is the device's. */
+    for (int k = 0; k < 2; k++) {
+        clt_model *m;
+        if (k == 0) ck_assert_ok(clt_model_create_mlp(&m, dev(), 256, 3, hiddens, 10, 0));
+        else ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
+        ck_assert_int_eq(setenv("CLT_FUSE", "0", 1), 0);
+        check_model(m, k ? 48 : 256, 10, 0);
+        if (k) check_model(m, 48, 10, 3);
+        ck_assert_ok(clt_plan_step(m, &o, &unfused[k]));
+        unsetenv("CLT_FUSE");
+        ck_assert_ok(clt_plan_step(m, &o, &fused[k]));
+        clt_model_free(m);
+    }
+    ck_assert_int_le(fused[0].peak, unfused[0].peak);
+    ck_assert_int_le(fused[1].peak, unfused[1].peak);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* Exercise 2: under a memory cap, the largest batch each variant trains at.
  * The cap bounds what the allocator reserves, not what tensors use: the
  * caching allocator's segments (2 MiB for requests up to 1 MiB, 20 MiB
@@ -279,6 +309,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_exercise1_mlp);
     tcase_add_test(tc, test_exercise1_resmlp);
+    tcase_add_test(tc, test_exercise1_unfused);
     tcase_add_test(tc, test_exercise2_cap);
     tcase_add_test(tc, test_errors_and_report);
     tcase_add_test(tc, test_cli_plan);

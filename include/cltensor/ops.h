@@ -35,13 +35,19 @@ clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, 
 /* Linear then ReLU in one call: y = max(x @ w^T + b, 0), shapes as
  * clt_linear_forward. On CPU devices bias and ReLU run in the product's
  * store (one pass over y); elsewhere a ReLU pass follows the product. Its
- * backward is clt_relu_backward (with this y) then clt_linear_backward. */
+ * backward is clt_relu_backward_bias (with this y and the bias gradient)
+ * then clt_linear_backward with db NULL. */
 clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
 
 /* y = max(x, 0), any shape. */
 clt_status clt_relu(clt_tensor **y, const clt_tensor *x);
 /* dx = dy where y > 0, else 0; y is the forward output (same shape as dy). */
 clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_tensor *y);
+/* clt_relu_backward fused with the bias gradient of the Linear before the
+ * ReLU, in one pass: dy and y are (B,N), db is (N); creates *dx = dy where
+ * y > 0, else 0, and accumulates db += sum over rows of dx, the same sums as
+ * clt_linear_backward's db in the same order. */
+clt_status clt_relu_backward_bias(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y);
 
 /* In-place elementwise updates (same shape or same element count). */
 clt_status clt_fill_(clt_tensor *t, double value);

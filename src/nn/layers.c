@@ -1,11 +1,19 @@
 /* Layer passes, llm.c style: each forward keeps exactly what its backward
  * needs (Linear its input, ReLU its output, Flatten only the input shape on
- * the host), and each backward consumes and frees it. */
+ * the host), and each backward consumes and frees it. Float32 layers fuse
+ * (CLT_FUSE=0 turns it off): a Linear followed by a ReLU runs as one
+ * product with bias and ReLU in its store; backward folds the ReLU mask and
+ * the Linear's bias gradient into one pass; a residual block's first Linear
+ * accumulates its input gradient into the block's dy instead of adding the
+ * two afterwards. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../ops/half.h"
+#include "../ops/ops_internal.h"
 #include "../tensor/tensor_internal.h"
 #include "cltensor/ops.h"
 #include "nn_internal.h"
@@ -43,6 +51,17 @@ static void keep(clt_tensor **slot, clt_tensor *t, int internal)
 
 static int has_params(const clt__layer *l) { return l->kind == CLT__LINEAR || l->kind == CLT__RESIDUAL; }
 
+int clt__fuse_enabled(void)
+{
+    const char *env = getenv("CLT_FUSE");
+    return !env || strcmp(env, "0") != 0;
+}
+
+static int is_f32_linear(const clt__layer *l)
+{
+    return l->kind == CLT__LINEAR && clt_tensor_dtype(l->w) == CLT_FLOAT32;
+}
+
 // x is (B,in), w is (out,in), b is (out); y is (B,out)
 static clt_status linear_forward(clt_model *m, clt__layer *l, clt_tensor *x, int internal, clt_tensor **y)
 {
@@ -50,6 +69,19 @@ static clt_status linear_forward(clt_model *m, clt__layer *l, clt_tensor *x, int
     clt_status s = half ? clt__linear_forward_f16(y, x, l->w, l->b) : clt_linear_forward(y, x, l->w, l->b);
     if (s != CLT_OK) return layer_fail(l, s);
     if (m->training) keep(&l->saved, x, internal);
+    return CLT_OK;
+}
+
+// Linear then ReLU in one product; each keeps what its own backward needs
+static clt_status linear_relu_forward(clt_model *m, clt__layer *lin, clt__layer *relu, clt_tensor *x, int internal,
+                                      clt_tensor **y)
+{
+    clt_status s = clt_linear_relu_forward(y, x, lin->w, lin->b);
+    if (s != CLT_OK) return layer_fail(lin, s);
+    if (m->training) {
+        keep(&lin->saved, x, internal);
+        keep(&relu->saved, *y, 1);
+    }
     return CLT_OK;
 }
 
@@ -104,12 +136,19 @@ clt_status clt__seq_forward(clt_model *m, clt__layer *layers, int n, clt_tensor 
                             clt_tensor **y, int *y_internal)
 {
     *y = NULL;
+    int fuse = clt__fuse_enabled();
     clt_tensor *cur = clt_tensor_retain(x);
     int cur_internal = internal;
     for (int i = 0; i < n; i++) {
         clt_tensor *next = NULL;
-        int next_internal;
-        clt_status s = layer_forward(m, &layers[i], cur, cur_internal, &next, &next_internal);
+        int next_internal = 1;
+        clt_status s;
+        if (fuse && i + 1 < n && is_f32_linear(&layers[i]) && layers[i + 1].kind == CLT__RELU) {
+            s = linear_relu_forward(m, &layers[i], &layers[i + 1], cur, cur_internal, &next);
+            i++;
+        } else {
+            s = layer_forward(m, &layers[i], cur, cur_internal, &next, &next_internal);
+        }
         clt_tensor_release(cur);
         if (s != CLT_OK) return s;
         cur = next;
@@ -125,13 +164,26 @@ static clt_status missing(const clt__layer *l)
     return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: backward without a kept forward", l->name);
 }
 
+/* What a layer's backward folds in with its neighbours' (float32 only). */
+typedef struct fold {
+    int fuse;         /* CLT_FUSE is not 0 */
+    int bias_done;    /* Linear: the ReLU above it accumulated its bias gradient */
+    clt_tensor *base; /* Linear: *dx is base + its input gradient... */
+    int in_place;     /* ...accumulated into base itself (clt__linear_backward_add) */
+} fold;
+
+static clt_status seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor *dy, clt_tensor **dx,
+                               clt_tensor *base, int in_place);
+
 // dy is (B,out), x (kept) is (B,in); accumulates dw (out,in) and db (out); dx is (B,in)
-static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
+static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx, const fold *f)
 {
     if (!l->saved) return missing(l);
-    clt_status s = clt_tensor_dtype(l->w) == CLT_FLOAT16
-                       ? clt__linear_backward_f16(dx, l->dw, l->db, dy, l->saved, l->w)
-                       : clt_linear_backward(dx, l->dw, l->db, dy, l->saved, l->w);
+    clt_tensor *db = f->bias_done ? NULL : l->db;
+    clt_status s;
+    if (clt_tensor_dtype(l->w) == CLT_FLOAT16) s = clt__linear_backward_f16(dx, l->dw, db, dy, l->saved, l->w);
+    else if (f->base && dx) s = clt__linear_backward_add(dx, f->base, f->in_place, l->dw, db, dy, l->saved, l->w);
+    else s = clt_linear_backward(dx, l->dw, db, dy, l->saved, l->w);
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -147,28 +199,44 @@ static clt_status relu_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
     return s == CLT_OK ? s : layer_fail(l, s);
 }
 
-// dy is (B,h): dx = dy + body's input gradient
-static clt_status residual_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
+// dy, y (kept) and dx are (B,out) of lin, the Linear below: the mask and
+// lin's bias gradient in one pass
+static clt_status relu_bias_backward(clt__layer *l, clt__layer *lin, clt_tensor *dy, clt_tensor **dx)
 {
-    if (!dx) return clt__seq_backward(NULL, l->body, l->nbody, dy, NULL);
+    if (!l->saved) return missing(l);
+    clt_status s = clt_relu_backward_bias(dx, lin->db, dy, l->saved);
+    drop(&l->saved);
+    return s == CLT_OK ? s : layer_fail(l, s);
+}
+
+// dy is (B,h): dx = dy + body's input gradient, fused: without an add pass
+static clt_status residual_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx, const fold *f)
+{
+    if (!dx) return seq_backward(NULL, l->body, l->nbody, clt_tensor_retain(dy), NULL, NULL, 0);
+    if (f->fuse && is_f32_linear(&l->body[0])) {
+        /* The body's first product adds into dy itself when the caller's
+         * reference is the only one, so nothing reads it later. */
+        int in_place = atomic_load(&dy->refs) == 1 && atomic_load(&dy->st->refs) == 1;
+        return seq_backward(NULL, l->body, l->nbody, clt_tensor_retain(dy), dx, dy, in_place);
+    }
     clt_tensor *dh;
-    CLT_TRY(clt__seq_backward(NULL, l->body, l->nbody, dy, &dh));
+    CLT_TRY(seq_backward(NULL, l->body, l->nbody, clt_tensor_retain(dy), &dh, NULL, 0));
     clt_status s = clt_tensor_dtype(dy) == CLT_FLOAT16 ? clt__add_f16(dx, dy, dh) : clt_add(dx, dy, dh);
     clt_tensor_release(dh);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
 
-static clt_status layer_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
+static clt_status layer_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx, const fold *f)
 {
     switch (l->kind) {
-    case CLT__LINEAR: return linear_backward(l, dy, dx);
+    case CLT__LINEAR: return linear_backward(l, dy, dx, f);
     case CLT__RELU: return relu_backward(l, dy, dx);
     case CLT__FLATTEN: {
         if (!dx) return CLT_OK;
         clt_status s = clt_reshape(dx, dy, l->in_ndim, l->in_shape);
         return s == CLT_OK ? s : layer_fail(l, s);
     }
-    case CLT__RESIDUAL: return residual_backward(l, dy, dx);
+    case CLT__RESIDUAL: return residual_backward(l, dy, dx, f);
     }
     return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown layer kind %d", l->name, (int)l->kind);
 }
@@ -188,9 +256,10 @@ clt_status clt__model_run_forward(clt_model *m, clt_tensor *x, clt_tensor **y)
     for (int i = 0; i < n; i++) layers[i].seg_pos = layers[i].seg_len = 0;
     clt_tensor *cur = clt_tensor_retain(x);
     int cur_internal = 0, size = 0;
+    int ckpt = m->training && m->ckpt_size != 0;
     for (int i = 0; i < n;) {
         int len = 1;
-        if (m->training && m->ckpt_size != 0 && layers[i].kind == CLT__RESIDUAL) {
+        if (ckpt && layers[i].kind == CLT__RESIDUAL) {
             int run = 0;
             while (i + run < n && layers[i + run].kind == CLT__RESIDUAL) run++;
             /* The size is fixed at the start of a run so that every segment
@@ -201,6 +270,9 @@ clt_status clt__model_run_forward(clt_model *m, clt_tensor *x, clt_tensor **y)
             layers[i].seg_len = len;
             layers[i].seg_internal = cur_internal;
             keep(&layers[i].seg_input, cur, cur_internal);
+        } else {
+            /* Layers outside segments run together, so that pairs fuse. */
+            while (i + len < n && !(ckpt && layers[i + len].kind == CLT__RESIDUAL)) len++;
         }
         clt_tensor *next = NULL;
         int next_internal;
@@ -221,22 +293,32 @@ clt_status clt__model_run_forward(clt_model *m, clt_tensor *x, clt_tensor **y)
 
 /* Backward through layers[j..j+len) of a checkpointed segment: forward again
  * from the kept input, keeping activations this time, then backward, which
- * frees them. */
+ * frees them. dy is handed over. */
 static clt_status segment_backward(clt_model *m, clt__layer *layers, int j, clt_tensor *dy, clt_tensor **dx)
 {
     clt__layer *first = &layers[j];
-    if (!first->seg_input) return missing(first);
+    if (!first->seg_input) {
+        clt_tensor_release(dy);
+        return missing(first);
+    }
     clt_tensor *out;
     int out_internal;
     clt_status s = clt__seq_forward(m, first, first->seg_len, first->seg_input, first->seg_internal, &out,
                                     &out_internal);
     clt_tensor_release(out);
+    if (s != CLT_OK) {
+        clt_tensor_release(dy);
+        return s;
+    }
     /* The input goes with the segment's other activations, at the end. */
-    if (s == CLT_OK) s = clt__seq_backward(NULL, first, first->seg_len, dy, dx);
-    return s;
+    return seq_backward(NULL, first, first->seg_len, dy, dx, NULL, 0);
 }
 
-clt_status clt__seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor *dy, clt_tensor **dx)
+/* As clt__seq_backward with dy handed over (so that a residual block can
+ * tell when it holds the only reference); base and in_place go to the first
+ * layer, a float32 Linear when base is not NULL (see fold). */
+static clt_status seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor *dy, clt_tensor **dx,
+                               clt_tensor *base, int in_place)
 {
     if (dx) *dx = NULL;
     /* Below the first layer with parameters, input gradients are only
@@ -244,16 +326,28 @@ clt_status clt__seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor
     int first = n;
     for (int i = 0; i < n && first == n; i++)
         if (has_params(&layers[i])) first = i;
-    clt_tensor *cur = clt_tensor_retain(dy);
+    fold f = {.fuse = clt__fuse_enabled(), .in_place = in_place};
+    clt_tensor *cur = dy;
     clt_status s = CLT_OK;
     for (int i = n - 1; i >= 0 && cur;) {
         if (!dx && i < first) break;
         int seg = m && layers[i].seg_pos;
         int j = seg ? i - layers[i].seg_pos + 1 : i;
         int need = dx || j > first;
+        clt__layer *l = &layers[i];
         clt_tensor *next = NULL;
-        if (seg) s = segment_backward(m, layers, j, cur, need ? &next : NULL);
-        else s = layer_backward(&layers[i], cur, need ? &next : NULL);
+        f.base = i == 0 ? base : NULL;
+        if (seg) {
+            s = segment_backward(m, layers, j, cur, need ? &next : NULL);
+            cur = NULL;
+        } else if (f.fuse && need && l->kind == CLT__RELU && i > 0 && is_f32_linear(&layers[i - 1]) &&
+                   layers[i - 1].db) {
+            s = relu_bias_backward(l, &layers[i - 1], cur, &next);
+            f.bias_done = 1;
+        } else {
+            s = layer_backward(l, cur, need ? &next : NULL, &f);
+            f.bias_done = 0;
+        }
         clt_tensor_release(cur);
         cur = next;
         if (s != CLT_OK) break;
@@ -266,6 +360,11 @@ clt_status clt__seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor
     }
     *dx = cur;
     return CLT_OK;
+}
+
+clt_status clt__seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor *dy, clt_tensor **dx)
+{
+    return seq_backward(m, layers, n, clt_tensor_retain(dy), dx, NULL, 0);
 }
 
 void clt__seq_drop(clt__layer *layers, int n)

@@ -84,6 +84,9 @@ clt_status clt__model_run_forward(clt_model *m, clt_tensor *x, clt_tensor **y);
  * same kernels, so bit for bit), backpropagated and freed before the layers
  * below it run. */
 clt_status clt__seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor *dy, clt_tensor **dx);
+/* 1 unless CLT_FUSE=0: float32 layers fuse (src/nn/layers.c; the planner
+ * follows). */
+int clt__fuse_enabled(void);
 /* Blocks per segment for a run of `run` residual blocks (size as set). */
 int clt__segment_size(int size, int run);
 /* Releases every kept tensor of the layers. */

@@ -29,7 +29,7 @@ typedef struct sim {
     int n, cap;
     int64_t live, act_live, peak, peak_act, act_at_peak;
     int64_t rows;
-    int cpu, training, ckpt_size, oom;
+    int cpu, training, ckpt_size, fuse, oom;
 } sim;
 
 static void note(sim *s)
@@ -129,14 +129,22 @@ static void seq_drop(sim *s, sim_layer *sl, int n)
 
 static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x, int internal, int *y_internal);
 
+/* A Linear's product (also a fused Linear + ReLU's): y, and on CPU devices
+ * the panels of w^T for the call. */
+static int linear_product(sim *s, const clt__layer *l)
+{
+    int y = t_new(s, s->rows * l->out * 4);
+    if (s->cpu) t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
+    return y;
+}
+
 static int layer_forward(sim *s, const clt__layer *l, sim_layer *sl, int x, int internal, int *y_internal)
 {
     *y_internal = 1;
     int y = -1;
     switch (l->kind) {
     case CLT__LINEAR:
-        y = t_new(s, s->rows * l->out * 4);
-        if (s->cpu) t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
+        y = linear_product(s, l);
         if (s->training) keep(s, &sl->saved, x, internal);
         break;
     case CLT__RELU:
@@ -162,8 +170,17 @@ static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x,
 {
     int cur = t_retain(s, x), ci = internal;
     for (int i = 0; i < n; i++) {
-        int ni;
-        int next = layer_forward(s, &l[i], &sl[i], cur, ci, &ni);
+        int ni = 1, next;
+        if (s->fuse && i + 1 < n && l[i].kind == CLT__LINEAR && l[i + 1].kind == CLT__RELU) {
+            next = linear_product(s, &l[i]);
+            if (s->training) {
+                keep(s, &sl[i].saved, cur, ci);
+                keep(s, &sl[i + 1].saved, next, 1);
+            }
+            i++;
+        } else {
+            next = layer_forward(s, &l[i], &sl[i], cur, ci, &ni);
+        }
         t_release(s, cur);
         cur = next;
         ci = ni;
@@ -178,10 +195,10 @@ static int model_forward(sim *s, const clt_model *m, sim_layer *sl, int x)
     const clt__layer *l = m->layers;
     int n = m->nlayers;
     for (int i = 0; i < n; i++) sl[i].seg_pos = sl[i].seg_len = 0;
-    int cur = t_retain(s, x), ci = 0, size = 0;
+    int cur = t_retain(s, x), ci = 0, size = 0, ckpt = s->training && s->ckpt_size != 0;
     for (int i = 0; i < n;) {
         int len = 1;
-        if (s->training && s->ckpt_size != 0 && l[i].kind == CLT__RESIDUAL) {
+        if (ckpt && l[i].kind == CLT__RESIDUAL) {
             int run = 0;
             while (i + run < n && l[i + run].kind == CLT__RESIDUAL) run++;
             if (i == 0 || l[i - 1].kind != CLT__RESIDUAL) size = clt__segment_size(s->ckpt_size, run);
@@ -190,6 +207,8 @@ static int model_forward(sim *s, const clt_model *m, sim_layer *sl, int x)
             sl[i].seg_len = len;
             sl[i].seg_internal = ci;
             keep(s, &sl[i].seg_input, cur, ci);
+        } else {
+            while (i + len < n && !(ckpt && l[i + len].kind == CLT__RESIDUAL)) len++;
         }
         int training = s->training, ni;
         if (sl[i].seg_len) s->training = 0;
@@ -203,14 +222,17 @@ static int model_forward(sim *s, const clt_model *m, sim_layer *sl, int x)
     return cur;
 }
 
-static int seq_backward(sim *s, const clt__layer *l, sim_layer *sl, int n, int top, int dy, int want_dx);
+/* As seq_backward in layers.c: dy is handed over; base (-1: none) is what
+ * the first layer, a Linear, adds its input gradient to, in place or not. */
+static int seq_backward(sim *s, const clt__layer *l, sim_layer *sl, int n, int top, int dy, int want_dx, int base,
+                        int in_place);
 
-static int layer_backward(sim *s, const clt__layer *l, sim_layer *sl, int dy, int want)
+static int layer_backward(sim *s, const clt__layer *l, sim_layer *sl, int dy, int want, int base, int in_place)
 {
     int dx = -1;
     switch (l->kind) {
     case CLT__LINEAR:
-        if (want) dx = t_new(s, s->rows * l->in * 4);
+        if (want) dx = base >= 0 && in_place ? t_retain(s, base) : t_new(s, s->rows * l->in * 4);
         drop(s, &sl->saved);
         break;
     case CLT__RELU:
@@ -222,9 +244,11 @@ static int layer_backward(sim *s, const clt__layer *l, sim_layer *sl, int dy, in
         break;
     case CLT__RESIDUAL:
         if (!want) {
-            seq_backward(s, l->body, sl->body, l->nbody, 0, dy, 0);
+            seq_backward(s, l->body, sl->body, l->nbody, 0, t_retain(s, dy), 0, -1, 0);
+        } else if (s->fuse) {
+            dx = seq_backward(s, l->body, sl->body, l->nbody, 0, t_retain(s, dy), 1, dy, s->refs[dy] == 1);
         } else {
-            int dh = seq_backward(s, l->body, sl->body, l->nbody, 0, dy, 1);
+            int dh = seq_backward(s, l->body, sl->body, l->nbody, 0, t_retain(s, dy), 1, -1, 0);
             dx = t_new(s, t_bytes(s, dy));
             t_release(s, dh);
         }
@@ -235,13 +259,13 @@ static int layer_backward(sim *s, const clt__layer *l, sim_layer *sl, int dy, in
 
 static int has_params(const clt__layer *l) { return l->kind == CLT__LINEAR || l->kind == CLT__RESIDUAL; }
 
-/* As clt__seq_backward, segments included when top. */
-static int seq_backward(sim *s, const clt__layer *l, sim_layer *sl, int n, int top, int dy, int want_dx)
+static int seq_backward(sim *s, const clt__layer *l, sim_layer *sl, int n, int top, int dy, int want_dx, int base,
+                        int in_place)
 {
     int first = n;
     for (int i = 0; i < n && first == n; i++)
         if (has_params(&l[i])) first = i;
-    int cur = t_retain(s, dy);
+    int cur = dy;
     for (int i = n - 1; i >= 0 && cur >= 0;) {
         if (!want_dx && i < first) break;
         int seg = top && sl[i].seg_pos;
@@ -252,9 +276,10 @@ static int seq_backward(sim *s, const clt__layer *l, sim_layer *sl, int n, int t
             int oi;
             int out = seq_forward(s, &l[j], &sl[j], sl[j].seg_len, sl[j].seg_input, sl[j].seg_internal, &oi);
             t_release(s, out);
-            next = seq_backward(s, &l[j], &sl[j], sl[j].seg_len, 0, cur, need);
+            next = seq_backward(s, &l[j], &sl[j], sl[j].seg_len, 0, cur, need, -1, 0);
+            cur = -1;
         } else {
-            next = layer_backward(s, &l[i], &sl[i], cur, need);
+            next = layer_backward(s, &l[i], &sl[i], cur, need, i == 0 ? base : -1, in_place);
         }
         t_release(s, cur);
         cur = next;
@@ -344,7 +369,11 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, int c
     p->gradients = 4 * n;
     p->optimizer = 4 * n * nbuf;
     p->input_features = fl->in;
-    sim s = {.rows = o->batch_size, .cpu = cpu, .training = 1, .ckpt_size = o->checkpoint_segments};
+    sim s = {.rows = o->batch_size,
+             .cpu = cpu,
+             .training = 1,
+             .ckpt_size = o->checkpoint_segments,
+             .fuse = clt__fuse_enabled()};
     sim_layer *sl = sim_layers_new(m->layers, m->nlayers);
     if (!sl) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     /* The trainer's step on a batch already on the device. */
@@ -354,7 +383,7 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, int c
     int loss = t_new(&s, 4), per_row = t_new(&s, s.rows * 4), dlogits = t_new(&s, s.rows * m->features * 4);
     t_release(&s, per_row);
     t_tag(&s, dlogits);
-    seq_backward(&s, m->layers, sl, m->nlayers, 1, dlogits, 0);
+    seq_backward(&s, m->layers, sl, m->nlayers, 1, t_retain(&s, dlogits), 0, -1, 0);
     t_release(&s, logits);
     t_release(&s, loss);
     t_release(&s, dlogits);

@@ -32,3 +32,36 @@ clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_te
     return clt__finish(clt__launch1(dy->st->slot, "activation", "relu_backward_f32", 7, args, (size_t)n, out), out,
                        dx);
 }
+
+clt_status clt_relu_backward_bias(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y)
+{
+    const char *op = "clt_relu_backward_bias";
+    CLT_TRY(clt__need(op, "dx", dx));
+    *dx = NULL;
+    CLT_TRY(clt__need_f32(op, "db", db));
+    CLT_TRY(clt__need_f32(op, "dy", dy));
+    CLT_TRY(clt__need_f32(op, "y", y));
+    CLT_TRY(clt__same_device(op, dy, y));
+    CLT_TRY(clt__same_device(op, dy, db));
+    CLT_TRY(clt__need_2d(op, "dy", dy));
+    char sa[128], sb[128];
+    if (y->ndim != 2 || y->shape[0] != dy->shape[0] || y->shape[1] != dy->shape[1])
+        return clt__fail(CLT_ERR_SHAPE, "%s: y must have dy's shape %s, got %s", op, clt__shape_str(dy, sa, sizeof sa),
+                         clt__shape_str(y, sb, sizeof sb));
+    if (db->ndim != 1 || db->shape[0] != dy->shape[1])
+        return clt__fail(CLT_ERR_SHAPE, "%s: dy is (B,N) and db must be (N), got %s and %s", op,
+                         clt__shape_str(dy, sa, sizeof sa), clt__shape_str(db, sb, sizeof sb));
+    int slot = dy->st->slot;
+    /* The launch writes db besides dx. */
+    CLT_TRY(clt__wait_foreign_read(slot, db));
+    clt_tensor *out;
+    CLT_TRY(clt__tensor_new(&out, slot, CLT_FLOAT32, 2, dy->shape));
+    clt__buf gb = clt__tensor_buf(dy), yb = clt__tensor_buf(y), ob = clt__tensor_buf(out), bb = clt__tensor_buf(db);
+    cl_ulong rows = (cl_ulong)dy->shape[0], cols = (cl_ulong)dy->shape[1];
+    clt__arg args[] = {CLT_ARG(gb.mem), CLT_ARG(gb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(ob.mem),
+                       CLT_ARG(ob.off), CLT_ARG(rows),   CLT_ARG(cols),   CLT_ARG(bb.mem), CLT_ARG(bb.off)};
+    size_t global = (size_t)(cols + 15) / 16, local = 1;
+    clt_status s = clt__launch(slot, "activation", "relu_backward_bias_f32", 10, args, 1, &global, &local, out);
+    if (s == CLT_OK) clt__same_write(db, out);
+    return clt__finish(s, out, dx);
+}

@@ -297,10 +297,11 @@ clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const cl
     return linear_forward("clt_linear_relu_forward", y, x, w, b, 1);
 }
 
-clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
-                               const clt_tensor *x, const clt_tensor *w)
+/* clt_linear_backward; with base, dx = base + dy @ w: the product
+ * accumulates (beta 1) into base itself when in_place, else into a copy. */
+static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *base, int in_place, clt_tensor *dw,
+                                  clt_tensor *db, const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w)
 {
-    const char *op = "clt_linear_backward";
     if (dx) *dx = NULL;
     CLT_TRY(clt__need_f32(op, "dw", dw));
     if (db) CLT_TRY(clt__need_f32(op, "db", db));
@@ -320,15 +321,40 @@ clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, 
         return shape_fail(op, "dy must be (B,OC) for x (B,C) and w (OC,C)", dy, x, w);
     if (dw->shape[0] != OC || dw->shape[1] != C) return shape_fail(op, "dw must have w's shape", dw, w, NULL);
     if (db && (db->ndim != 1 || db->shape[0] != OC)) return shape_fail(op, "db must be (OC) for w (OC,C)", db, w, NULL);
+    if (base) {
+        CLT_TRY(clt__need_f32(op, "base", base));
+        CLT_TRY(clt__same_device(op, dy, base));
+        if (base->ndim != 2 || base->shape[0] != B || base->shape[1] != C)
+            return shape_fail(op, "base must have x's shape", base, x, NULL);
+    }
     int slot = dy->st->slot;
     clt_tensor *g = NULL;
-    if (dx) CLT_TRY(clt__tensor_new(&g, slot, CLT_FLOAT32, 2, x->shape));
-    clt_status s = clt__dense_gemm(slot, 1, 0, (size_t)OC, (size_t)C, (size_t)B, 1.0f, dy, (size_t)OC, x, (size_t)C,
-                                   1.0f, dw, (size_t)C);
+    clt_status s = CLT_OK;
+    if (dx && base && in_place) g = clt_tensor_retain(base);
+    else if (dx) CLT_TRY(clt__tensor_new(&g, slot, CLT_FLOAT32, 2, x->shape));
+    if (dx && base && !in_place) s = clt_copy_(g, base);
+    if (s == CLT_OK)
+        s = clt__dense_gemm(slot, 1, 0, (size_t)OC, (size_t)C, (size_t)B, 1.0f, dy, (size_t)OC, x, (size_t)C, 1.0f, dw,
+                            (size_t)C);
     if (s == CLT_OK && db) s = clt__sum_rows_into(db, dy, 1);
     if (s == CLT_OK && dx)
-        s = clt__dense_gemm(slot, 0, 0, (size_t)B, (size_t)C, (size_t)OC, 1.0f, dy, (size_t)OC, w, (size_t)C, 0.0f,
-                            g, (size_t)C);
+        s = clt__dense_gemm(slot, 0, 0, (size_t)B, (size_t)C, (size_t)OC, 1.0f, dy, (size_t)OC, w, (size_t)C,
+                            base ? 1.0f : 0.0f, g, (size_t)C);
     if (!dx) return s;
     return clt__finish(s, g, dx);
+}
+
+clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
+                               const clt_tensor *x, const clt_tensor *w)
+{
+    return linear_backward("clt_linear_backward", dx, NULL, 0, dw, db, dy, x, w);
+}
+
+clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, clt_tensor *dw, clt_tensor *db,
+                                    const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w)
+{
+    const char *op = "clt__linear_backward_add";
+    CLT_TRY(clt__need(op, "dx", dx));
+    CLT_TRY(clt__need(op, "base", base));
+    return linear_backward(op, dx, base, in_place, dw, db, dy, x, w);
 }

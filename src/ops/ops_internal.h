@@ -35,6 +35,14 @@ clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m,
                            const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
                            clt_tensor *c, size_t ldc);
 
+/* clt_linear_backward with *dx = base + dy @ w (base shaped as x): the
+ * product accumulates into base itself when in_place (the caller's word that
+ * nothing reads base's old values later; *dx is then a new reference to
+ * base), else into a copy of base. base is none of the other operands.
+ * Saves the pass that would add them. */
+clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, clt_tensor *dw, clt_tensor *db,
+                                    const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w);
+
 /* out[0] = (sum of x's n float32 elements) / divisor, on x's device, in
  * two passes (partial sums, then one work-item over the partials). */
 clt_status clt__reduce_sum(clt_tensor *out, const clt_tensor *x, float divisor);
