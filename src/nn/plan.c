@@ -406,7 +406,7 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, int c
 clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan *out)
 {
     if (!m || !o || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_step: NULL argument");
-    int cpu;
+    int cpu = 0;
     CLT_TRY(uses_cpu_kernels(o->device, &cpu));
     return plan_with(m, o, cpu, out);
 }
@@ -434,7 +434,7 @@ clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int
     *batch = 0;
     if (max_batch_size < 1)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_max_batch: max_batch %lld", (long long)max_batch_size);
-    int cpu;
+    int cpu = 0;
     CLT_TRY(uses_cpu_kernels(o->device, &cpu));
     return max_batch(m, o, cpu, budget, max_batch_size, batch);
 }
@@ -445,7 +445,7 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
                            FILE *out)
 {
     if (!m || !o || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_report: NULL argument");
-    int cpu;
+    int cpu = 0;
     CLT_TRY(uses_cpu_kernels(o->device, &cpu));
     clt_plan p;
     CLT_TRY(plan_with(m, o, cpu, &p));
