@@ -106,6 +106,35 @@ START_TEST(test_exercise1_mlp)
 }
 END_TEST
 
+/* Layers 1024 wide: on CPU devices the products pack x and dy, whose rows
+ * are 4 KiB apart, into row panels for the call, and the replay counts
+ * those buffers too: at batch 45 (partial 12-row panels) the peak is in a
+ * forward product, at 2048 in a backward one. */
+START_TEST(test_exercise1_packed_rows)
+{
+    int64_t hiddens[2] = {1024, 1024};
+    clt_model *m;
+    ck_assert_ok(clt_model_create_mlp(&m, dev(), 1024, 2, hiddens, 10, 0));
+    clt_optimizer *opt;
+    ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.01f, 0.0f, 0.0f));
+    const int64_t batches[] = {45, 2048};
+    for (int k = 0; k < 2; k++) {
+        clt_plan_options o = clt_plan_default_options();
+        o.batch_size = batches[k];
+        o.device = dev();
+        clt_plan p;
+        ck_assert_ok(clt_plan_step(m, &o, &p));
+        int64_t peak, peak_act;
+        measure(m, opt, batches[k], 1024, 10, &peak, &peak_act);
+        ck_assert_msg(p.peak == peak, "batch %lld: predicted %lld bytes, measured %lld", (long long)batches[k],
+                      (long long)p.peak, (long long)peak);
+    }
+    clt_optimizer_free(opt);
+    clt_model_free(m);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* The same for a ResMLP with and without checkpointing. */
 START_TEST(test_exercise1_resmlp)
 {
@@ -309,6 +338,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_exercise1_mlp);
     tcase_add_test(tc, test_exercise1_resmlp);
+    tcase_add_test(tc, test_exercise1_packed_rows);
     tcase_add_test(tc, test_exercise1_unfused);
     tcase_add_test(tc, test_exercise2_cap);
     tcase_add_test(tc, test_errors_and_report);

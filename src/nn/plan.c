@@ -9,13 +9,17 @@
 #include <CL/cl.h>
 
 #include "../device/device_internal.h"
+#include "../ops/tune.h"
 #include "cltensor/memory.h"
 #include "cltensor/plan.h"
 #include "nn_internal.h"
 
-/* The column tile of the CPU GEMM kernels (CPU_TN in src/ops/dense.c): a
- * transposed B is packed into panels of that width for the call. */
-#define PACK_TN 16
+/* The default tile of the CPU GEMM kernels: a transposed B is packed into
+ * panels of TN columns for the call, and an A whose rows are 4 KiB apart
+ * into panels of TM rows. A tuned tile (`clt tune`) can move a packed
+ * buffer by less than one tile. */
+#define PACK_TN CLT__TILE_DEFAULT.tn
+#define PACK_TM CLT__TILE_DEFAULT.tm
 
 typedef struct sim_layer {
     int saved, seg_input, seg_internal, seg_pos, seg_len, nbody;
@@ -130,12 +134,25 @@ static void seq_drop(sim *s, sim_layer *sl, int n)
 static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x, int internal, int *y_internal);
 
 /* A Linear's product (also a fused Linear + ReLU's): y, and on CPU devices
- * the panels of w^T for the call. */
+ * the panels of w^T and maybe of x for the call (they live together). */
 static int linear_product(sim *s, const clt__layer *l)
 {
     int y = t_new(s, s->rows * l->out * 4);
-    if (s->cpu) t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
+    if (s->cpu)
+        t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4 +
+                           clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->in, (size_t)l->in, PACK_TM));
     return y;
+}
+
+/* The panels of dy a Linear's backward products pack on CPU devices: for
+ * dw = dy^T x, then for dx = dy w when dx is wanted, one at a time. */
+static void linear_backward_packs(sim *s, const clt__layer *l, int want_dx)
+{
+    if (!s->cpu) return;
+    size_t rows = (size_t)s->rows, out = (size_t)l->out;
+    int64_t dw = clt__cpu_gemm_pack_a_bytes(out, rows, out, PACK_TM);
+    int64_t dx = want_dx ? clt__cpu_gemm_pack_a_bytes(rows, out, out, PACK_TM) : 0;
+    t_transient(s, dw > dx ? dw : dx);
 }
 
 static int layer_forward(sim *s, const clt__layer *l, sim_layer *sl, int x, int internal, int *y_internal)
@@ -233,6 +250,7 @@ static int layer_backward(sim *s, const clt__layer *l, sim_layer *sl, int dy, in
     switch (l->kind) {
     case CLT__LINEAR:
         if (want) dx = base >= 0 && in_place ? t_retain(s, base) : t_new(s, s->rows * l->in * 4);
+        linear_backward_packs(s, l, want);
         drop(s, &sl->saved);
         break;
     case CLT__RELU:

@@ -109,6 +109,13 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
     return clt__launch_opts(slot, "gemm_cpu", options, "pack_bt_f32", 7, bargs, 1, &panels, local, *packed);
 }
 
+int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t k, size_t lda, int tm)
+{
+    /* The tile's rows fall into the same cache sets and evict each other. */
+    if (lda % 1024 != 0 || k < 16) return 0;
+    return (int64_t)((m + (size_t)tm - 1) / (size_t)tm * (size_t)tm * k * sizeof(float));
+}
+
 /* The register-tiled kernels; a transposed B is packed into panels first,
  * and so is A when its rows are 4 KiB apart. bias (n), when not NULL, is added to
  * every row in the same pass, then ReLU when relu is set. A tile other than
@@ -123,9 +130,7 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
         snprintf(opts, sizeof opts, "-DTM=%d -DTN=%d", tile.tm, tile.tn);
         options = opts;
     }
-    /* Rows of A a multiple of 4 KiB apart fall into the same cache sets, so
-     * the tile's TM rows evict each other: such an A is packed first. */
-    int pack_a = lda % 1024 == 0 && k >= 16;
+    int pack_a = clt__cpu_gemm_pack_a_bytes(m, k, lda, tile.tm) > 0;
     clt_tensor *pa = NULL, *pb = NULL;
     clt_status s = CLT_OK;
     if (pack_a) s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, lda, &pa);

@@ -19,6 +19,12 @@ typedef struct clt__gemm_tile {
 clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                               clt__gemm_tile *out);
 
+/* Bytes of the row panels A is packed into for a product on the CPU kernels
+ * (op(a) (m,k), leading dimension lda, tm rows per tile), 0 when A is read in
+ * place: packing pays only where rows a multiple of 4 KiB apart would evict
+ * each other from the cache. The memory planner counts the same bytes. */
+int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t k, size_t lda, int tm);
+
 /* The CPU kernels with a given tile (src/ops/dense.c): c = alpha op(a) op(b)
  * + beta c, plus bias (n, may be NULL) on every row, then ReLU when relu. */
 clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
