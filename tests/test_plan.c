@@ -328,6 +328,11 @@ START_TEST(test_cli_plan)
     out = run_clt("", "--checkpoint-segments -2", &st);
     ck_assert_int_eq(st, 2);
     free(out);
+    /* A float16 step is refused, not predicted as a float32 one. */
+    out = run_clt("", "--fp16", &st);
+    ck_assert_msg(st == 1, "exit %d:\n%s", st, out);
+    ck_assert_msg(strstr(out, "float32 steps only") != NULL && strstr(out, "fits:") == NULL, "%s", out);
+    free(out);
 }
 END_TEST
 

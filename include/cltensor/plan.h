@@ -22,7 +22,7 @@ typedef struct clt_plan_options {
     int64_t batch_size;            /* examples per step, >= 1 */
     clt_optimizer_kind optimizer;  /* Adam keeps 2 buffers of N, SGD 1 with momentum, else none */
     float momentum;                /* SGD only */
-    clt_dtype dtype;               /* storage precision; CLT_FLOAT32 (the only one models have) */
+    clt_dtype dtype;               /* storage precision; CLT_FLOAT32 (the only one modelled) */
     int checkpoint_segments;       /* as clt_model_set_checkpointing: 0 off, CLT_CHECKPOINT_AUTO, S */
     clt_device device;             /* where the step runs: CPU devices add their GEMM packing workspace */
 } clt_plan_options;

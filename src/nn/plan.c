@@ -380,7 +380,9 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, int c
     if (o->checkpoint_segments < 0 && o->checkpoint_segments != CLT_CHECKPOINT_AUTO)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: segment size %d", op, o->checkpoint_segments);
     if (o->dtype != CLT_FLOAT32)
-        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: models store float32 only, not %s", op, clt_dtype_name(o->dtype));
+        return clt__fail(CLT_ERR_UNSUPPORTED,
+                         "%s: the planner models float32 steps only; a %s (mixed-precision) step is not modelled", op,
+                         clt_dtype_name(o->dtype));
     int64_t n = m->nparams;
     int nbuf = o->optimizer == CLT_OPTIMIZER_ADAM ? 2 : o->momentum > 0 ? 1 : 0;
     p->weights = 4 * n;

@@ -253,6 +253,7 @@ static int plan_run(train_args *a)
     o.batch_size = a->batch_size;
     o.optimizer = a->optimizer;
     o.checkpoint_segments = a->checkpoint_segments;
+    o.dtype = a->fp16 ? CLT_FLOAT16 : CLT_FLOAT32;
     o.device = dev;
     clt_memory_stats st;
     int64_t free_bytes, total = 0;
