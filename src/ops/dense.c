@@ -12,6 +12,7 @@
 #include "../core/fault.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
+#include "clblast_params.h"
 #include "ops_internal.h"
 #include "tune.h"
 
@@ -68,6 +69,7 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
                                float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
                                float beta, clt_tensor *c, size_t ldc)
 {
+    CLT_TRY(clt__clblast_params_apply(slot));
     /* CLBlast takes no wait list. */
     CLT_TRY(clt__wait_foreign_read(slot, c));
     cl_command_queue q;
