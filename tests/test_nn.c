@@ -64,6 +64,39 @@ START_TEST(test_resmlp_names_and_layout)
 }
 END_TEST
 
+/* The structure as listed by clt_model_layer, enough to rebuild the model. */
+START_TEST(test_resmlp_structure)
+{
+    clt_model *m;
+    ck_assert_ok(clt_model_create_resmlp(&m, dev(), 784, 16, 2, 10, 1));
+    ck_assert_str_eq(clt_model_prefix(m), "net");
+    ck_assert_int_eq(clt_model_num_layers(m), 6);
+    static const clt_layer_kind kinds[] = {CLT_LAYER_FLATTEN,  CLT_LAYER_LINEAR,   CLT_LAYER_RELU,
+                                           CLT_LAYER_RESIDUAL, CLT_LAYER_RESIDUAL, CLT_LAYER_LINEAR};
+    static const int64_t features[][2] = {{0, 0}, {784, 16}, {0, 0}, {16, 16}, {16, 16}, {16, 10}};
+    for (int i = 0; i < 6; i++) {
+        clt_layer_info l;
+        ck_assert_ok(clt_model_layer(m, i, &l));
+        char name[16];
+        snprintf(name, sizeof name, "net.%d", i);
+        ck_assert_int_eq(l.kind, kinds[i]);
+        ck_assert_str_eq(l.name, name);
+        ck_assert_int_eq(l.in_features, features[i][0]);
+        ck_assert_int_eq(l.out_features, features[i][1]);
+    }
+    clt_layer_info l;
+    ck_assert_status(clt_model_layer(m, 6, &l), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "index 6 outside the model's 6 layers"));
+    ck_assert_status(clt_model_layer(m, -1, &l), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_model_layer(NULL, 0, &l), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_model_layer(m, 0, NULL), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(clt_model_num_layers(NULL), 0);
+    ck_assert_ptr_null(clt_model_prefix(NULL));
+    clt_model_free(m);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 START_TEST(test_mlp_names)
 {
     int64_t hiddens[] = {7, 3};
@@ -609,6 +642,7 @@ int main(void)
     Suite *s = suite_create("nn");
     TCase *tc = clt_test_tcase("models");
     tcase_add_test(tc, test_resmlp_names_and_layout);
+    tcase_add_test(tc, test_resmlp_structure);
     tcase_add_test(tc, test_mlp_names);
     tcase_add_test(tc, test_init_pytorch_default);
     tcase_add_test(tc, test_resmlp_step_matches_host);

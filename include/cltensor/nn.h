@@ -62,6 +62,34 @@ clt_status clt_model_create_mlp(clt_model **out, clt_device dev, int64_t num_inp
 clt_status clt_model_create_resmlp(clt_model **out, clt_device dev, int64_t num_inputs, int64_t num_hiddens,
                                    int num_blocks, int64_t num_outputs, uint64_t seed);
 
+/* ---- Structure -------------------------------------------------------- */
+
+typedef enum clt_layer_kind {
+    CLT_LAYER_LINEAR,
+    CLT_LAYER_RELU,
+    CLT_LAYER_FLATTEN,
+    CLT_LAYER_RESIDUAL
+} clt_layer_kind;
+
+/* One top-level layer, as added. name ("net.3") is the model's and lives as
+ * long as it. in_features and out_features: a Linear's sizes, a
+ * ResidualBlock's width (both), 0 for ReLU and Flatten. */
+typedef struct clt_layer_info {
+    clt_layer_kind kind;
+    const char *name;
+    int64_t in_features, out_features;
+} clt_layer_info;
+
+/* Top-level layers added so far (a ResidualBlock counts once); 0 for NULL. */
+int clt_model_num_layers(const clt_model *m);
+/* Layer i, 0 <= i < clt_model_num_layers(m); CLT_ERR_INVALID_ARGUMENT for
+ * NULL or an index out of range. Enough to rebuild the model's structure
+ * through the builder calls above. */
+clt_status clt_model_layer(const clt_model *m, int i, clt_layer_info *out);
+/* The parameter-name prefix given to clt_model_create ("" for none; NULL for
+ * a NULL model). */
+const char *clt_model_prefix(const clt_model *m);
+
 /* Releases the parameters, gradients and any kept activations. NULL is fine.
  * An optimizer built on the model must be freed first or not used again. */
 void clt_model_free(clt_model *m);

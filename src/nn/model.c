@@ -432,6 +432,29 @@ clt_status clt_model_set_checkpointing(clt_model *m, int segment_size)
 
 int clt_model_checkpointing(const clt_model *m) { return m ? m->ckpt_size : 0; }
 
+int clt_model_num_layers(const clt_model *m) { return m ? m->nlayers : 0; }
+
+clt_status clt_model_layer(const clt_model *m, int i, clt_layer_info *out)
+{
+    if (!m || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_layer: NULL argument");
+    if (i < 0 || i >= m->nlayers)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_layer: index %d outside the model's %d layers", i,
+                         m->nlayers);
+    const clt__layer *l = &m->layers[i];
+    static const clt_layer_kind kinds[] = {[CLT__LINEAR] = CLT_LAYER_LINEAR, [CLT__RELU] = CLT_LAYER_RELU,
+                                           [CLT__FLATTEN] = CLT_LAYER_FLATTEN, [CLT__RESIDUAL] = CLT_LAYER_RESIDUAL};
+    *out = (clt_layer_info){kinds[l->kind], l->name, 0, 0};
+    if (l->kind == CLT__LINEAR) {
+        out->in_features = l->in;
+        out->out_features = l->out;
+    } else if (l->kind == CLT__RESIDUAL) {
+        out->in_features = out->out_features = l->body[0].in;
+    }
+    return CLT_OK;
+}
+
+const char *clt_model_prefix(const clt_model *m) { return m ? m->prefix : NULL; }
+
 int clt_model_num_blocks(const clt_model *m)
 {
     int n = 0;

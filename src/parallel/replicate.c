@@ -1,8 +1,7 @@
 /* Copies of a model, whole (a replica per device for data parallel) or by
- * layer ranges (the stages of model parallel). nn.h has no way to list a
- * model's layers, so this reads them from the model's internal description
- * (read only) and rebuilds them through the public builder. */
-#include "../nn/nn_internal.h"
+ * layer ranges (the stages of model parallel), rebuilt through nn.h's
+ * builder from its description of each layer. */
+#include "../core/error.h"
 #include "cltensor/parallel.h"
 
 /* A new model on dev with layers [first, end) of src and src's prefix,
@@ -10,15 +9,17 @@
 static clt_status build_range(clt_model **out, const clt_model *src, int first, int end, clt_device dev)
 {
     clt_model *m;
-    CLT_TRY(clt_model_create(&m, src->prefix));
+    CLT_TRY(clt_model_create(&m, clt_model_prefix(src)));
     clt_status s = CLT_OK;
     for (int i = first; s == CLT_OK && i < end; i++) {
-        const clt__layer *l = &src->layers[i];
-        switch (l->kind) {
-        case CLT__LINEAR: s = clt_model_add_linear(m, l->in, l->out); break;
-        case CLT__RELU: s = clt_model_add_relu(m); break;
-        case CLT__FLATTEN: s = clt_model_add_flatten(m); break;
-        case CLT__RESIDUAL: s = clt_model_add_residual(m, l->body[0].in); break;
+        clt_layer_info l;
+        s = clt_model_layer(src, i, &l);
+        if (s != CLT_OK) break;
+        switch (l.kind) {
+        case CLT_LAYER_LINEAR: s = clt_model_add_linear(m, l.in_features, l.out_features); break;
+        case CLT_LAYER_RELU: s = clt_model_add_relu(m); break;
+        case CLT_LAYER_FLATTEN: s = clt_model_add_flatten(m); break;
+        case CLT_LAYER_RESIDUAL: s = clt_model_add_residual(m, l.in_features); break;
         }
     }
     if (s == CLT_OK) s = clt_model_init(m, dev, 0);
@@ -46,7 +47,7 @@ static clt_status copy_params(clt_model *dst, const clt_model *src, int64_t offs
 
 static clt_status need_src(const char *op, const clt_model *src)
 {
-    if (!src || !src->initialised)
+    if (!src || !clt_model_parameters(src))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the source model is %s", op,
                          src ? "not initialised (call clt_model_init)" : "NULL");
     return CLT_OK;
@@ -59,7 +60,7 @@ clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device
     *out = NULL;
     CLT_TRY(need_src(op, src));
     clt_model *m;
-    CLT_TRY(build_range(&m, src, 0, src->nlayers, dev));
+    CLT_TRY(build_range(&m, src, 0, clt_model_num_layers(src), dev));
     clt_status s = copy_params(m, src, 0);
     if (s != CLT_OK) {
         clt_model_free(m);
@@ -78,16 +79,16 @@ clt_status clt_model_split(const clt_model *src, int num_stages, const int *firs
     for (int k = 0; k < num_stages; k++) stages[k] = NULL;
     CLT_TRY(need_src(op, src));
     for (int k = 0; k < num_stages; k++) {
-        int end = k + 1 < num_stages ? first_layer[k + 1] : src->nlayers;
-        if ((k == 0 && first_layer[0] != 0) || first_layer[k] >= end || end > src->nlayers)
+        int end = k + 1 < num_stages ? first_layer[k + 1] : clt_model_num_layers(src);
+        if ((k == 0 && first_layer[0] != 0) || first_layer[k] >= end || end > clt_model_num_layers(src))
             return clt__fail(CLT_ERR_INVALID_ARGUMENT,
                              "%s: stage %d covers layers [%d, %d) of a model with %d layers; stages must start "
-                             "at 0, be non-empty and increase", op, k, first_layer[k], end, src->nlayers);
+                             "at 0, be non-empty and increase", op, k, first_layer[k], end, clt_model_num_layers(src));
     }
     clt_status s = CLT_OK;
     int64_t offset = 0;
     for (int k = 0; s == CLT_OK && k < num_stages; k++) {
-        int end = k + 1 < num_stages ? first_layer[k + 1] : src->nlayers;
+        int end = k + 1 < num_stages ? first_layer[k + 1] : clt_model_num_layers(src);
         s = build_range(&stages[k], src, first_layer[k], end, devices[k]);
         if (s == CLT_OK) s = copy_params(stages[k], src, offset);
         offset += clt_model_parameter_count(stages[k]);
