@@ -115,6 +115,48 @@ START_TEST(test_device_round_trip_bounds_and_specials)
 }
 END_TEST
 
+/* clt_relu, clt_relu_backward and clt_add on float16 tensors: float32
+ * arithmetic on the stored values, rounded once to float16, as a C
+ * reference computes it; odd sizes, NaN passing through the ReLU. */
+START_TEST(test_elementwise_ops_on_half)
+{
+    static const int64_t sizes[] = {1, 7, 257};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int64_t n = sizes[k];
+        float *x = clt_test_random_floats(n, 11 + (uint64_t)n), *dy = clt_test_random_floats(n, 12 + (uint64_t)n);
+        x[0] = NAN;
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = clt_half_to_float(clt_float_to_half(x[i]));
+            dy[i] = clt_half_to_float(clt_float_to_half(dy[i]));
+        }
+        clt_tensor *tx = half_from(x, n), *tdy = half_from(dy, n), *ty, *tdx, *tsum;
+        ck_assert_ok(clt_relu(&ty, tx));
+        ck_assert_ok(clt_relu_backward(&tdx, tdy, ty));
+        ck_assert_ok(clt_add(&tsum, tx, tdy));
+        ck_assert_int_eq(clt_tensor_dtype(ty), CLT_FLOAT16);
+        float *y = read_half(ty), *dx = read_half(tdx), *sum = read_half(tsum);
+        ck_assert(isnan(y[0]));
+        for (int64_t i = 0; i < n; i++) {
+            float want_y = x[i] < 0.0f ? 0.0f : x[i];
+            if (i > 0) ck_assert_float_eq(y[i], want_y);
+            ck_assert_float_eq(dx[i], want_y > 0.0f ? dy[i] : 0.0f);
+            if (i > 0) ck_assert_float_eq(sum[i], clt_half_to_float(clt_float_to_half(x[i] + dy[i])));
+        }
+        free(y);
+        free(dx);
+        free(sum);
+        free(x);
+        free(dy);
+        clt_tensor_release(tx);
+        clt_tensor_release(tdy);
+        clt_tensor_release(ty);
+        clt_tensor_release(tdx);
+        clt_tensor_release(tsum);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 START_TEST(test_creation_fill_print_and_errors)
 {
     int64_t shape[] = {2, 3};
@@ -148,8 +190,14 @@ START_TEST(test_creation_fill_print_and_errors)
     ck_assert_status(clt_to_dtype(&x, i32, CLT_FLOAT16), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_null(x);
     ck_assert_status(clt_to_dtype(&x, t, CLT_INT32), CLT_ERR_UNSUPPORTED);
-    /* The float32 ops refuse float16 operands by name. */
-    ck_assert_status(clt_relu(&x, t), CLT_ERR_UNSUPPORTED);
+    /* Elementwise ops take float16 pairs, not mixed ones or int32. */
+    clt_tensor *f32;
+    ck_assert_ok(clt_zeros(&f32, clt_cpu(), CLT_FLOAT32, 2, shape));
+    ck_assert_status(clt_add(&x, t, f32), CLT_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_add: a and b must both be float32 or both float16"));
+    ck_assert_status(clt_relu_backward(&x, f32, t), CLT_ERR_UNSUPPORTED);
+    ck_assert_status(clt_relu(&x, i32), CLT_ERR_UNSUPPORTED);
+    clt_tensor_release(f32);
     /* Copies between devices move the two-byte elements unchanged. */
     if (clt_num_gpus() > 0) {
         clt_tensor *g, *c;
@@ -528,6 +576,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_host_conversion_exact_on_every_half);
     tcase_add_test(tc, test_device_round_trip_bounds_and_specials);
+    tcase_add_test(tc, test_elementwise_ops_on_half);
     tcase_add_test(tc, test_creation_fill_print_and_errors);
     tcase_add_test(tc, test_safetensors_writes_f16);
     tcase_add_test(tc, test_half_model_matches_float_model);

@@ -39,9 +39,11 @@ clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, 
  * then clt_linear_backward with db NULL. */
 clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
 
-/* y = max(x, 0), any shape. */
+/* y = max(x, 0), any shape; float32 or float16 (computed in float32, y
+ * has x's dtype). */
 clt_status clt_relu(clt_tensor **y, const clt_tensor *x);
-/* dx = dy where y > 0, else 0; y is the forward output (same shape as dy). */
+/* dx = dy where y > 0, else 0; y is the forward output (same shape as dy);
+ * dy and y both float32 or both float16. */
 clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_tensor *y);
 /* clt_relu_backward fused with the bias gradient of the Linear before the
  * ReLU, in one pass: dy and y are (B,N), db is (N); creates *dx = dy where

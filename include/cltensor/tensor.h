@@ -112,7 +112,9 @@ clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt);
 uint16_t clt_float_to_half(float f);
 float clt_half_to_float(uint16_t h);
 
-/* out = a + b, elementwise, on their (common) device. */
+/* out = a + b, elementwise, on their (common) device; a and b both float32
+ * or both float16 (added in float32, out has their dtype), else
+ * CLT_ERR_UNSUPPORTED. */
 clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
 
 #ifdef __cplusplus

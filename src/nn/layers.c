@@ -88,7 +88,7 @@ static clt_status linear_relu_forward(clt_model *m, clt__layer *lin, clt__layer 
 // x and y are any shape, the same
 static clt_status relu_forward(clt_model *m, clt__layer *l, clt_tensor *x, clt_tensor **y)
 {
-    clt_status s = clt_tensor_dtype(x) == CLT_FLOAT16 ? clt__relu_f16(y, x) : clt_relu(y, x);
+    clt_status s = clt_relu(y, x);
     if (s != CLT_OK) return layer_fail(l, s);
     if (m->training) keep(&l->saved, *y, 1);
     return CLT_OK;
@@ -112,7 +112,7 @@ static clt_status residual_forward(clt_model *m, clt__layer *l, clt_tensor *x, i
     clt_tensor *h;
     int h_internal;
     CLT_TRY(clt__seq_forward(m, l->body, l->nbody, x, internal, &h, &h_internal));
-    clt_status s = clt_tensor_dtype(x) == CLT_FLOAT16 ? clt__add_f16(y, x, h) : clt_add(y, x, h);
+    clt_status s = clt_add(y, x, h);
     clt_tensor_release(h);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -192,9 +192,7 @@ static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx
 static clt_status relu_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
 {
     if (!l->saved) return missing(l);
-    clt_status s = CLT_OK;
-    if (dx && clt_tensor_dtype(dy) == CLT_FLOAT16) s = clt__relu_backward_f16(dx, dy, l->saved);
-    else if (dx) s = clt_relu_backward(dx, dy, l->saved);
+    clt_status s = dx ? clt_relu_backward(dx, dy, l->saved) : CLT_OK;
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -221,7 +219,7 @@ static clt_status residual_backward(clt__layer *l, clt_tensor *dy, clt_tensor **
     }
     clt_tensor *dh;
     CLT_TRY(seq_backward(NULL, l->body, l->nbody, clt_tensor_retain(dy), &dh, NULL, 0));
-    clt_status s = clt_tensor_dtype(dy) == CLT_FLOAT16 ? clt__add_f16(dx, dy, dh) : clt_add(dx, dy, dh);
+    clt_status s = clt_add(dx, dy, dh);
     clt_tensor_release(dh);
     return s == CLT_OK ? s : layer_fail(l, s);
 }

@@ -31,6 +31,17 @@ clt_status clt__need_f32(const char *op, const char *what, const clt_tensor *t)
     return need_dtype(op, what, t, CLT_FLOAT32);
 }
 
+clt_status clt__need_float_pair(const char *op, const char *what_a, const clt_tensor *a, const char *what_b,
+                                const clt_tensor *b)
+{
+    CLT_TRY(clt__need(op, what_a, a));
+    CLT_TRY(clt__need(op, what_b, b));
+    if ((a->dtype != CLT_FLOAT32 && a->dtype != CLT_FLOAT16) || b->dtype != a->dtype)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: %s and %s must both be float32 or both float16, not %s and %s", op,
+                         what_a, what_b, clt_dtype_name(a->dtype), clt_dtype_name(b->dtype));
+    return CLT_OK;
+}
+
 clt_status clt__need_i32(const char *op, const char *what, const clt_tensor *t)
 {
     return need_dtype(op, what, t, CLT_INT32);

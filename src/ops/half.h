@@ -17,14 +17,12 @@ clt_status clt__accumulate_f16(clt_tensor *dst, const clt_tensor *src);
  * 1 when a result is inf or NaN, and left alone otherwise. */
 clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale, clt_tensor *flag);
 
-/* The float16 forms of the layer ops; shapes as their float32 forms in
- * cltensor/ops.h, every tensor float16. Products convert their operands to
- * float32 scratch and run the device's float32 GEMM. */
+/* The float16 forms of the linear layer's ops (clt_relu and clt_add take
+ * float16 themselves); shapes as their float32 forms in cltensor/ops.h,
+ * every tensor float16. Products convert their operands to float32 scratch
+ * and run the device's float32 GEMM. */
 clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
 clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                     const clt_tensor *x, const clt_tensor *w);
-clt_status clt__relu_f16(clt_tensor **y, const clt_tensor *x);
-clt_status clt__relu_backward_f16(clt_tensor **dx, const clt_tensor *dy, const clt_tensor *y);
-clt_status clt__add_f16(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
 
 #endif

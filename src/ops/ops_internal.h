@@ -12,6 +12,9 @@ const char *clt__shape_str(const clt_tensor *t, char *buf, size_t len);
 clt_status clt__need_f32(const char *op, const char *what, const clt_tensor *t);
 /* Same for int32. */
 clt_status clt__need_i32(const char *op, const char *what, const clt_tensor *t);
+/* CLT_ERR_UNSUPPORTED unless a and b are both float32 or both float16. */
+clt_status clt__need_float_pair(const char *op, const char *what_a, const clt_tensor *a, const char *what_b,
+                                const clt_tensor *b);
 /* CLT_ERR_SHAPE unless t has two dimensions. */
 clt_status clt__need_2d(const char *op, const char *what, const clt_tensor *t);
 /* CLT_ERR_SHAPE unless a and b hold the same number of elements. */
