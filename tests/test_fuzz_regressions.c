@@ -12,6 +12,7 @@
 /* Before check.h, whose fail() macro would rename the tool's fail(). */
 #define CLT_FUZZ_NO_ENTRY
 #include "fuzz/fuzz_args.c"
+#include "fuzz/fuzz_clblast_params.c"
 #include "fuzz/fuzz_idx.c"
 #include "fuzz/fuzz_safetensors.c"
 
@@ -80,6 +81,9 @@ END_TEST
 START_TEST(test_replay_args) { replay("args", fuzz_args); }
 END_TEST
 
+START_TEST(test_replay_clblast_params) { replay("clblast_params", fuzz_clblast_params); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fuzz_regressions");
@@ -87,6 +91,7 @@ int main(void)
     tcase_add_test(tc, test_replay_idx);
     tcase_add_test(tc, test_replay_safetensors);
     tcase_add_test(tc, test_replay_args);
+    tcase_add_test(tc, test_replay_clblast_params);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

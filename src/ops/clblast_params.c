@@ -201,7 +201,8 @@ static clt_status override(const clt__slot *s, const char *devname, const char *
                      path, kernel, s->name, (int)c);
 }
 
-/* A file's fields, once it is known to be made for devname. */
+/* A file's fields, once it is known to be made for devname; handed to
+ * CLBlast for s's device (s NULL: checked only). */
 static clt_status apply_json(const clt__slot *s, const char *devname, const char *path, json_t *root)
 {
     const char *family = string_field(root, "kernel_family"), *best = string_field(root, "best_parameters");
@@ -218,12 +219,12 @@ static clt_status apply_json(const clt__slot *s, const char *devname, const char
     if (!params) return clt__fail(CLT_ERR_OUT_OF_MEMORY, PRE "out of host memory reading %s", path);
     param_set set;
     clt_status st = parse_params(path, params, precision, &set);
-    if (st == CLT_OK) st = override(s, devname, path, family, kernel, precision, &set);
+    if (st == CLT_OK && s) st = override(s, devname, path, family, kernel, precision, &set);
     free(params);
     return st;
 }
 
-/* One file: skipped unless made for devname. */
+/* One file: skipped unless made for devname (s as in apply_json). */
 static clt_status apply_file(const clt__slot *s, const char *devname, const char *path)
 {
     char *text;
@@ -266,6 +267,11 @@ static clt_status apply_all(const clt__slot *s)
     free(paths);
     free(devname);
     return st;
+}
+
+clt_status clt__clblast_params_check(const char *path, const char *devname)
+{
+    return apply_file(NULL, devname, path);
 }
 
 clt_status clt__clblast_params_apply(int slot)

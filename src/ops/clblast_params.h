@@ -11,4 +11,9 @@
  * file fails every CLBlast product on that device. Thread-safe. */
 clt_status clt__clblast_params_apply(int slot);
 
+/* Reads and checks one tuner file as clt__clblast_params_apply would for a
+ * device named devname, without handing anything to CLBlast: CLT_OK, or
+ * the status and message that file would give (the fuzz target's entry). */
+clt_status clt__clblast_params_check(const char *path, const char *devname);
+
 #endif
