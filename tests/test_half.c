@@ -276,6 +276,58 @@ static clt_model *resmlp(int64_t h, int blocks, uint64_t seed)
     return m;
 }
 
+/* A float16 model's checkpoint keeps the loss scaler's whole state and
+ * the optimizer's master weights; both come back on load. */
+START_TEST(test_checkpoint_keeps_scaler_and_master)
+{
+    clt_model *m, *back;
+    clt_optimizer *opt, *opt_back;
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 12, 8, 1, 3, 2));
+    ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+    ck_assert_ok(clt_model_set_loss_scale_state(m, 1024.0f, 1, 1999));
+    ck_assert_status(clt_model_set_loss_scale_state(m, 1024.0f, 1, 2000), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_model_loss_scale_state(NULL, NULL, NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.1f, 0.0f, 0.0f));
+    ck_assert_int_eq(clt_optimizer_num_states(opt), 1);
+    const char *name;
+    clt_tensor *master;
+    ck_assert_ok(clt_optimizer_init_state(opt));
+    ck_assert_ok(clt_optimizer_state(opt, 0, &name, &master));
+    ck_assert_str_eq(name, "master");
+    ck_assert_int_eq(clt_tensor_dtype(master), CLT_FLOAT32);
+    /* Master weights a little off the float16 parameters, as after steps. */
+    ck_assert_ok(clt_scale_(master, 1.0001f));
+    char path[] = "/tmp/clt-test-half-XXXXXX";
+    close(mkstemp(path));
+    clt_checkpoint_info info = {"resmlp", 8, 1, 0, 0, 0};
+    ck_assert_ok(clt_checkpoint_save(path, m, opt, &info));
+
+    ck_assert_ok(clt_model_create_resmlp(&back, clt_cpu(), 12, 8, 1, 3, 9));
+    ck_assert_ok(clt_model_to_dtype(back, CLT_FLOAT16));
+    ck_assert_ok(clt_optimizer_create_sgd(&opt_back, back, 0.1f, 0.0f, 0.0f));
+    ck_assert_ok(clt_checkpoint_load(path, back, opt_back, NULL));
+    float scale;
+    int dynamic;
+    int64_t clean;
+    ck_assert_ok(clt_model_loss_scale_state(back, &scale, &dynamic, &clean));
+    ck_assert_float_eq(scale, 1024.0f);
+    ck_assert_int_eq(dynamic, 1);
+    ck_assert_int_eq(clean, 1999);
+    clt_tensor *master_back;
+    ck_assert_ok(clt_optimizer_state(opt_back, 0, NULL, &master_back));
+    float *want = clt_test_read(master), *got = clt_test_read(master_back);
+    ck_assert_mem_eq(got, want, (size_t)clt_tensor_numel(master) * sizeof(float));
+    free(want);
+    free(got);
+    remove(path);
+    clt_optimizer_free(opt);
+    clt_optimizer_free(opt_back);
+    clt_model_free(m);
+    clt_model_free(back);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 START_TEST(test_half_model_matches_float_model)
 {
     /* A half model and a float32 model holding the same (half-rounded)
@@ -579,6 +631,7 @@ int main(void)
     tcase_add_test(tc, test_elementwise_ops_on_half);
     tcase_add_test(tc, test_creation_fill_print_and_errors);
     tcase_add_test(tc, test_safetensors_writes_f16);
+    tcase_add_test(tc, test_checkpoint_keeps_scaler_and_master);
     tcase_add_test(tc, test_half_model_matches_float_model);
     tcase_add_test(tc, test_half_checkpointing_gradients_identical);
     tcase_add_test(tc, test_half_model_memory_is_half);

@@ -131,6 +131,26 @@ START_TEST(test_interrupt_and_resume)
 }
 END_TEST
 
+/* A float16 run with Adam stopped after its first epoch and resumed ends
+ * with the bytes of an uninterrupted one: the checkpoint carries the
+ * float32 master weights, Adam's moments and the loss scaler. */
+START_TEST(test_fp16_resume_exact)
+{
+    const char *args = "--fp16 --optimizer adam --lr 0.01 --batch-size 32 --hiddens 32 --blocks 1 --seed 5 "
+                       "--val-limit 16";
+    int rc = run("%s train --data %s %s --epochs 3 --save %s/h_full.st", clt_test_clt_path(), dir, args, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    rc = run("%s train --data %s %s --epochs 1 --save %s/h_part.st", clt_test_clt_path(), dir, args, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    ck_assert_int_eq(run("grep -c optimizer.master.net.1.weight %s/h_part.st", dir), 0);
+    rc = run("%s train --data %s %s --epochs 3 --resume %s/h_part.st --save %s/h_part.st", clt_test_clt_path(), dir,
+             args, dir, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    ck_assert_msg(run("cmp %s/h_full.st %s/h_part.st", dir, dir) == 0,
+                  "a resumed float16 run differs from an uninterrupted one");
+}
+END_TEST
+
 /* PyTorch's side is bench/pytorch_resmlp.py; without PyTorch this test
  * passes vacuously, saying so. */
 START_TEST(test_matches_pytorch)
@@ -164,6 +184,7 @@ int main(void)
     tcase_add_test(tc, test_same_seed_same_checkpoint);
     tcase_add_test(tc, test_bad_input_is_refused);
     tcase_add_test(tc, test_interrupt_and_resume);
+    tcase_add_test(tc, test_fp16_resume_exact);
     tcase_add_test(tc, test_matches_pytorch);
     suite_add_tcase(s, tc);
     return clt_test_run(s);

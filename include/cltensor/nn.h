@@ -164,6 +164,13 @@ clt_dtype clt_model_dtype(const clt_model *m);
 clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic);
 /* The current loss scale (0 for NULL). */
 float clt_model_loss_scale(const clt_model *m);
+/* The whole scaler state, for checkpoints: the scale, whether it is dynamic,
+ * and the clean steps counted towards the next doubling. NULL outputs are
+ * skipped; CLT_ERR_INVALID_ARGUMENT for a NULL model. */
+clt_status clt_model_loss_scale_state(const clt_model *m, float *scale, int *dynamic, int64_t *clean_steps);
+/* Restores what clt_model_loss_scale_state read: as clt_model_set_loss_scale,
+ * and clean_steps (0 <= clean_steps < 2000) continues the count. */
+clt_status clt_model_set_loss_scale_state(clt_model *m, float scale, int dynamic, int64_t clean_steps);
 
 /* ---- Forward and backward -------------------------------------------- */
 

@@ -652,6 +652,26 @@ clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic)
 
 float clt_model_loss_scale(const clt_model *m) { return m ? m->loss_scale : 0.0f; }
 
+clt_status clt_model_loss_scale_state(const clt_model *m, float *scale, int *dynamic, int64_t *clean_steps)
+{
+    CLT_TRY(need("clt_model_loss_scale_state", "model", m));
+    if (scale) *scale = m->loss_scale;
+    if (dynamic) *dynamic = m->scale_dynamic;
+    if (clean_steps) *clean_steps = m->clean_steps;
+    return CLT_OK;
+}
+
+clt_status clt_model_set_loss_scale_state(clt_model *m, float scale, int dynamic, int64_t clean_steps)
+{
+    if (clean_steps < 0 || clean_steps >= CLT__SCALE_GROWTH)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "clt_model_set_loss_scale_state: clean_steps is %lld (must be 0 to %d)",
+                         (long long)clean_steps, CLT__SCALE_GROWTH - 1);
+    CLT_TRY(clt_model_set_loss_scale(m, scale, dynamic));
+    m->clean_steps = clean_steps;
+    return CLT_OK;
+}
+
 clt_status clt_cross_entropy_forward(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                                      const clt_tensor *labels)
 {

@@ -24,9 +24,13 @@ struct clt_optimizer {
 
 static const char *state_name(const clt_optimizer *o, int i)
 {
+    if (i == o->nstate) return "master";
     if (o->kind == OPT_SGD) return "momentum_buffer";
     return i == 0 ? "exp_avg" : "exp_avg_sq";
 }
+
+/* A float16 model's optimizer also keeps float32 master weights. */
+static int has_master(const clt_optimizer *o) { return clt_model_dtype(o->model) == CLT_FLOAT16; }
 
 static clt_status check_hyper(const char *op, const char *what, float v, float below)
 {
@@ -131,6 +135,14 @@ static void drop_new_state(clt_optimizer *o, int created)
     }
 }
 
+/* The float32 master weights, from the float16 parameters the first time. */
+static clt_status make_master(clt_optimizer *o)
+{
+    if (o->master) return CLT_OK;
+    CLT_TRY(clt_to_dtype(&o->master, clt_model_parameters(o->model), CLT_FLOAT32));
+    return clt_tensor_set_category(o->master, CLT_MEM_OPTIMIZER);
+}
+
 /* Mixed precision: the float32 master weights and unscaled float32
  * gradients that a float16 model's step updates instead (*skip when the
  * gradients overflowed: the step is dropped and a dynamic scale halves). */
@@ -142,10 +154,7 @@ static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tenso
         return clt__fail(CLT_ERR_DEVICE_MISMATCH,
                          "clt_optimizer_step: the master weights are on another device than the parameters; build "
                          "the optimizer after clt_model_to");
-    if (!o->master) {
-        CLT_TRY(clt_to_dtype(&o->master, m->params, CLT_FLOAT32));
-        clt_tensor_set_category(o->master, CLT_MEM_OPTIMIZER);
-    }
+    CLT_TRY(make_master(o));
     int64_t one = 1;
     clt_tensor *g = NULL, *flag = NULL;
     clt_status s = clt_empty(&g, clt_model_device(m), CLT_FLOAT32, 1, &m->nparams);
@@ -230,16 +239,17 @@ clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps)
     return CLT_OK;
 }
 
-int clt_optimizer_num_states(const clt_optimizer *opt) { return opt ? opt->nstate : 0; }
+int clt_optimizer_num_states(const clt_optimizer *opt) { return opt ? opt->nstate + has_master(opt) : 0; }
 
 clt_status clt_optimizer_state(const clt_optimizer *opt, int i, const char **name, clt_tensor **state)
 {
     if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_state: optimizer is NULL");
-    if (i < 0 || i >= opt->nstate)
+    int n = clt_optimizer_num_states(opt);
+    if (i < 0 || i >= n)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_state: index %d, the optimizer has %d buffers", i,
-                         opt->nstate);
+                         n);
     if (name) *name = state_name(opt, i);
-    if (state) *state = opt->state[i];
+    if (state) *state = i == opt->nstate ? opt->master : opt->state[i];
     return CLT_OK;
 }
 
@@ -248,5 +258,6 @@ clt_status clt_optimizer_init_state(clt_optimizer *opt)
     if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_init_state: optimizer is NULL");
     CLT_TRY(check_state_device(opt, "clt_optimizer_init_state"));
     int created;
-    return make_state(opt, 1, &created);
+    CLT_TRY(make_state(opt, 1, &created));
+    return has_master(opt) ? make_master(opt) : CLT_OK;
 }

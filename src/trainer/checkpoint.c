@@ -110,8 +110,8 @@ clt_status clt_checkpoint_save(const char *path, const clt_model *model, const c
     if (!path || !model) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_checkpoint_save: path or model is NULL");
     entry_list l = {0};
     clt_status s = collect(&l, model, opt);
-    char nums[6][32];
-    const char *keys[8], *values[8];
+    char nums[6][32], scaler[3][32];
+    const char *keys[11], *values[11];
     int nm = 0;
     keys[nm] = "format";
     values[nm++] = "pt";
@@ -132,6 +132,22 @@ clt_status clt_checkpoint_save(const char *path, const clt_model *model, const c
         snprintf(nums[i], sizeof nums[i], "%lld", (long long)fields[i].v);
         keys[nm] = fields[i].key;
         values[nm++] = nums[i];
+    }
+    /* A float16 model's loss scaler, so that a resumed run scales as this one would have. */
+    float scale;
+    int dynamic;
+    int64_t clean;
+    if (s == CLT_OK && clt_model_dtype(model) == CLT_FLOAT16 &&
+        (s = clt_model_loss_scale_state(model, &scale, &dynamic, &clean)) == CLT_OK) {
+        snprintf(scaler[0], sizeof scaler[0], "%.9g", (double)scale);
+        snprintf(scaler[1], sizeof scaler[1], "%d", dynamic);
+        snprintf(scaler[2], sizeof scaler[2], "%lld", (long long)clean);
+        static const char *const skeys[3] = {"cltensor.loss_scale", "cltensor.loss_scale_dynamic",
+                                             "cltensor.loss_scale_clean_steps"};
+        for (int i = 0; i < 3; i++) {
+            keys[nm] = skeys[i];
+            values[nm++] = scaler[i];
+        }
     }
     if (s == CLT_OK) s = clt_safetensors_save(path, l.n, l.names, l.tensors, nm, keys, values);
     list_free(&l);
@@ -216,6 +232,17 @@ clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer
         if (clt_safetensors_find(f, l.names[i]) >= 0) s = clt_safetensors_read_into(f, l.names[i], l.tensors[i]);
     if (s == CLT_OK && opt && clt_safetensors_metadata(f, "cltensor.optimizer_steps"))
         s = clt_optimizer_set_steps(opt, meta_int(f, "cltensor.optimizer_steps"));
+    const char *scale = clt_safetensors_metadata(f, "cltensor.loss_scale");
+    if (s == CLT_OK && scale && clt_model_dtype(model) == CLT_FLOAT16) {
+        char *end;
+        double v = strtod(scale, &end);
+        if (end == scale || *end)
+            s = clt__fail(CLT_ERR_FORMAT, "%s: cltensor.loss_scale \"%.40s\" is not a number", path, scale);
+        else if (clt_model_set_loss_scale_state(model, (float)v, meta_int(f, "cltensor.loss_scale_dynamic") != 0,
+                                                meta_int(f, "cltensor.loss_scale_clean_steps")) != CLT_OK)
+            s = clt__fail(CLT_ERR_FORMAT, "%s: the loss scaler's metadata is out of range (scale %.40s, %lld clean steps)",
+                          path, scale, (long long)meta_int(f, "cltensor.loss_scale_clean_steps"));
+    }
     if (s == CLT_OK && info) {
         info->arch = NULL;
         info->hiddens = meta_int(f, "cltensor.hiddens");

@@ -246,9 +246,6 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
     snprintf(r.device, sizeof r.device, "%s", devname);
     r.val_loss = r.val_accuracy = NAN;
     int64_t first_batch = 0;
-    if (s == CLT_OK && opt->resume_path && opt->fp16)
-        s = clt__fail(CLT_ERR_UNSUPPORTED, "resuming a float16 run is not supported: its float32 master weights "
-                      "and loss scale are not in the checkpoint, so it would not continue exactly");
     if (s == CLT_OK && opt->resume_path) {
         clt_checkpoint_info at = {0};
         s = clt_checkpoint_load(opt->resume_path, model, f.opt, &at);
