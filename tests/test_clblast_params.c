@@ -197,42 +197,41 @@ static int run_child(const char *params, const char *expect)
 #define EXPECT_CHILD(params, expect) \
     ck_assert_msg(run_child(params, expect) == 0, "CLT_CLBLAST_PARAMS=%s: expected %s", params, expect)
 
-/* A full Xgemm set, with a second file that puts the routine's switch point
- * at 1 so that every product takes the (indirect) Xgemm kernel: the products
- * stay right. The same set with VWM=3, which CLBlast accepts but cannot
- * compile, fails the product: the parameters reach the program CLBlast
- * builds. */
+/* A routine file whose switch point sends every product to one kernel, a
+ * full parameter set for that kernel (the products stay right), and the
+ * same set with one value CLBlast accepts but cannot compile (the product
+ * fails: the parameters reach the program CLBlast builds). */
+static void check_reaches_kernel(const char *family, const char *good, const char *bad, const char *min_indirect,
+                                 const char *bad_expect)
+{
+    char good_file[256], bad_file[256], routine[256], both[600], name[64], params[64];
+    snprintf(name, sizeof name, "clblast_%s_32.json", family);
+    write_tuner_file(good_file, sizeof good_file, name, device_name(), family, "32", good);
+    write_tuner_file(bad_file, sizeof bad_file, "bad.json", device_name(), family, "32", bad);
+    snprintf(params, sizeof params, "XGEMM_MIN_INDIRECT_SIZE=%s PRECISION=32", min_indirect);
+    write_tuner_file(routine, sizeof routine, "clblast_routine_gemm_32.json", device_name(), "gemm_routine", "32",
+                     params);
+    snprintf(both, sizeof both, "%s:%s", good_file, routine);
+    EXPECT_CHILD(both, "ok");
+    snprintf(both, sizeof both, "%s::%s", routine, bad_file);
+    EXPECT_CHILD(both, bad_expect);
+}
+
+/* xgemm_1 names Xgemm, which a switch point of 1 makes every product take. */
 START_TEST(test_xgemm_parameters_reach_the_kernel)
 {
-    char xgemm[256], bad[256], routine[256], both[600];
-    write_tuner_file(xgemm, sizeof xgemm, "clblast_xgemm_1_32.json", device_name(), "xgemm_1", "32",
-                     XGEMM_PARAMS "PRECISION=32 VWM=2 VWN=2");
-    write_tuner_file(bad, sizeof bad, "clblast_xgemm_2_32.json", device_name(), "xgemm_2", "32",
-                     XGEMM_PARAMS "PRECISION=32 VWM=3 VWN=2");
-    write_tuner_file(routine, sizeof routine, "clblast_routine_gemm_32.json", device_name(), "gemm_routine", "32",
-                     "XGEMM_MIN_INDIRECT_SIZE=1 PRECISION=32");
-    snprintf(both, sizeof both, "%s:%s", xgemm, routine);
-    EXPECT_CHILD(both, "ok");
-    snprintf(both, sizeof both, "%s:%s", bad, routine);
-    EXPECT_CHILD(both, "CLT_ERR_OPENCL|CLBlastSgemm|CL_BUILD_PROGRAM_FAILURE");
+    check_reaches_kernel("xgemm_1", XGEMM_PARAMS "PRECISION=32 VWM=2 VWN=2", XGEMM_PARAMS "PRECISION=32 VWM=3 VWN=2",
+                         "1", "CLT_ERR_OPENCL|CLBlastSgemm|CL_BUILD_PROGRAM_FAILURE");
 }
 END_TEST
 
 /* xgemm_direct_1 names XgemmDirect, which a switch point past every
- * product makes every product take; VWMD=3 cannot compile. */
+ * product makes every product take. */
 START_TEST(test_direct_parameters_reach_the_kernel)
 {
-    char direct[256], bad[256], routine[256], both[600];
-    write_tuner_file(direct, sizeof direct, "clblast_xgemm_direct_1_32.json", device_name(), "xgemm_direct_1", "32",
-                     DIRECT_PARAMS "VWMD=1 VWND=1 PRECISION=32");
-    write_tuner_file(bad, sizeof bad, "bad.json", device_name(), "xgemm_direct_2", "32",
-                     DIRECT_PARAMS "VWMD=3 VWND=1 PRECISION=32");
-    write_tuner_file(routine, sizeof routine, "clblast_routine_gemm_32.json", device_name(), "gemm_routine", "32",
-                     "XGEMM_MIN_INDIRECT_SIZE=100000 PRECISION=32");
-    snprintf(both, sizeof both, "%s:%s", routine, direct);
-    EXPECT_CHILD(both, "ok");
-    snprintf(both, sizeof both, "%s::%s", routine, bad);
-    EXPECT_CHILD(both, "CLT_ERR_OPENCL|CL_BUILD_PROGRAM_FAILURE");
+    check_reaches_kernel("xgemm_direct_1", DIRECT_PARAMS "VWMD=1 VWND=1 PRECISION=32",
+                         DIRECT_PARAMS "VWMD=3 VWND=1 PRECISION=32", "100000",
+                         "CLT_ERR_OPENCL|CL_BUILD_PROGRAM_FAILURE");
 }
 END_TEST
 
