@@ -82,10 +82,9 @@ static void make_dirs(char *path)
     mkdir(path, 0755);
 }
 
-static int cache_path(const clt__slot *s, const char *options, const char *source, char *buf, size_t len)
+uint64_t clt__device_key(int slot)
 {
-    char dir[900];
-    if (!cache_dir(dir, sizeof dir)) return 0;
+    const clt__slot *s = clt__slot_get(slot);
     char info[4][256];
     memset(info, 0, sizeof info);
     clGetPlatformInfo(s->platform, CL_PLATFORM_VERSION, sizeof info[0] - 1, info[0], NULL);
@@ -94,7 +93,14 @@ static int cache_path(const clt__slot *s, const char *options, const char *sourc
     clGetDeviceInfo(s->device, CL_DEVICE_VERSION, sizeof info[3] - 1, info[3], NULL);
     uint64_t h = 14695981039346656037ull;
     for (int i = 0; i < 4; i++) h = fnv1a(h, info[i]);
-    h = fnv1a(fnv1a(h, options), source);
+    return h;
+}
+
+static int cache_path(int slot, const char *options, const char *source, char *buf, size_t len)
+{
+    char dir[900];
+    if (!cache_dir(dir, sizeof dir)) return 0;
+    uint64_t h = fnv1a(fnv1a(clt__device_key(slot), options), source);
     int n = snprintf(buf, len, "%s/%016llx.bin", dir, (unsigned long long)h);
     return n > 0 && (size_t)n < len;
 }
@@ -240,7 +246,7 @@ static clt_status get_program(int slot, int index, const char *extra, cl_program
     cl_program p = NULL;
     clt_status st = clt__slot_context(slot, &ctx);
     char path[1024];
-    int cached = st == CLT_OK && cache_path(s, options, src->source, path, sizeof path);
+    int cached = st == CLT_OK && cache_path(slot, options, src->source, path, sizeof path);
     if (cached) p = from_binary(ctx, s, options, path);
     if (st == CLT_OK && !p) {
         st = from_source(ctx, s, src, options, &p);

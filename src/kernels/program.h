@@ -3,6 +3,8 @@
 #define CLT_KERNELS_PROGRAM_H
 
 #include <stddef.h>
+#include <stdint.h>
+
 #include "../tensor/tensor_internal.h"
 
 /* The kernel `name` of cl/<program>.cl on a slot's device. The program is
@@ -16,6 +18,11 @@ clt_status clt__kernel_opts(int slot, const char *program, const char *options, 
 /* The on-disk cache directory ($CLT_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
  * else ~/.cache/cltensor) into buf; 0 when caching is off or it does not fit. */
 int clt__cache_dir(char *buf, size_t len);
+
+/* A hash of what makes a slot's compiled code and timings its own: platform
+ * version, device name, driver and device versions. Cache files are keyed
+ * by it (program binaries, tuned tiles), so a new driver starts afresh. */
+uint64_t clt__device_key(int slot);
 
 typedef struct clt__arg {
     size_t size;

@@ -42,29 +42,11 @@ static const clt__gemm_tile candidates[] = {{12, 16}, {8, 16}, {4, 16}, {14, 16}
 
 static int tile_valid(clt__gemm_tile t) { return t.tm >= 1 && t.tm <= 32 && (t.tn == 8 || t.tn == 16); }
 
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h ^ 0xff;
-}
-
 static int tune_path(int slot, char *buf, size_t len)
 {
     char dir[900];
     if (!clt__cache_dir(dir, sizeof dir)) return 0;
-    const clt__slot *s = clt__slot_get(slot);
-    char info[4][256];
-    memset(info, 0, sizeof info);
-    clGetPlatformInfo(s->platform, CL_PLATFORM_VERSION, sizeof info[0] - 1, info[0], NULL);
-    clGetDeviceInfo(s->device, CL_DEVICE_NAME, sizeof info[1] - 1, info[1], NULL);
-    clGetDeviceInfo(s->device, CL_DRIVER_VERSION, sizeof info[2] - 1, info[2], NULL);
-    clGetDeviceInfo(s->device, CL_DEVICE_VERSION, sizeof info[3] - 1, info[3], NULL);
-    uint64_t h = 14695981039346656037ull;
-    for (int i = 0; i < 4; i++) h = fnv1a(h, info[i]);
-    int n = snprintf(buf, len, "%s/tune-%016" PRIx64 ".txt", dir, h);
+    int n = snprintf(buf, len, "%s/tune-%016" PRIx64 ".txt", dir, clt__device_key(slot));
     return n > 0 && (size_t)n < len;
 }
 
