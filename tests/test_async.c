@@ -14,30 +14,6 @@
 #include "support.h"
 #include "tensor/tensor_internal.h"
 
-/* Every later command on dev's queue waits until open_gate. */
-static cl_event close_gate(clt_device dev)
-{
-    /* Blocking mode (CLT_LAUNCH_BLOCKING=1) would wait behind the gate forever. */
-    clt_set_launch_blocking(0);
-    int slot;
-    ck_assert_ok(clt__resolve(dev, &slot));
-    cl_context ctx;
-    cl_command_queue q;
-    ck_assert_ok(clt__slot_context(slot, &ctx));
-    ck_assert_ok(clt__slot_queue(slot, &q));
-    cl_int err;
-    cl_event gate = clCreateUserEvent(ctx, &err);
-    ck_assert_int_eq(err, CL_SUCCESS);
-    ck_assert_int_eq(clEnqueueBarrierWithWaitList(q, 1, &gate, NULL), CL_SUCCESS);
-    return gate;
-}
-
-static void open_gate(cl_event gate)
-{
-    ck_assert_int_eq(clSetUserEventStatus(gate, CL_COMPLETE), CL_SUCCESS);
-    clReleaseEvent(gate);
-}
-
 /* 1 when the tensor's last write has finished. */
 static int written(const clt_tensor *t)
 {
@@ -77,7 +53,7 @@ START_TEST(test_ops_only_enqueue)
     ck_assert_ok(clt_synchronize(dev));
     clt_reset_sync_count(dev);
 
-    cl_event gate = close_gate(dev);
+    cl_event gate = clt_test_close_gate(dev);
     ck_assert_ok(clt_from_host(&tb, dev, CLT_FLOAT32, 1, shape, b));
     ck_assert_ok(clt_add(&y, ta, tb));     /* y = a + b */
     ck_assert_ok(clt_add_(y, ta));         /* y = 2a + b */
@@ -89,7 +65,7 @@ START_TEST(test_ops_only_enqueue)
     ck_assert_int_eq(clt_sync_count(dev), 0);
     ck_assert_int_eq(written(y), 0);
     ck_assert_int_eq(written(sum), 0);
-    open_gate(gate);
+    clt_test_open_gate(gate);
 
     double s;
     ck_assert_ok(clt_item(sum, &s));
@@ -161,7 +137,7 @@ START_TEST(test_training_step_has_no_sync_point)
 
     /* With sync points refused, a full step still succeeds... */
     clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
-    cl_event gate = close_gate(dev);
+    cl_event gate = clt_test_close_gate(dev);
     train_step(m, opt, tx, ty, &loss);
     /* ...and ran nothing yet: the host raced ahead of the device. */
     ck_assert_int_eq(written(loss), 0);
@@ -170,7 +146,7 @@ START_TEST(test_training_step_has_no_sync_point)
     ck_assert_status(clt_item(loss, &value), CLT_ERR_SYNC);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_item"));
     clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
-    open_gate(gate);
+    clt_test_open_gate(gate);
     ck_assert_int_eq(total_syncs(), 0);
     ck_assert_ok(clt_item(loss, &value));
     ck_assert_int_eq(total_syncs(), 1);
@@ -284,7 +260,7 @@ static void check_copy_ordered(clt_device from, clt_device to)
     clt_reset_sync_count(from);
     clt_reset_sync_count(to);
 
-    cl_event gate = close_gate(from);
+    cl_event gate = clt_test_close_gate(from);
     clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR); /* any host wait would fail the calls below */
     ck_assert_ok(clt_scale_(x, 2.0f));
     ck_assert_ok(clt_add_(x, x)); /* x = 4 data, not yet computed */
@@ -295,7 +271,7 @@ static void check_copy_ordered(clt_device from, clt_device to)
     ck_assert_int_eq(written(w), 0);
     ck_assert_int_eq(clt_sync_count(from) + clt_sync_count(to), 0);
     clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
-    open_gate(gate);
+    clt_test_open_gate(gate);
 
     float *h = clt_test_read(w);
     for (int i = 0; i < N; i++) ck_assert_float_eq_tol(h[i], 8.0f * data[i], 1e-5f);

@@ -9,29 +9,6 @@
 #include "support.h"
 #include "tensor/tensor_internal.h"
 
-static cl_event close_gate(clt_device dev)
-{
-    /* Blocking mode (CLT_LAUNCH_BLOCKING=1) would wait behind the gate forever. */
-    clt_set_launch_blocking(0);
-    int slot;
-    ck_assert_ok(clt__resolve(dev, &slot));
-    cl_context ctx;
-    cl_command_queue q;
-    ck_assert_ok(clt__slot_context(slot, &ctx));
-    ck_assert_ok(clt__slot_queue(slot, &q));
-    cl_int err;
-    cl_event gate = clCreateUserEvent(ctx, &err);
-    ck_assert_int_eq(err, CL_SUCCESS);
-    ck_assert_int_eq(clEnqueueBarrierWithWaitList(q, 1, &gate, NULL), CL_SUCCESS);
-    return gate;
-}
-
-static void open_gate(cl_event gate)
-{
-    ck_assert_int_eq(clSetUserEventStatus(gate, CL_COMPLETE), CL_SUCCESS);
-    clReleaseEvent(gate);
-}
-
 /* Every device a pinned tensor is copied to in these tests. */
 static int devices(clt_device *out)
 {
@@ -125,7 +102,7 @@ START_TEST(test_upload_in_flight_guard)
         ck_assert_ok(clt_ones(&w, devs[i], CLT_FLOAT32, 1, shape)); /* device in use, kernels built */
         ck_assert_ok(clt_synchronize(devs[i]));
         uint64_t before = clt_sync_count(devs[i]), before_pinned = clt_sync_count(clt_pinned());
-        cl_event gate = close_gate(devs[i]);
+        cl_event gate = clt_test_close_gate(devs[i]);
         clt_event *ev;
         ck_assert_ok(clt_to_async(&d, p, devs[i], &ev));
         ck_assert_ptr_nonnull(ev);
@@ -145,7 +122,7 @@ START_TEST(test_upload_in_flight_guard)
         ck_assert_ok(clt_add_(w, d));
         ck_assert_int_eq(clt_sync_count(devs[i]), before);
         ck_assert_int_eq(clt_sync_count(clt_pinned()), before_pinned);
-        open_gate(gate);
+        clt_test_open_gate(gate);
         ck_assert_ok(clt_event_wait(ev));
         ck_assert_int_eq(clt_sync_count(devs[i]), before + 1);
         ck_assert_int_eq(clt_sync_count(clt_pinned()), before_pinned);
@@ -205,7 +182,7 @@ START_TEST(test_download_delivers_after_wait)
         ck_assert_ok(clt_from_host(&d, devs[i], CLT_FLOAT32, 1, shape, data));
         ck_assert_ok(clt_scale_(d, 1.0f));
         ck_assert_ok(clt_synchronize(devs[i]));
-        cl_event gate = close_gate(devs[i]);
+        cl_event gate = clt_test_close_gate(devs[i]);
         ck_assert_ok(clt_scale_(d, 2.0f));
         clt_event *ev;
         ck_assert_ok(clt_to_async(&h, d, clt_pinned(), &ev));
@@ -214,7 +191,7 @@ START_TEST(test_download_delivers_after_wait)
         ck_assert_status(clt_tensor_host_ptr(h, 0, &ptr), CLT_ERR_BUSY);
         ck_assert_ok(clt_scale_(d, 0.0f)); /* after the download: must not reach h */
         uint64_t before = clt_sync_count(devs[i]);
-        open_gate(gate);
+        clt_test_open_gate(gate);
         ck_assert_ok(clt_event_wait(ev));
         ck_assert_int_eq(clt_sync_count(devs[i]), before + 1);
         clt_event_release(ev);
@@ -240,7 +217,7 @@ START_TEST(test_release_in_flight_does_not_wait)
     ck_assert_ok(clt_ones(&w, clt_cpu(), CLT_FLOAT32, 1, shape));
     ck_assert_ok(clt_synchronize(clt_cpu()));
     ck_assert_ok(clt_from_host(&p, clt_pinned(), CLT_FLOAT32, 1, shape, data));
-    cl_event gate = close_gate(clt_cpu());
+    cl_event gate = clt_test_close_gate(clt_cpu());
     clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
     ck_assert_ok(clt_to_async(&d, p, clt_cpu(), NULL));
     clt_tensor_release(p);
@@ -248,7 +225,7 @@ START_TEST(test_release_in_flight_does_not_wait)
     clt_tensor *p2;
     ck_assert_ok(clt_full(&p2, clt_pinned(), CLT_FLOAT32, 1, shape, -5.0));
     clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
-    open_gate(gate);
+    clt_test_open_gate(gate);
     float *h = clt_test_read(d);
     for (int k = 0; k < N; k++) ck_assert_float_eq(h[k], data[k]);
     free(h);

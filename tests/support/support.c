@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "device/device_internal.h"
+
 static uint64_t next(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -232,4 +234,26 @@ clt_tensor *clt_test_upload_view(clt_device dev, const float *x, int64_t rows, i
     clt_tensor *v;
     ck_assert_ok(clt_narrow(&v, *base, pad, rows));
     return v;
+}
+
+cl_event clt_test_close_gate(clt_device dev)
+{
+    clt_set_launch_blocking(0);
+    int slot;
+    ck_assert_ok(clt__resolve(dev, &slot));
+    cl_context ctx;
+    cl_command_queue q;
+    ck_assert_ok(clt__slot_context(slot, &ctx));
+    ck_assert_ok(clt__slot_queue(slot, &q));
+    cl_int err;
+    cl_event gate = clCreateUserEvent(ctx, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clEnqueueBarrierWithWaitList(q, 1, &gate, NULL), CL_SUCCESS);
+    return gate;
+}
+
+void clt_test_open_gate(cl_event gate)
+{
+    ck_assert_int_eq(clSetUserEventStatus(gate, CL_COMPLETE), CL_SUCCESS);
+    clReleaseEvent(gate);
 }

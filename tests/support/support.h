@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cltensor.h>
 
+#include "core/error.h" /* OpenCL's types, at the library's target version */
+
 /* Fails the test with the status name and clt_last_error() unless expr is CLT_OK. */
 #define ck_assert_ok(expr)                                                                          \
     do {                                                                                            \
@@ -85,6 +87,12 @@ TCase *clt_test_tcase(const char *name);
  * reserves beyond any such cap and reports huge allocations itself. */
 void clt_test_limit_memory(void);
 void clt_test_unlimit_memory(void);
+
+/* Holds dev's queue: every later command on it waits until
+ * clt_test_open_gate (launch blocking is turned off, since a blocking launch
+ * would wait behind the gate forever). For tests of queued work. */
+cl_event clt_test_close_gate(clt_device dev);
+void clt_test_open_gate(cl_event gate);
 
 /* Runs a suite with CK_NORMAL output and returns the process exit status. */
 int clt_test_run(Suite *s);
