@@ -502,7 +502,7 @@ clt_status clt_safetensors_read(const clt_safetensors *f, const char *name, clt_
     const char *op = "clt_safetensors_read";
     CLT_TRY(clt__need(op, "out", out));
     *out = NULL;
-    const entry *e;
+    const entry *e = NULL;
     clt_dtype dt;
     int widen;
     void *host;
@@ -526,7 +526,7 @@ clt_status clt_safetensors_read_into(const clt_safetensors *f, const char *name,
 {
     const char *op = "clt_safetensors_read_into";
     CLT_TRY(clt__need(op, "dst", dst));
-    const entry *e;
+    const entry *e = NULL;
     clt_dtype dt;
     int widen;
     CLT_TRY(find(f, op, name, &e));
