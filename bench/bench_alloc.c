@@ -9,39 +9,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "cltensor.h"
+#define BENCH_NAME "bench_alloc"
+#include "bench.h"
 #include "../src/device/device_internal.h"
 #include "../src/memory/allocator.h"
 
-#define CHECK(expr)                                                                          \
-    do {                                                                                     \
-        clt_status s_ = (expr);                                                              \
-        if (s_ != CLT_OK) {                                                                  \
-            fprintf(stderr, "bench_alloc: %s failed: %s\n", #expr, clt_last_error());    \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
-
 enum { ITERS = 200000, LIVE = 48 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int main(int argc, char **argv)
 {

@@ -9,18 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "cltensor.h"
+#define BENCH_NAME "bench_gemm"
+#include "bench.h"
 #include "../src/device/device_internal.h"
 #include "../src/ops/tune.h"
-
-#define CHECK(expr)                                                                          \
-    do {                                                                                     \
-        clt_status s_ = (expr);                                                              \
-        if (s_ != CLT_OK) {                                                                  \
-            fprintf(stderr, "bench_gemm: %s failed: %s\n", #expr, clt_last_error());     \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
 
 typedef struct shape {
     const char *name;
@@ -40,25 +32,6 @@ static const shape shapes[] = {
     {"bwd dw 256x256 dy^T x (TN)", 1, 0, 256, 256, 256},
     {"bwd dx 256x256 dy w (NN)", 0, 0, 256, 256, 256},
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Repetitions of `iters` products each, so one repetition lasts ~0.1 s. */
 static int iters_for(const shape *s)

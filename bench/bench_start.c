@@ -9,25 +9,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cltensor.h"
-
-#define CHECK(expr)                                                                          \
-    do {                                                                                     \
-        clt_status s_ = (expr);                                                              \
-        if (s_ != CLT_OK) {                                                                  \
-            fprintf(stderr, "bench_start: %s failed: %s\n", #expr, clt_last_error());    \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
+#define BENCH_NAME "bench_start"
+#include "bench.h"
 
 enum { B = 256, IN = 784, H = 256, OUT = 10 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
