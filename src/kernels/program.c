@@ -28,6 +28,7 @@ typedef struct cached_kernel {
     const char *name;
     char *options; /* extra build options, NULL for none */
     cl_kernel kernel;
+    size_t most;   /* CL_KERNEL_WORK_GROUP_SIZE on the slot's device */
 } cached_kernel;
 
 typedef struct program_variant {
@@ -267,7 +268,9 @@ clt_status clt__kernel(int slot, const char *program, const char *name, cl_kerne
     return clt__kernel_opts(slot, program, NULL, name, out);
 }
 
-clt_status clt__kernel_opts(int slot, const char *program, const char *options, const char *name, cl_kernel *out)
+/* The kernel and its largest work-group size, built and queried once. */
+static clt_status kernel_lookup(int slot, const char *program, const char *options, const char *name, cl_kernel *out,
+                                size_t *most)
 {
     if (options && !*options) options = NULL;
     if (slot < 0 || slot >= clt__slot_count()) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d", slot);
@@ -284,6 +287,7 @@ clt_status clt__kernel_opts(int slot, const char *program, const char *options, 
     for (int i = 0; st == CLT_OK && i < sp->nkernels; i++) {
         if (strcmp(sp->kernels[i].name, name) == 0 && same_options(sp->kernels[i].options, options)) {
             *out = sp->kernels[i].kernel;
+            *most = sp->kernels[i].most;
             pthread_mutex_unlock(&lock);
             return CLT_OK;
         }
@@ -305,17 +309,30 @@ clt_status clt__kernel_opts(int slot, const char *program, const char *options, 
         cl_int err = CL_SUCCESS;
         char *copy = options ? strdup(options) : NULL;
         cl_kernel k = options && !copy ? NULL : clCreateKernel(p, name, &err);
+        size_t wg = 0;
         if (options && !copy) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
         else if (err != CL_SUCCESS) {
             free(copy);
             st = clt__cl_fail(err, "clCreateKernel %s from cl/%s.cl", name, program);
+        } else if ((err = clGetKernelWorkGroupInfo(k, clt__slot_get(slot)->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                                   sizeof wg, &wg, NULL)) != CL_SUCCESS) {
+            clReleaseKernel(k);
+            free(copy);
+            st = clt__cl_fail(err, "querying the work-group size of kernel %s", name);
         } else {
-            sp->kernels[sp->nkernels++] = (cached_kernel){name, copy, k};
+            sp->kernels[sp->nkernels++] = (cached_kernel){name, copy, k, wg};
             *out = k;
+            *most = wg;
         }
     }
     pthread_mutex_unlock(&lock);
     return st;
+}
+
+clt_status clt__kernel_opts(int slot, const char *program, const char *options, const char *name, cl_kernel *out)
+{
+    size_t most;
+    return kernel_lookup(slot, program, options, name, out, &most);
 }
 
 clt_status clt__launch(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
@@ -370,11 +387,8 @@ clt_status clt__launch1(int slot, const char *program, const char *name, int nar
                         size_t n, clt_tensor *written)
 {
     cl_kernel k;
-    CLT_TRY(clt__kernel(slot, program, name, &k));
-    size_t most = 0;
-    cl_int err = clGetKernelWorkGroupInfo(k, clt__slot_get(slot)->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof most,
-                                          &most, NULL);
-    if (err != CL_SUCCESS) return clt__cl_fail(err, "querying the work-group size of kernel %s", name);
+    size_t most;
+    CLT_TRY(kernel_lookup(slot, program, NULL, name, &k, &most));
     size_t local = most < 256 ? most : 256, global = (n + local - 1) / local * local;
     return clt__launch(slot, program, name, nargs, args, 1, &global, local ? &local : NULL, written);
 }
