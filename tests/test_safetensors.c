@@ -481,6 +481,34 @@ static void check_filled(const char *path, int64_t n, float value)
     clt_safetensors_close(f);
 }
 
+/* A tensor the device cannot hold is refused before its bytes are read:
+ * the file is cut short after opening, so reading first would fail with
+ * CLT_ERR_FORMAT, while allocating first fails with the cap's error. */
+START_TEST(test_too_large_for_device_refused_before_reading)
+{
+    make_dir();
+    char path[512];
+    path_of(path, sizeof path, "large.safetensors");
+    save_filled(path, 1 << 18, 1.0f, CLT_OK);
+    clt_safetensors *f;
+    ck_assert_ok(clt_safetensors_open(&f, path));
+    size_t n;
+    free(read_bytes(path, &n));
+    ck_assert_int_eq(truncate(path, (off_t)n - 10), 0);
+    ck_assert_ok(clt_empty_cache(clt_cpu()));
+    ck_assert_ok(clt_set_memory_cap(clt_cpu(), 256 << 10));
+    clt_tensor *r = NULL;
+    ck_assert_status(clt_safetensors_read(f, "w", clt_cpu(), &r), CLT_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(r);
+    ck_assert_ok(clt_set_memory_cap(clt_cpu(), 0));
+    ck_assert_status(clt_safetensors_read(f, "w", clt_cpu(), &r), CLT_ERR_FORMAT);
+    ck_assert_ptr_null(r);
+    clt_safetensors_close(f);
+    remove_dir();
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* A save that fails part way (here the file size limit stops the write)
  * leaves the old file complete and no temporary file behind. */
 START_TEST(test_failed_save_keeps_old_file)
@@ -549,6 +577,7 @@ int main(void)
     tcase_add_test(tc, test_hostile_headers);
     tcase_add_test(tc, test_every_truncation_and_byte_flip);
     tcase_add_test(tc, test_file_shrinking_after_open);
+    tcase_add_test(tc, test_too_large_for_device_refused_before_reading);
     tcase_add_test(tc, test_failed_save_keeps_old_file);
     suite_add_tcase(s, tc);
     return clt_test_run(s);

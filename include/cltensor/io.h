@@ -88,8 +88,11 @@ const char *clt_safetensors_metadata(const clt_safetensors *f, const char *key);
 /* Reads the tensor called name into a new tensor on dev: F32 and I32 as they
  * are; F16 and BF16 widened exactly to float32.
  * Errors: CLT_ERR_INVALID_ARGUMENT (no such tensor; the message names it and
- * the file), CLT_ERR_UNSUPPORTED (another dtype, named), CLT_ERR_IO (the
- * file shrank or cannot be read), device errors from creating the tensor. */
+ * the file), CLT_ERR_UNSUPPORTED (another dtype, named), CLT_ERR_FORMAT (the
+ * file shrank after opening), CLT_ERR_IO (it cannot be read), and device
+ * errors from creating the tensor (CLT_ERR_OUT_OF_MEMORY when the device or
+ * its cap cannot hold it), which come before any of the tensor's bytes are
+ * read. */
 clt_status clt_safetensors_read(const clt_safetensors *f, const char *name, clt_device dev, clt_tensor **out);
 
 /* Reads the tensor called name into dst, which must have the same shape and

@@ -497,6 +497,25 @@ static clt_status load_host(const clt_safetensors *f, const entry *e, int widen,
     return CLT_OK;
 }
 
+/* A new tensor on dev holding the entry. The device memory comes first, so a
+ * tensor the device cannot hold is refused before its bytes are read. */
+static clt_status load_device(const clt_safetensors *f, const entry *e, clt_dtype dt, int widen, clt_device dev,
+                              clt_tensor **out)
+{
+    CLT_TRY(clt_empty(out, dev, dt, e->ndim, e->shape));
+    void *host;
+    clt_status s = load_host(f, e, widen, &host);
+    if (s == CLT_OK) {
+        s = clt__write_host(*out, host, clt_tensor_nbytes(*out));
+        free(host);
+    }
+    if (s != CLT_OK) {
+        clt_tensor_release(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
 clt_status clt_safetensors_read(const clt_safetensors *f, const char *name, clt_device dev, clt_tensor **out)
 {
     const char *op = "clt_safetensors_read";
@@ -505,13 +524,9 @@ clt_status clt_safetensors_read(const clt_safetensors *f, const char *name, clt_
     const entry *e = NULL;
     clt_dtype dt;
     int widen;
-    void *host;
     CLT_TRY(find(f, op, name, &e));
     CLT_TRY(host_dtype(f, e, &dt, &widen));
-    CLT_TRY(load_host(f, e, widen, &host));
-    clt_status s = clt_from_host(out, dev, dt, e->ndim, e->shape, host);
-    free(host);
-    return s;
+    return load_device(f, e, dt, widen, dev, out);
 }
 
 static void format_shape(char *buf, size_t len, int ndim, const int64_t *shape)
@@ -546,13 +561,9 @@ clt_status clt_safetensors_read_into(const clt_safetensors *f, const char *name,
     if (dt != clt_tensor_dtype(dst) && !narrow)
         return clt__fail(CLT_ERR_SHAPE, "%s: tensor '%s' has dtype %s, cannot read it into a %s tensor", f->path,
                          name, e->dtype, clt_dtype_name(clt_tensor_dtype(dst)));
-    void *host;
-    CLT_TRY(load_host(f, e, widen, &host));
     clt_tensor *tmp;
-    clt_status s = clt_from_host(&tmp, clt_tensor_device(dst), dt, ndim, shape, host);
-    free(host);
-    if (s != CLT_OK) return s;
-    s = narrow ? clt__narrow_into(dst, tmp, 1.0f) : clt_copy_(dst, tmp);
+    CLT_TRY(load_device(f, e, dt, widen, clt_tensor_device(dst), &tmp));
+    clt_status s = narrow ? clt__narrow_into(dst, tmp, 1.0f) : clt_copy_(dst, tmp);
     clt_tensor_release(tmp);
     return s;
 }
