@@ -1,8 +1,9 @@
 /* The memory planner against the allocator: the chapter's exercise 1
  * (predicted vs measured peak of a training step at batch 64, 256 and 1024,
- * for the four-plateau MLP with Adam and for a checkpointed ResMLP) and
- * exercise 2 (the batch at which each variant runs out of memory under a
- * cap, against the predicted largest batch). */
+ * for the four-plateau MLP with Adam and for a checkpointed ResMLP, in
+ * float32 and in float16 with loss scaling) and exercise 2 (the batch at
+ * which each variant runs out of memory under a cap, against the predicted
+ * largest batch). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,38 +51,55 @@ static clt_status train_step(clt_model *m, clt_optimizer *opt, clt_tensor *x, cl
     return s;
 }
 
-/* Measured peak (total and activations) of one step after a warm-up step. */
+/* Measured peak (total and activations) of one step after a warm-up step;
+ * both steps update (a float16 step that overflowed would be skipped). */
 static void measure(clt_model *m, clt_optimizer *opt, int64_t rows, int64_t in, int classes, int64_t *peak,
                     int64_t *peak_act)
 {
     clt_tensor *x = batch_x(rows, in), *y = batch_labels(rows, classes);
+    int64_t steps = clt_optimizer_steps(opt);
     ck_assert_ok(train_step(m, opt, x, y));
     ck_assert_ok(clt_synchronize(dev()));
     ck_assert_ok(clt_reset_peak_memory_stats(dev()));
     ck_assert_ok(train_step(m, opt, x, y));
     *peak = clt_max_memory_allocated(dev());
     *peak_act = clt_max_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
+    ck_assert_int_eq(clt_optimizer_steps(opt), steps + 2);
     clt_tensor_release(x);
     clt_tensor_release(y);
 }
 
-static void check_model(clt_model *m, int64_t in, int classes, int segments)
+/* Predicted against measured at batch 64, 256 and 1024 for a dt model
+ * (converted here, before its optimizer, as the trainer does) trained by
+ * Adam or SGD with momentum. */
+static void check_step(clt_model *m, int64_t in, int classes, int segments, clt_dtype dt, clt_optimizer_kind kind)
 {
+    ck_assert_ok(clt_model_to_dtype(m, dt));
     clt_optimizer *opt;
-    ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
+    if (kind == CLT_OPTIMIZER_ADAM)
+        ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
+    else
+        ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.01f, 0.9f, 0.0f));
     ck_assert_ok(clt_model_set_checkpointing(m, segments));
+    int64_t n = clt_model_parameter_count(m), es = dt == CLT_FLOAT16 ? 2 : 4;
     const int64_t batches[] = {64, 256, 1024};
     for (int k = 0; k < 3; k++) {
         clt_plan_options o = clt_plan_default_options();
         o.batch_size = batches[k];
-        o.optimizer = CLT_OPTIMIZER_ADAM;
+        o.optimizer = kind;
+        o.momentum = kind == CLT_OPTIMIZER_SGD ? 0.9f : 0.0f;
+        o.dtype = dt;
         o.checkpoint_segments = segments;
         o.device = dev();
         clt_plan p;
         ck_assert_ok(clt_plan_step(m, &o, &p));
         ck_assert_int_eq(p.input_features, in);
         ck_assert_int_eq(p.weights + p.gradients + p.optimizer + p.batch + p.activations + p.temporaries, p.peak);
-        ck_assert_int_eq(p.optimizer, 2 * p.weights);
+        ck_assert_int_eq(p.weights, es * n);
+        /* float32 state (2 or 1 buffers), plus float32 master weights in float16. */
+        ck_assert_int_eq(p.optimizer, 4 * n * ((kind == CLT_OPTIMIZER_ADAM ? 2 : 1) + (dt == CLT_FLOAT16)));
+        /* float16: plus the float32 unscaled copy when the peak is in the optimizer's step. */
+        ck_assert(p.gradients == es * n || (dt == CLT_FLOAT16 && p.gradients == 6 * n));
         int64_t peak, peak_act;
         measure(m, opt, batches[k], in, classes, &peak, &peak_act);
         double err = fabs((double)p.peak - (double)peak) / (double)peak;
@@ -92,6 +110,11 @@ static void check_model(clt_model *m, int64_t in, int classes, int segments)
         ck_assert_int_eq(p.peak_activations, peak_act);
     }
     clt_optimizer_free(opt);
+}
+
+static void check_model(clt_model *m, int64_t in, int classes, int segments)
+{
+    check_step(m, in, classes, segments, CLT_FLOAT32, CLT_OPTIMIZER_ADAM);
 }
 
 /* Exercise 1 on the four-plateau MLP (smaller: 256 -> 512 x 3 -> 10), Adam. */
@@ -146,6 +169,73 @@ START_TEST(test_exercise1_resmlp)
         clt_model_free(m);
     }
     clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* Mixed precision, as `clt train --fp16` runs it: float16 weights,
+ * gradients and activations, float32 master weights and optimizer state,
+ * loss scaling on (the default dynamic scale), float32 scratch in every
+ * product and in the optimizer's unscaling. Adam and SGD with momentum,
+ * the MLP and the ResMLP with and without checkpointing. */
+START_TEST(test_exercise1_half)
+{
+    int64_t hiddens[3] = {512, 512, 512};
+    const clt_optimizer_kind kinds[] = {CLT_OPTIMIZER_ADAM, CLT_OPTIMIZER_SGD};
+    for (int k = 0; k < 2; k++) {
+        clt_model *m;
+        ck_assert_ok(clt_model_create_mlp(&m, dev(), 256, 3, hiddens, 10, 0));
+        ck_assert_float_eq(clt_model_loss_scale(m), 65536.0f);
+        check_step(m, 256, 10, 0, CLT_FLOAT16, kinds[k]);
+        clt_model_free(m);
+    }
+    const int sizes[] = {0, CLT_CHECKPOINT_AUTO, 3};
+    for (int k = 0; k < 3; k++) {
+        clt_model *m;
+        ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
+        check_step(m, 48, 10, sizes[k], CLT_FLOAT16, kinds[k % 2]);
+        clt_model_free(m);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* What float16 halves and what it does not: weights, gradients and
+ * activations halve; optimizer memory grows by the master weights; the
+ * optimizer's step adds a float32 copy of the gradients. At a batch where
+ * activations dominate, the peak drops. */
+START_TEST(test_half_halves)
+{
+    clt_model *m;
+    ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
+    int64_t n = clt_model_parameter_count(m);
+    clt_plan_options o = clt_plan_default_options();
+    o.batch_size = 1024;
+    o.optimizer = CLT_OPTIMIZER_ADAM;
+    o.device = dev();
+    clt_plan f32, f16;
+    ck_assert_ok(clt_plan_step(m, &o, &f32));
+    o.dtype = CLT_FLOAT16;
+    ck_assert_ok(clt_plan_step(m, &o, &f16));
+    ck_assert_int_eq(2 * f16.weights, f32.weights);
+    ck_assert_int_eq(f16.optimizer, f32.optimizer + 4 * n);
+    ck_assert_int_eq(f16.batch, f32.batch);
+    ck_assert_int_lt(f16.peak_activations, f32.peak_activations);
+    ck_assert_int_lt(f16.peak, f32.peak);
+    /* float16 layers never fuse, so CLT_FUSE changes nothing. */
+    clt_plan unfused;
+    ck_assert_int_eq(setenv("CLT_FUSE", "0", 1), 0);
+    ck_assert_ok(clt_plan_step(m, &o, &unfused));
+    unsetenv("CLT_FUSE");
+    ck_assert_int_eq(unfused.peak, f16.peak);
+    ck_assert_int_eq(unfused.peak_activations, f16.peak_activations);
+    /* At batch 1 the static memory decides: Adam's float16 step needs more. */
+    o.batch_size = 1;
+    ck_assert_ok(clt_plan_step(m, &o, &f16));
+    ck_assert_int_eq(f16.gradients, 6 * n);
+    o.dtype = CLT_FLOAT32;
+    ck_assert_ok(clt_plan_step(m, &o, &f32));
+    ck_assert_int_gt(f16.peak, f32.peak);
+    clt_model_free(m);
 }
 END_TEST
 
@@ -266,6 +356,10 @@ START_TEST(test_errors_and_report)
     o.checkpoint_segments = 0;
     o.dtype = CLT_INT32;
     ck_assert_status(clt_plan_step(m, &o, &p), CLT_ERR_UNSUPPORTED);
+    o.dtype = CLT_FLOAT16;
+    ck_assert_ok(clt_plan_step(m, &o, &p));
+    ck_assert_int_eq(p.weights, 2 * clt_model_parameter_count(m));
+    ck_assert_int_eq(p.optimizer, 2 * p.weights);
     o.dtype = CLT_FLOAT32;
     o.optimizer = CLT_OPTIMIZER_SGD;
     ck_assert_ok(clt_plan_step(m, &o, &p));
@@ -328,10 +422,11 @@ START_TEST(test_cli_plan)
     out = run_clt("", "--checkpoint-segments -2", &st);
     ck_assert_int_eq(st, 2);
     free(out);
-    /* A float16 step is refused, not predicted as a float32 one. */
-    out = run_clt("", "--fp16", &st);
-    ck_assert_msg(st == 1, "exit %d:\n%s", st, out);
-    ck_assert_msg(strstr(out, "float32 steps only") != NULL && strstr(out, "fits:") == NULL, "%s", out);
+    /* A float16 step is predicted as one. */
+    out = run_clt("CLT_MEMORY_CAP=64M", "--fp16 --batch-size 64 --blocks 2 --hiddens 32", &st);
+    ck_assert_msg(st == 0, "exit %d:\n%s", st, out);
+    ck_assert_msg(strstr(out, "one float16 (mixed-precision) training step at batch 64") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "fits: 64.0 MiB available") != NULL, "%s", out);
     free(out);
 }
 END_TEST
@@ -344,6 +439,8 @@ int main(void)
     tcase_add_test(tc, test_exercise1_mlp);
     tcase_add_test(tc, test_exercise1_resmlp);
     tcase_add_test(tc, test_exercise1_packed_rows);
+    tcase_add_test(tc, test_exercise1_half);
+    tcase_add_test(tc, test_half_halves);
     tcase_add_test(tc, test_exercise1_unfused);
     tcase_add_test(tc, test_exercise2_cap);
     tcase_add_test(tc, test_errors_and_report);

@@ -5,7 +5,10 @@
  *
  * The step is the trainer's: the batch (x and int32 labels) is on the device;
  * forward; softmax cross-entropy; zero_grad; backward; optimizer step, with
- * gradients and optimizer state already created by an earlier step. */
+ * gradients and optimizer state already created by an earlier step. In
+ * float16 it is the mixed-precision step of `clt train --fp16`: float16
+ * weights, gradients and activations, float32 master weights and optimizer
+ * state, loss scaling, and the float32 scratch of each conversion. */
 #ifndef CLTENSOR_PLAN_H
 #define CLTENSOR_PLAN_H
 
@@ -22,7 +25,7 @@ typedef struct clt_plan_options {
     int64_t batch_size;            /* examples per step, >= 1 */
     clt_optimizer_kind optimizer;  /* Adam keeps 2 buffers of N, SGD 1 with momentum, else none */
     float momentum;                /* SGD only */
-    clt_dtype dtype;               /* storage precision; CLT_FLOAT32 (the only one modelled) */
+    clt_dtype dtype;               /* the model's precision: CLT_FLOAT32, or CLT_FLOAT16 (mixed precision) */
     int checkpoint_segments;       /* as clt_model_set_checkpointing: 0 off, CLT_CHECKPOINT_AUTO, S */
     clt_device device;             /* where the step runs: CPU devices add their GEMM packing workspace */
 } clt_plan_options;
@@ -32,13 +35,16 @@ clt_plan_options clt_plan_default_options(void);
 
 /* The predicted peak and what is alive at that moment, in bytes. */
 typedef struct clt_plan {
-    int64_t weights;        /* CLT_MEM_WEIGHTS: 4N */
-    int64_t gradients;      /* CLT_MEM_GRADIENTS: 4N */
-    int64_t optimizer;      /* CLT_MEM_OPTIMIZER: 0, 4N or 8N */
+    int64_t weights;        /* CLT_MEM_WEIGHTS: 4N (float16: 2N) */
+    int64_t gradients;      /* CLT_MEM_GRADIENTS: 4N (float16: 2N, plus the optimizer's 4N float32
+                               unscaled copy when the peak is in its step) */
+    int64_t optimizer;      /* CLT_MEM_OPTIMIZER: 0, 4N or 8N of state, plus 4N of float32
+                               master weights in float16 */
     int64_t batch;          /* x and labels */
     int64_t activations;    /* CLT_MEM_ACTIVATIONS alive at the peak */
     int64_t temporaries;    /* everything else alive at the peak: layer outputs being made, input
-                               gradients, the loss, GEMM workspace */
+                               gradients, the loss, GEMM workspace, float16's float32 copies of a
+                               product's operands and its overflow flag */
     int64_t peak;           /* the sum of the above: clt_max_memory_allocated over the step */
     int64_t peak_activations; /* clt_max_memory_allocated_category(CLT_MEM_ACTIVATIONS) */
     int64_t input_features; /* per example, the first Linear's input width */
@@ -46,9 +52,10 @@ typedef struct clt_plan {
 } clt_plan;
 
 /* Predicts one step of m (initialised; its parameters' device is not
- * touched). Errors: CLT_ERR_INVALID_ARGUMENT (NULL, batch < 1, a bad
- * segment size, a model without a Linear), CLT_ERR_UNSUPPORTED for a dtype
- * other than float32, CLT_ERR_NO_DEVICE when o->device does not exist. */
+ * touched) in o->dtype, whatever m's own dtype. Errors:
+ * CLT_ERR_INVALID_ARGUMENT (NULL, batch < 1, a bad segment size, a model
+ * without a Linear), CLT_ERR_UNSUPPORTED for a dtype other than float32 and
+ * float16, CLT_ERR_NO_DEVICE when o->device does not exist. */
 clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan *out);
 
 /* The largest batch size whose predicted peak is at most budget bytes (0 when

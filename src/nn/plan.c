@@ -1,7 +1,9 @@
 /* The memory planner: replays one training step on counted stand-ins for
  * tensors, mirroring what src/nn/layers.c allocates, keeps and frees, in the
  * same order, so that the predicted peak is the allocator's. Keep the two in
- * step when a layer changes. */
+ * step when a layer changes; a float16 step also mirrors the float16 forms of
+ * the ops (src/ops/half.c), the model's conversions (src/nn/model.c) and the
+ * optimizer's mixed-precision step (src/optim/optim.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +34,9 @@ typedef struct sim {
     unsigned char *act;
     int n, cap;
     int64_t live, act_live, peak, peak_act, act_at_peak;
+    int64_t grad_live, grad_at_peak; /* float32 gradients made during the step */
     int64_t rows;
-    int cpu, training, ckpt_size, fuse, oom;
+    int cpu, training, ckpt_size, fuse, half, oom;
 } sim;
 
 static void note(sim *s)
@@ -41,6 +44,7 @@ static void note(sim *s)
     if (s->live > s->peak) {
         s->peak = s->live;
         s->act_at_peak = s->act_live;
+        s->grad_at_peak = s->grad_live;
     }
     if (s->act_live > s->peak_act) s->peak_act = s->act_live;
 }
@@ -134,14 +138,28 @@ static void seq_drop(sim *s, sim_layer *sl, int n)
 static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x, int internal, int *y_internal);
 
 /* A Linear's product (also a fused Linear + ReLU's): y, and on CPU devices
- * the panels of w^T and maybe of x for the call (they live together). */
+ * the panels of w^T and maybe of x for the call (they live together). A
+ * float16 layer widens x, w and b to float32 first, frees them after the
+ * product and narrows y (clt__linear_forward_f16). */
 static int linear_product(sim *s, const clt__layer *l)
 {
+    int x32 = -1, w32 = -1, b32 = -1;
+    if (s->half) {
+        x32 = t_new(s, s->rows * l->in * 4);
+        w32 = t_new(s, l->out * l->in * 4);
+        b32 = t_new(s, l->out * 4);
+    }
     int y = t_new(s, s->rows * l->out * 4);
     if (s->cpu)
         t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4 +
                            clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->in, (size_t)l->in, PACK_TM));
-    return y;
+    if (!s->half) return y;
+    t_release(s, x32);
+    t_release(s, w32);
+    t_release(s, b32);
+    int yh = t_new(s, s->rows * l->out * 2);
+    t_release(s, y);
+    return yh;
 }
 
 /* The panels of dy a Linear's backward products pack on CPU devices: for
@@ -153,6 +171,24 @@ static void linear_backward_packs(sim *s, const clt__layer *l, int want_dx)
     int64_t dw = clt__cpu_gemm_pack_a_bytes(out, rows, out, PACK_TM);
     int64_t dx = want_dx ? clt__cpu_gemm_pack_a_bytes(rows, out, out, PACK_TM) : 0;
     t_transient(s, dw > dx ? dw : dx);
+}
+
+/* A float16 Linear's backward (clt__linear_backward_f16): float32 copies of
+ * dy, x and w, fresh float32 sums for dw and db, the float32 product's dx,
+ * then dx narrowed once the rest is freed. */
+static int linear_backward_half(sim *s, const clt__layer *l, int want_dx)
+{
+    int64_t rows = s->rows, bytes[5] = {rows * l->out * 4, rows * l->in * 4, l->out * l->in * 4, l->out * l->in * 4,
+                                        l->out * 4};
+    int tmp[5];
+    for (int i = 0; i < 5; i++) tmp[i] = t_new(s, bytes[i]);
+    int dx32 = want_dx ? t_new(s, rows * l->in * 4) : -1;
+    linear_backward_packs(s, l, want_dx);
+    for (int i = 0; i < 5; i++) t_release(s, tmp[i]);
+    if (!want_dx) return -1;
+    int dx = t_new(s, rows * l->in * 2);
+    t_release(s, dx32);
+    return dx;
 }
 
 static int layer_forward(sim *s, const clt__layer *l, sim_layer *sl, int x, int internal, int *y_internal)
@@ -249,8 +285,12 @@ static int layer_backward(sim *s, const clt__layer *l, sim_layer *sl, int dy, in
     int dx = -1;
     switch (l->kind) {
     case CLT__LINEAR:
-        if (want) dx = base >= 0 && in_place ? t_retain(s, base) : t_new(s, s->rows * l->in * 4);
-        linear_backward_packs(s, l, want);
+        if (s->half) {
+            dx = linear_backward_half(s, l, want);
+        } else {
+            if (want) dx = base >= 0 && in_place ? t_retain(s, base) : t_new(s, s->rows * l->in * 4);
+            linear_backward_packs(s, l, want);
+        }
         drop(s, &sl->saved);
         break;
     case CLT__RELU:
@@ -379,31 +419,59 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, int c
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch size %lld (must be >= 1)", op, (long long)o->batch_size);
     if (o->checkpoint_segments < 0 && o->checkpoint_segments != CLT_CHECKPOINT_AUTO)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: segment size %d", op, o->checkpoint_segments);
-    if (o->dtype != CLT_FLOAT32)
-        return clt__fail(CLT_ERR_UNSUPPORTED,
-                         "%s: the planner models float32 steps only; a %s (mixed-precision) step is not modelled", op,
+    if (o->dtype != CLT_FLOAT32 && o->dtype != CLT_FLOAT16)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: a model is float32 or float16, not %s", op,
                          clt_dtype_name(o->dtype));
-    int64_t n = m->nparams;
+    int half = o->dtype == CLT_FLOAT16;
+    int64_t n = m->nparams, es = half ? 2 : 4;
     int nbuf = o->optimizer == CLT_OPTIMIZER_ADAM ? 2 : o->momentum > 0 ? 1 : 0;
-    p->weights = 4 * n;
-    p->gradients = 4 * n;
-    p->optimizer = 4 * n * nbuf;
+    p->weights = es * n;
+    /* Optimizer state is float32 whatever the model's dtype; a float16
+     * model's optimizer also keeps float32 master weights. */
+    p->optimizer = 4 * n * (nbuf + half);
     p->input_features = fl->in;
+    /* Fused epilogues are float32 only: a float16 model runs unfused. */
     sim s = {.rows = o->batch_size,
              .cpu = cpu,
              .training = 1,
              .ckpt_size = o->checkpoint_segments,
-             .fuse = clt__fuse_enabled()};
+             .fuse = !half && clt__fuse_enabled(),
+             .half = half};
     sim_layer *sl = sim_layers_new(m->layers, m->nlayers);
     if (!sl) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    /* The trainer's step on a batch already on the device. */
+    /* The trainer's step on a batch already on the device (float32 x). */
     int x = t_new(&s, s.rows * fl->in * 4), labels = t_new(&s, s.rows * 4);
     p->batch = s.live;
-    int logits = model_forward(&s, m, sl, x);
+    /* A float16 model converts x on the way in (an activation) and its
+     * output on the way out, for a float32 loss (clt_model_forward). */
+    int in = x;
+    if (half) {
+        in = t_new(&s, s.rows * fl->in * 2);
+        t_tag(&s, in);
+    }
+    int logits = model_forward(&s, m, sl, in);
+    if (half) {
+        t_release(&s, in);
+        int wide = t_new(&s, s.rows * m->features * 4);
+        t_release(&s, logits);
+        logits = wide;
+    }
     int loss = t_new(&s, 4), per_row = t_new(&s, s.rows * 4), dlogits = t_new(&s, s.rows * m->features * 4);
     t_release(&s, per_row);
     t_tag(&s, dlogits);
-    seq_backward(&s, m->layers, sl, m->nlayers, 1, t_retain(&s, dlogits), 0, -1, 0);
+    /* Backward of a float16 model starts from dlogits scaled into float16. */
+    int dy = half ? t_new(&s, s.rows * m->features * 2) : dlogits;
+    seq_backward(&s, m->layers, sl, m->nlayers, 1, t_retain(&s, dy), 0, -1, 0);
+    if (half) {
+        t_release(&s, dy);
+        /* The optimizer's step: the gradients widened and unscaled into
+         * float32 scratch (a gradient) and the int32 overflow flag. */
+        s.grad_live = 4 * n;
+        int g = t_new(&s, 4 * n), flag = t_new(&s, 4);
+        t_release(&s, flag);
+        t_release(&s, g);
+        s.grad_live = 0;
+    }
     t_release(&s, logits);
     t_release(&s, loss);
     t_release(&s, dlogits);
@@ -416,10 +484,11 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, int c
     free(s.refs);
     free(s.act);
     if (s.oom) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    p->gradients = es * n + s.grad_at_peak;
     p->activations = s.act_at_peak;
     p->peak_activations = s.peak_act;
-    p->temporaries = s.peak - p->batch - p->activations;
-    p->peak = p->weights + p->gradients + p->optimizer + s.peak;
+    p->temporaries = s.peak - p->batch - p->activations - s.grad_at_peak;
+    p->peak = p->weights + es * n + p->optimizer + s.peak;
     return CLT_OK;
 }
 
@@ -471,7 +540,9 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     CLT_TRY(plan_with(m, o, cpu, &p));
     char dev[32];
     CLT_TRY(clt_device_name(o->device, dev, sizeof dev));
-    fprintf(out, "predicted peak of one training step at batch %lld on %s%s:\n", (long long)o->batch_size, dev,
+    int half = o->dtype == CLT_FLOAT16;
+    fprintf(out, "predicted peak of one %s training step at batch %lld on %s%s:\n",
+            half ? "float16 (mixed-precision)" : "float32", (long long)o->batch_size, dev,
             p.segment_size ? "" : ", no checkpointing");
     if (p.segment_size) fprintf(out, "  (checkpointed segments of %d blocks)\n", p.segment_size);
     fprintf(out, "  weights      %10.1f MiB\n  gradients    %10.1f MiB\n  optimizer    %10.1f MiB\n", p.weights / MIB,
@@ -500,8 +571,17 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
         fprintf(out, "  - checkpoint activations (--checkpoint-segments auto)\n");
     else if (b_ckpt > b_plain)
         fprintf(out, "  - checkpoint activations and lower the batch size to %lld\n", (long long)b_ckpt);
-    if (p.optimizer > 0)
-        fprintf(out, "  - SGD without momentum keeps no optimizer state: %.1f MiB less\n", p.optimizer / MIB);
+    /* Of a float16 step's optimizer memory, the master weights (twice the
+     * float16 weights) stay whatever the optimizer. */
+    int64_t state = half ? p.optimizer - 2 * p.weights : p.optimizer;
+    if (state > 0) fprintf(out, "  - SGD without momentum keeps no optimizer state: %.1f MiB less\n", state / MIB);
+    if (!half) {
+        clt_plan_options h = *o;
+        h.dtype = CLT_FLOAT16;
+        clt_plan ph;
+        CLT_TRY(plan_with(m, &h, cpu, &ph));
+        if (ph.peak < p.peak) fprintf(out, "  - train in float16 (--fp16): predicted peak %.1f MiB\n", ph.peak / MIB);
+    }
     if (b_plain == 0 && b_ckpt == 0)
         fprintf(out, "  - the weights, gradients and optimizer state alone need %.1f MiB: use a smaller model or a "
                      "larger device\n", (p.weights + p.gradients + p.optimizer) / MIB);
