@@ -47,6 +47,9 @@ typedef struct clt_plan {
                                product's operands and its overflow flag */
     int64_t peak;           /* the sum of the above: clt_max_memory_allocated over the step */
     int64_t peak_activations; /* clt_max_memory_allocated_category(CLT_MEM_ACTIVATIONS) */
+    int64_t reserved;       /* clt_max_memory_reserved: the caching allocator's segments, replayed from
+                               the model's creation through two steps (the first makes the gradients and
+                               optimizer state) with no cap */
     int64_t input_features; /* per example, the first Linear's input width */
     int segment_size;       /* blocks per checkpointed segment used, 0 when off */
 } clt_plan;
@@ -58,8 +61,10 @@ typedef struct clt_plan {
  * float16, CLT_ERR_NO_DEVICE when o->device does not exist. */
 clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan *out);
 
-/* The largest batch size whose predicted peak is at most budget bytes (0 when
- * not even one example fits), searched up to max_batch. */
+/* The largest batch size that trains under a memory cap of budget bytes (0
+ * when not even one example does), searched up to max_batch: the model's
+ * creation and two steps replayed through the allocator's segments, pools
+ * and cache releases, with none of its requests going past the cap. */
 clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
                               int64_t *batch);
 

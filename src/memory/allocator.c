@@ -1,8 +1,7 @@
 /* The caching allocator: one per device. Freed blocks go back to a cache and
- * serve later requests; the driver is asked only on a miss. Sizes round up to
- * 512 bytes. Requests up to 1 MiB come from a small pool carved out of 2 MiB
- * buffers; larger ones from a large pool whose cached blocks are split when a
- * smaller request takes them. Free neighbours merge again. */
+ * serve later requests; the driver is asked only on a miss. Where a request
+ * goes, and which segments go back when the cap is hit, is book.c's policy,
+ * which the memory planner replays; this file holds the driver's side. */
 #include "allocator.h"
 
 #include <pthread.h>
@@ -13,50 +12,27 @@
 #include "../core/fault.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
+#include "book.h"
 #include "publish.h"
 
-#define ROUND 512u
-#define SMALL_LIMIT (1u << 20)
-#define SMALL_SEGMENT (2u << 20)
-#define LARGE_SEGMENT (20u << 20)
-#define LARGE_DIRECT (10u << 20)
 #define MIB (1024.0 * 1024.0)
 
-enum { POOL_SMALL, POOL_LARGE, POOL_COUNT };
-
-typedef struct clt__segment clt__segment;
-
-struct clt__block {
-    clt__segment *seg;
-    size_t offset, size;    /* within the segment; size is rounded */
-    size_t requested;       /* bytes the tensor asked for (what stats count) */
-    clt_category cat;
-    int free;
-    clt__block *prev, *next;           /* address-order neighbours in the segment */
-    clt__block *free_prev, *free_next; /* the pool's free list, by size */
-};
-
-struct clt__segment {
+/* A driver buffer the book holds as a segment. */
+typedef struct driver_buf {
     cl_mem mem;
     void *host; /* pinned memory: the mapped address, else NULL */
-    size_t size;
-    int pool;
     int slot;
-    clt__segment *next;
-};
+} driver_buf;
 
 typedef struct clt__allocator {
     pthread_mutex_t lock;
     int slot;
-    clt__block *free_list[POOL_COUNT];
-    clt__segment *segments;
+    clt__book book;
     clt_memory_stats stats;
 } clt__allocator;
 
 static clt__allocator **allocators;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 /* Parses "512M", "2G", "1048576" or a fraction such as "0.5" of `total`. */
 static int parse_cap(const char *text, int64_t total, int64_t *out)
@@ -96,7 +72,7 @@ static int64_t cap_from_env(const clt__slot *s)
 /* CLT_ALLOC_EXACT=1 gives every tensor a driver buffer of exactly its size,
  * freed with the tensor: slow, but a checker such as oclgrind then sees an
  * overrun past any tensor's end, not only past a cached segment's. */
-static int exact_mode(void)
+int clt__alloc_exact(void)
 {
     static atomic_int mode = -1;
     int m = atomic_load(&mode);
@@ -107,6 +83,9 @@ static int exact_mode(void)
     }
     return m;
 }
+
+static clt_status driver_alloc(void *allocator, size_t size, void **owner);
+static void driver_release(void *allocator, void *owner);
 
 static clt__allocator *get_allocator(int slot)
 {
@@ -121,38 +100,13 @@ static clt__allocator *get_allocator(int slot)
             pthread_mutex_init(&a->lock, NULL);
             a->slot = slot;
             a->stats.cap = cap_from_env(clt__slot_get(slot));
+            clt__book_ops ops = {driver_alloc, driver_release, a};
+            clt__book_init(&a->book, ops, clt__slot_get(slot)->max_alloc, clt__alloc_exact(), &a->stats);
             allocators[slot] = a;
         }
     }
     pthread_mutex_unlock(&table_lock);
     return a;
-}
-
-static void free_list_remove(clt__allocator *a, clt__block *b)
-{
-    int pool = b->seg->pool;
-    if (b->free_prev) b->free_prev->free_next = b->free_next;
-    else a->free_list[pool] = b->free_next;
-    if (b->free_next) b->free_next->free_prev = b->free_prev;
-    b->free_prev = b->free_next = NULL;
-    a->stats.cached_blocks--;
-}
-
-/* Keeps each pool's list sorted by size, then address, for best fit. */
-static void free_list_insert(clt__allocator *a, clt__block *b)
-{
-    int pool = b->seg->pool;
-    clt__block *prev = NULL, *cur = a->free_list[pool];
-    while (cur && (cur->size < b->size || (cur->size == b->size && cur->offset < b->offset))) {
-        prev = cur;
-        cur = cur->free_next;
-    }
-    b->free_prev = prev;
-    b->free_next = cur;
-    if (prev) prev->free_next = b;
-    else a->free_list[pool] = b;
-    if (cur) cur->free_prev = b;
-    a->stats.cached_blocks++;
 }
 
 static void count_alloc(clt__allocator *a, clt__block *b)
@@ -165,37 +119,21 @@ static void count_alloc(clt__allocator *a, clt__block *b)
         s->category_peak[b->cat] = s->category_allocated[b->cat];
 }
 
-static void release_segment(clt__allocator *a, clt__segment *seg)
+static void driver_release(void *allocator, void *owner)
 {
-    clt__segment **pp = &a->segments;
-    while (*pp != seg) pp = &(*pp)->next;
-    *pp = seg->next;
+    clt__allocator *a = allocator;
+    driver_buf *d = owner;
     cl_command_queue q;
-    if (seg->host && clt__side_queue(a->slot, &q) == CLT_OK)
-        clEnqueueUnmapMemObject(q, seg->mem, seg->host, 0, NULL, NULL);
-    clReleaseMemObject(seg->mem);
-    a->stats.reserved -= (int64_t)seg->size;
-    a->stats.segments--;
-    a->stats.driver_frees++;
-    free(seg);
+    if (d->host && clt__side_queue(a->slot, &q) == CLT_OK)
+        clEnqueueUnmapMemObject(q, d->mem, d->host, 0, NULL, NULL);
+    clReleaseMemObject(d->mem);
+    free(d);
 }
 
 /* Frees every segment that is one whole free block. Lock held. */
 static void empty_cache_locked(clt__allocator *a)
 {
-    for (int pool = 0; pool < POOL_COUNT; pool++) {
-        clt__block *b = a->free_list[pool];
-        while (b) {
-            clt__block *next = b->free_next;
-            if (!b->prev && !b->next) {
-                clt__segment *seg = b->seg;
-                free_list_remove(a, b);
-                free(b);
-                release_segment(a, seg);
-            }
-            b = next;
-        }
-    }
+    clt__book_empty(&a->book);
     clt__publish_update(a->slot, &a->stats);
 }
 
@@ -219,11 +157,10 @@ static clt_status oom(clt__allocator *a, size_t nbytes, const char *why)
  * driver reports out-of-memory here rather than at a later kernel launch.
  * The touch runs on a side queue: it does not wait behind queued work.
  * Pinned memory is allocated for host access and mapped for good instead. */
-static clt_status driver_alloc(clt__allocator *a, size_t size, cl_mem *out, void **host)
+static clt_status driver_alloc(void *allocator, size_t size, void **owner)
 {
+    clt__allocator *a = allocator;
     const clt__slot *s = clt__slot_get(a->slot);
-    if (a->stats.cap && a->stats.reserved + (int64_t)size > a->stats.cap)
-        return CLT_ERR_OUT_OF_MEMORY;
     if (clt__fault(CLT__FAULT_DRIVER))
         return clt__cl_fail(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer of %zu bytes on %s (injected by CLT_FAULT)",
                             size, s->name);
@@ -252,85 +189,13 @@ static clt_status driver_alloc(clt__allocator *a, size_t size, cl_mem *out, void
         if (st != CLT_OK) return st;
         return clt__cl_fail(err, "touching a new buffer of %zu bytes on %s", size, s->name);
     }
-    *out = m;
-    *host = p;
-    return CLT_OK;
-}
-
-static clt__block *best_fit(clt__allocator *a, int pool, size_t size)
-{
-    for (clt__block *b = a->free_list[pool]; b; b = b->free_next)
-        if (b->size >= size) return b;
-    return NULL;
-}
-
-static clt_status new_segment(clt__allocator *a, int pool, size_t size, clt__block **out)
-{
-    const clt__slot *s = clt__slot_get(a->slot);
-    size_t seg_size = pool == POOL_SMALL ? SMALL_SEGMENT
-                      : size < LARGE_DIRECT ? LARGE_SEGMENT
-                                            : round_up(size, SMALL_SEGMENT);
-    if (seg_size > s->max_alloc || exact_mode()) seg_size = size;
-    cl_mem mem = NULL;
-    void *host = NULL;
-    clt_status st = driver_alloc(a, seg_size, &mem, &host);
-    if (st == CLT_ERR_OUT_OF_MEMORY && seg_size > size) {
-        seg_size = size;
-        st = driver_alloc(a, seg_size, &mem, &host);
-    }
-    if (st != CLT_OK) return st;
-    clt__segment *seg = calloc(1, sizeof *seg);
-    clt__block *b = calloc(1, sizeof *b);
-    if (!seg || !b) {
-        free(seg);
-        free(b);
-        clReleaseMemObject(mem);
+    driver_buf *d = malloc(sizeof *d);
+    if (!d) {
+        clReleaseMemObject(m);
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for allocator bookkeeping");
     }
-    seg->mem = mem;
-    seg->host = host;
-    seg->size = seg_size;
-    seg->pool = pool;
-    seg->slot = a->slot;
-    seg->next = a->segments;
-    a->segments = seg;
-    b->seg = seg;
-    b->size = seg_size;
-    b->free = 1;
-    a->stats.reserved += (int64_t)seg_size;
-    if (a->stats.reserved > a->stats.peak_reserved) a->stats.peak_reserved = a->stats.reserved;
-    a->stats.segments++;
-    a->stats.driver_allocs++;
-    free_list_insert(a, b);
-    *out = b;
-    return CLT_OK;
-}
-
-/* Takes `size` bytes from the front of free block b, returning the rest to the cache. */
-static clt_status take(clt__allocator *a, clt__block *b, size_t size)
-{
-    free_list_remove(a, b);
-    size_t rest = b->size - size;
-    size_t min_split = b->seg->pool == POOL_SMALL ? ROUND : SMALL_LIMIT;
-    if (rest >= min_split) {
-        clt__block *r = calloc(1, sizeof *r);
-        if (!r) {
-            free_list_insert(a, b);
-            return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for allocator bookkeeping");
-        }
-        r->seg = b->seg;
-        r->offset = b->offset + size;
-        r->size = rest;
-        r->free = 1;
-        r->prev = b;
-        r->next = b->next;
-        if (b->next) b->next->prev = r;
-        b->next = r;
-        b->size = size;
-        free_list_insert(a, r);
-        a->stats.splits++;
-    }
-    b->free = 0;
+    *d = (driver_buf){m, p, a->slot};
+    *owner = d;
     return CLT_OK;
 }
 
@@ -347,30 +212,15 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **ou
     if (clt__fault(CLT__FAULT_ALLOC))
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes on %s (injected by CLT_FAULT)", nbytes,
                          s->name);
-    int exact = exact_mode();
-    size_t size = exact ? (nbytes ? nbytes : 1) : round_up(nbytes, ROUND);
-    int pool = size <= SMALL_LIMIT ? POOL_SMALL : POOL_LARGE;
     pthread_mutex_lock(&a->lock);
-    clt__block *b = exact ? NULL : best_fit(a, pool, size);
-    clt_status st = CLT_OK;
-    if (b) {
-        a->stats.cache_hits++;
-    } else {
-        st = new_segment(a, pool, size, &b);
-        if (st == CLT_ERR_OUT_OF_MEMORY) {
-            /* Cached blocks of the wrong size may be what stands in the way. */
-            a->stats.oom_retries++;
-            empty_cache_locked(a);
-            st = new_segment(a, pool, size, &b);
-        }
-        if (st == CLT_ERR_OUT_OF_MEMORY) {
-            const char *why = clt_last_error();
-            char reason[256];
-            snprintf(reason, sizeof reason, "%s", a->stats.cap ? "over the memory cap" : why);
-            st = oom(a, nbytes, reason);
-        }
+    clt__block *b;
+    clt_status st = clt__book_take(&a->book, nbytes, &b);
+    if (st == CLT_ERR_OUT_OF_MEMORY) {
+        const char *why = clt_last_error();
+        char reason[256];
+        snprintf(reason, sizeof reason, "%s", a->stats.cap ? "over the memory cap" : why);
+        st = oom(a, nbytes, reason);
     }
-    if (st == CLT_OK) st = take(a, b, size);
     if (st == CLT_OK) {
         b->requested = nbytes;
         b->cat = cat;
@@ -385,7 +235,7 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **ou
 void clt__free(clt__block *b, cl_event pending)
 {
     if (!b) return;
-    clt__allocator *a = get_allocator(b->seg->slot);
+    clt__allocator *a = get_allocator(clt__block_slot(b));
     if (pending) {
         /* Later commands on this device's in-order queue must not overwrite
          * the block while another queue still reads it. */
@@ -396,36 +246,15 @@ void clt__free(clt__block *b, cl_event pending)
     pthread_mutex_lock(&a->lock);
     a->stats.allocated -= (int64_t)b->requested;
     a->stats.category_allocated[b->cat] -= (int64_t)b->requested;
-    b->free = 1;
     b->requested = 0;
-    if (b->prev && b->prev->free) {
-        clt__block *p = b->prev;
-        free_list_remove(a, p);
-        p->size += b->size;
-        p->next = b->next;
-        if (b->next) b->next->prev = p;
-        free(b);
-        b = p;
-    }
-    if (b->next && b->next->free) {
-        clt__block *n = b->next;
-        free_list_remove(a, n);
-        b->size += n->size;
-        b->next = n->next;
-        if (n->next) n->next->prev = b;
-        free(n);
-    }
-    free_list_insert(a, b);
-    if (exact_mode())
-        empty_cache_locked(a);
-    else
-        clt__publish_update(a->slot, &a->stats);
+    clt__book_give(&a->book, b);
+    clt__publish_update(a->slot, &a->stats);
     pthread_mutex_unlock(&a->lock);
 }
 
 void clt__block_set_category(clt__block *b, clt_category cat)
 {
-    clt__allocator *a = get_allocator(b->seg->slot);
+    clt__allocator *a = get_allocator(clt__block_slot(b));
     pthread_mutex_lock(&a->lock);
     a->stats.category_allocated[b->cat] -= (int64_t)b->requested;
     b->cat = cat;
@@ -435,10 +264,12 @@ void clt__block_set_category(clt__block *b, clt_category cat)
     pthread_mutex_unlock(&a->lock);
 }
 
-cl_mem clt__block_mem(const clt__block *b) { return b->seg->mem; }
+static const driver_buf *buf_of(const clt__block *b) { return b->seg->owner; }
+
+cl_mem clt__block_mem(const clt__block *b) { return buf_of(b)->mem; }
 size_t clt__block_offset(const clt__block *b) { return b->offset; }
-void *clt__block_host(const clt__block *b) { return b->seg->host ? (char *)b->seg->host + b->offset : NULL; }
-int clt__block_slot(const clt__block *b) { return b->seg->slot; }
+void *clt__block_host(const clt__block *b) { return buf_of(b)->host ? (char *)buf_of(b)->host + b->offset : NULL; }
+int clt__block_slot(const clt__block *b) { return buf_of(b)->slot; }
 
 /* Public counters. A device never used reads zero everywhere. */
 

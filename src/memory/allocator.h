@@ -24,4 +24,7 @@ size_t clt__block_offset(const clt__block *b);
 void *clt__block_host(const clt__block *b);
 int clt__block_slot(const clt__block *b);
 
+/* 1 under CLT_ALLOC_EXACT=1: every tensor its own driver buffer of exactly its size. */
+int clt__alloc_exact(void);
+
 #endif

@@ -3,7 +3,9 @@
  * same order, so that the predicted peak is the allocator's. Keep the two in
  * step when a layer changes; a float16 step also mirrors the float16 forms of
  * the ops (src/ops/half.c), the model's conversions (src/nn/model.c) and the
- * optimizer's mixed-precision step (src/optim/optim.c). */
+ * optimizer's mixed-precision step (src/optim/optim.c). The stand-ins also
+ * take blocks from the allocator's own placement policy (src/memory/book.c),
+ * which gives its reserved memory and what fits under a cap. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,8 @@
 #include <CL/cl.h>
 
 #include "../device/device_internal.h"
+#include "../memory/allocator.h"
+#include "../memory/book.h"
 #include "../ops/tune.h"
 #include "cltensor/memory.h"
 #include "cltensor/plan.h"
@@ -28,15 +32,22 @@ typedef struct sim_layer {
     struct sim_layer *body;
 } sim_layer;
 
+/* The replay: tensors by id, their live bytes as the allocator counts them,
+ * and their blocks in a counting book of the allocator's own policy, so
+ * that reserved memory and the cap are replayed too. */
 typedef struct sim {
     int64_t *bytes;
     int *refs;
     unsigned char *act;
+    clt__block **blocks;
     int n, cap;
     int64_t live, act_live, peak, peak_act, act_at_peak;
     int64_t grad_live, grad_at_peak; /* float32 gradients made during the step */
     int64_t rows;
     int cpu, training, ckpt_size, fuse, half, oom;
+    clt__book book;
+    clt_memory_stats mem;
+    int over; /* a request found no room under the cap */
 } sim;
 
 static void note(sim *s)
@@ -49,6 +60,22 @@ static void note(sim *s)
     if (s->act_live > s->peak_act) s->peak_act = s->act_live;
 }
 
+/* A block from the book; NULL once the cap has been passed. */
+static clt__block *b_take(sim *s, int64_t bytes)
+{
+    clt__block *b = NULL;
+    if (s->over || s->oom) return NULL;
+    clt_status st = clt__book_take(&s->book, (size_t)bytes, &b);
+    if (st == CLT_ERR_OUT_OF_MEMORY && s->mem.cap) s->over = 1;
+    else if (st != CLT_OK) s->oom = 1;
+    return b;
+}
+
+static void b_give(sim *s, clt__block *b)
+{
+    if (b) clt__book_give(&s->book, b);
+}
+
 static int t_new(sim *s, int64_t bytes)
 {
     if (s->n == s->cap) {
@@ -57,7 +84,9 @@ static int t_new(sim *s, int64_t bytes)
         if (b) s->bytes = b;
         int *r = b ? realloc(s->refs, (size_t)cap * sizeof *r) : NULL;
         if (r) s->refs = r;
-        unsigned char *a = r ? realloc(s->act, (size_t)cap) : NULL;
+        clt__block **k = r ? realloc(s->blocks, (size_t)cap * sizeof *k) : NULL;
+        if (k) s->blocks = k;
+        unsigned char *a = k ? realloc(s->act, (size_t)cap) : NULL;
         if (!a) {
             s->oom = 1;
             return -1;
@@ -69,6 +98,7 @@ static int t_new(sim *s, int64_t bytes)
     s->bytes[id] = bytes;
     s->refs[id] = 1;
     s->act[id] = 0;
+    s->blocks[id] = b_take(s, bytes);
     s->live += bytes;
     note(s);
     return id;
@@ -84,6 +114,8 @@ static void t_release(sim *s, int id)
 {
     if (id < 0 || --s->refs[id] > 0) return;
     s->live -= s->bytes[id];
+    b_give(s, s->blocks[id]);
+    s->blocks[id] = NULL;
     if (s->act[id]) s->act_live -= s->bytes[id];
 }
 
@@ -95,13 +127,18 @@ static void t_tag(sim *s, int id)
     note(s);
 }
 
-/* Scratch alive for one call only. */
-static void t_transient(sim *s, int64_t bytes)
+/* Scratch alive for one call only: a, then b (0: none) beside it. */
+static void t_transient2(sim *s, int64_t a, int64_t b)
 {
-    s->live += bytes;
+    clt__block *ba = a ? b_take(s, a) : NULL, *bb = b ? b_take(s, b) : NULL;
+    s->live += a + b;
     note(s);
-    s->live -= bytes;
+    s->live -= a + b;
+    b_give(s, ba);
+    b_give(s, bb);
 }
+
+static void t_transient(sim *s, int64_t bytes) { t_transient2(s, bytes, 0); }
 
 static int64_t t_bytes(const sim *s, int id) { return id < 0 ? 0 : s->bytes[id]; }
 
@@ -138,9 +175,9 @@ static void seq_drop(sim *s, sim_layer *sl, int n)
 static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x, int internal, int *y_internal);
 
 /* A Linear's product (also a fused Linear + ReLU's): y, and on CPU devices
- * the panels of w^T and maybe of x for the call (they live together). A
- * float16 layer widens x, w and b to float32 first, frees them after the
- * product and narrows y (clt__linear_forward_f16). */
+ * the panels of x (maybe) and of w^T for the call, in that order. A float16
+ * layer widens x, w and b to float32 first, frees them after the product and
+ * narrows y (clt__linear_forward_f16). */
 static int linear_product(sim *s, const clt__layer *l)
 {
     int x32 = -1, w32 = -1, b32 = -1;
@@ -151,8 +188,8 @@ static int linear_product(sim *s, const clt__layer *l)
     }
     int y = t_new(s, s->rows * l->out * 4);
     if (s->cpu)
-        t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4 +
-                           clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->in, (size_t)l->in, PACK_TM));
+        t_transient2(s, clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->in, (size_t)l->in, PACK_TM),
+                     (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
     if (!s->half) return y;
     t_release(s, x32);
     t_release(s, w32);
@@ -170,7 +207,8 @@ static void linear_backward_packs(sim *s, const clt__layer *l, int want_dx)
     size_t rows = (size_t)s->rows, out = (size_t)l->out;
     int64_t dw = clt__cpu_gemm_pack_a_bytes(out, rows, out, PACK_TM);
     int64_t dx = want_dx ? clt__cpu_gemm_pack_a_bytes(rows, out, out, PACK_TM) : 0;
-    t_transient(s, dw > dx ? dw : dx);
+    t_transient(s, dw);
+    t_transient(s, dx);
 }
 
 /* A float16 Linear's backward (clt__linear_backward_f16): float32 copies of
@@ -372,19 +410,27 @@ static sim_layer *sim_layers_new(const clt__layer *l, int n)
     return sl;
 }
 
-static clt_status uses_cpu_kernels(clt_device dev, int *cpu)
+/* What the replay needs of the device: whether it runs the CPU kernels, and
+ * its largest buffer (a segment never rounds up past it). */
+typedef struct plan_device {
+    int cpu;
+    size_t max_alloc;
+} plan_device;
+
+static clt_status device_of(clt_device dev, plan_device *d)
 {
-    const char *env = getenv("CLT_DENSE");
-    if (env && *env) {
-        *cpu = strcmp(env, "cpu") == 0;
-        return CLT_OK;
-    }
     int slot;
     CLT_TRY(clt__resolve(dev, &slot));
+    d->max_alloc = clt__slot_get(slot)->max_alloc;
+    const char *env = getenv("CLT_DENSE");
+    if (env && *env) {
+        d->cpu = strcmp(env, "cpu") == 0;
+        return CLT_OK;
+    }
     cl_device_type type;
     cl_int err = clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "clt_plan_step: querying the type of %s", clt__slot_get(slot)->name);
-    *cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
+    d->cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     return CLT_OK;
 }
 
@@ -408,7 +454,60 @@ static const clt__layer *first_linear(const clt__layer *l, int n)
     return NULL;
 }
 
-static clt_status plan_with(const clt_model *m, const clt_plan_options *o, int cpu, clt_plan *p)
+/* The trainer's step on a batch (float32 x) already on the device; the
+ * first one creates the gradients (at backward) and the optimizer state (at
+ * its step), as clt_model_backward and clt_optimizer_step do. */
+static void replay_step(sim *s, const clt_model *m, sim_layer *sl, const clt__layer *fl, int first, int nbuf)
+{
+    int64_t n = m->nparams;
+    int x = t_new(s, s->rows * fl->in * 4), labels = t_new(s, s->rows * 4);
+    /* A float16 model converts x on the way in (an activation) and its
+     * output on the way out, for a float32 loss (clt_model_forward). */
+    int in = x;
+    if (s->half) {
+        in = t_new(s, s->rows * fl->in * 2);
+        t_tag(s, in);
+    }
+    int logits = model_forward(s, m, sl, in);
+    if (s->half) {
+        t_release(s, in);
+        int wide = t_new(s, s->rows * m->features * 4);
+        t_release(s, logits);
+        logits = wide;
+    }
+    int loss = t_new(s, 4), per_row = t_new(s, s->rows * 4), dlogits = t_new(s, s->rows * m->features * 4);
+    t_transient(s, (s->rows < 4096 ? s->rows : 4096) * 4); /* the loss's partial sums */
+    t_release(s, per_row);
+    t_tag(s, dlogits);
+    if (first) t_new(s, (s->half ? 2 : 4) * n);
+    /* Backward of a float16 model starts from dlogits scaled into float16. */
+    int dy = s->half ? t_new(s, s->rows * m->features * 2) : dlogits;
+    seq_backward(s, m->layers, sl, m->nlayers, 1, t_retain(s, dy), 0, -1, 0);
+    if (s->half) t_release(s, dy);
+    for (int i = 0; first && i < nbuf + s->half; i++) t_new(s, 4 * n); /* state, then master weights */
+    if (s->half) {
+        /* The optimizer's step: the gradients widened and unscaled into
+         * float32 scratch (a gradient) and the int32 overflow flag. */
+        s->grad_live = 4 * n;
+        int g = t_new(s, 4 * n), flag = t_new(s, 4);
+        t_release(s, flag);
+        t_release(s, g);
+        s->grad_live = 0;
+    }
+    /* In the order of the trainer's step_release. */
+    t_release(s, x);
+    t_release(s, labels);
+    t_release(s, logits);
+    t_release(s, loss);
+    t_release(s, dlogits);
+}
+
+/* Replays the model's creation and two training steps, the second the
+ * steady state the allocated peak is of; cap (0: none) bounds reserved
+ * memory as clt_set_memory_cap does, and *fits says whether every request
+ * found room under it. */
+static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const plan_device *d, int64_t cap,
+                            clt_plan *p, int *fits)
 {
     const char *op = "clt_plan_step";
     memset(p, 0, sizeof *p);
@@ -430,86 +529,68 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, int c
      * model's optimizer also keeps float32 master weights. */
     p->optimizer = 4 * n * (nbuf + half);
     p->input_features = fl->in;
+    p->batch = o->batch_size * (fl->in + 1) * 4;
     /* Fused epilogues are float32 only: a float16 model runs unfused. */
     sim s = {.rows = o->batch_size,
-             .cpu = cpu,
+             .cpu = d->cpu,
              .training = 1,
              .ckpt_size = o->checkpoint_segments,
              .fuse = !half && clt__fuse_enabled(),
-             .half = half};
+             .half = half,
+             .mem = {.cap = cap}};
+    clt__book_init(&s.book, (clt__book_ops){0}, d->max_alloc, clt__alloc_exact(), &s.mem);
     sim_layer *sl = sim_layers_new(m->layers, m->nlayers);
     if (!sl) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    /* The trainer's step on a batch already on the device (float32 x). */
-    int x = t_new(&s, s.rows * fl->in * 4), labels = t_new(&s, s.rows * 4);
-    p->batch = s.live;
-    /* A float16 model converts x on the way in (an activation) and its
-     * output on the way out, for a float32 loss (clt_model_forward). */
-    int in = x;
+    /* The weights at the model's creation, float32 until clt_model_to_dtype. */
+    int w = t_new(&s, 4 * n);
     if (half) {
-        in = t_new(&s, s.rows * fl->in * 2);
-        t_tag(&s, in);
+        t_new(&s, 2 * n);
+        t_release(&s, w);
     }
-    int logits = model_forward(&s, m, sl, in);
-    if (half) {
-        t_release(&s, in);
-        int wide = t_new(&s, s.rows * m->features * 4);
-        t_release(&s, logits);
-        logits = wide;
-    }
-    int loss = t_new(&s, 4), per_row = t_new(&s, s.rows * 4), dlogits = t_new(&s, s.rows * m->features * 4);
-    t_release(&s, per_row);
-    t_tag(&s, dlogits);
-    /* Backward of a float16 model starts from dlogits scaled into float16. */
-    int dy = half ? t_new(&s, s.rows * m->features * 2) : dlogits;
-    seq_backward(&s, m->layers, sl, m->nlayers, 1, t_retain(&s, dy), 0, -1, 0);
-    if (half) {
-        t_release(&s, dy);
-        /* The optimizer's step: the gradients widened and unscaled into
-         * float32 scratch (a gradient) and the int32 overflow flag. */
-        s.grad_live = 4 * n;
-        int g = t_new(&s, 4 * n), flag = t_new(&s, 4);
-        t_release(&s, flag);
-        t_release(&s, g);
-        s.grad_live = 0;
-    }
-    t_release(&s, logits);
-    t_release(&s, loss);
-    t_release(&s, dlogits);
-    t_release(&s, x);
-    t_release(&s, labels);
+    replay_step(&s, m, sl, fl, 1, nbuf);
+    s.peak = s.live;
+    s.peak_act = s.act_at_peak = s.act_live;
+    s.grad_at_peak = 0;
+    replay_step(&s, m, sl, fl, 0, nbuf);
     for (int i = 0; i < m->nlayers; i++)
         if (sl[i].seg_len) p->segment_size = p->segment_size > sl[i].seg_len ? p->segment_size : sl[i].seg_len;
     sim_layers_free(sl, m->nlayers);
+    clt__book_clear(&s.book);
     free(s.bytes);
     free(s.refs);
+    free(s.blocks);
     free(s.act);
     if (s.oom) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     p->gradients = es * n + s.grad_at_peak;
     p->activations = s.act_at_peak;
     p->peak_activations = s.peak_act;
-    p->temporaries = s.peak - p->batch - p->activations - s.grad_at_peak;
-    p->peak = p->weights + es * n + p->optimizer + s.peak;
+    p->peak = s.peak;
+    p->temporaries = p->peak - p->weights - p->gradients - p->optimizer - p->batch - p->activations;
+    p->reserved = s.mem.peak_reserved;
+    if (fits) *fits = !s.over;
     return CLT_OK;
 }
 
 clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan *out)
 {
     if (!m || !o || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_step: NULL argument");
-    int cpu = 0;
-    CLT_TRY(uses_cpu_kernels(o->device, &cpu));
-    return plan_with(m, o, cpu, out);
+    plan_device d;
+    CLT_TRY(device_of(o->device, &d));
+    return plan_with(m, o, &d, 0, out, NULL);
 }
 
-static clt_status max_batch(const clt_model *m, const clt_plan_options *o, int cpu, int64_t budget, int64_t hi,
-                            int64_t *batch)
+/* A batch fits when the replay under the budget as a cap never runs out. */
+static clt_status max_batch(const clt_model *m, const clt_plan_options *o, const plan_device *d, int64_t budget,
+                            int64_t hi, int64_t *batch)
 {
     clt_plan_options q = *o;
     clt_plan p;
     int64_t lo = 0; /* the largest known to fit */
     while (lo < hi) {
         q.batch_size = lo + (hi - lo + 1) / 2;
-        CLT_TRY(plan_with(m, &q, cpu, &p));
-        if (p.peak <= budget) lo = q.batch_size;
+        int fits;
+        CLT_TRY(plan_with(m, &q, d, budget, &p, &fits));
+        if (fits) lo = q.batch_size;
         else hi = q.batch_size - 1;
     }
     *batch = lo;
@@ -523,9 +604,10 @@ clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int
     *batch = 0;
     if (max_batch_size < 1)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_max_batch: max_batch %lld", (long long)max_batch_size);
-    int cpu = 0;
-    CLT_TRY(uses_cpu_kernels(o->device, &cpu));
-    return max_batch(m, o, cpu, budget, max_batch_size, batch);
+    if (budget <= 0) return CLT_OK;
+    plan_device d;
+    CLT_TRY(device_of(o->device, &d));
+    return max_batch(m, o, &d, budget, max_batch_size, batch);
 }
 
 #define MIB (1024.0 * 1024.0)
@@ -534,10 +616,10 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
                            FILE *out)
 {
     if (!m || !o || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_report: NULL argument");
-    int cpu = 0;
-    CLT_TRY(uses_cpu_kernels(o->device, &cpu));
+    plan_device d;
+    CLT_TRY(device_of(o->device, &d));
     clt_plan p;
-    CLT_TRY(plan_with(m, o, cpu, &p));
+    CLT_TRY(plan_with(m, o, &d, 0, &p, NULL));
     char dev[32];
     CLT_TRY(clt_device_name(o->device, dev, sizeof dev));
     int half = o->dtype == CLT_FLOAT16;
@@ -550,17 +632,23 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     fprintf(out, "  batch        %10.1f MiB\n  activations  %10.1f MiB (peak %.1f MiB)\n  temporaries  %10.1f MiB\n",
             p.batch / MIB, p.activations / MIB, p.peak_activations / MIB, p.temporaries / MIB);
     fprintf(out, "  total        %10.1f MiB\n", p.peak / MIB);
+    fprintf(out, "  reserved     %10.1f MiB (the allocator's segments, from the model's creation on)\n",
+            p.reserved / MIB);
     if (budget <= 0) return CLT_OK;
-    int fits = p.peak <= budget;
-    fprintf(out, "%s: %.1f MiB available (%.0f%% used)\n", fits ? "fits" : "DOES NOT FIT", budget / MIB,
-            100.0 * (double)p.peak / (double)budget);
-    fprintf(out, "  (tensors only: the caching allocator's segments need headroom beyond this)\n");
+    /* Under the cap the allocator releases its cache on a miss: what it
+     * reserves there is what counts. */
+    clt_plan capped;
+    int fits;
+    CLT_TRY(plan_with(m, o, &d, budget, &capped, &fits));
+    fprintf(out, "%s: %.1f MiB available (tensors %.0f%%, reserved %.0f%%)\n", fits ? "fits" : "DOES NOT FIT",
+            budget / MIB, 100.0 * (double)p.peak / (double)budget,
+            100.0 * (double)(fits ? capped.reserved : p.reserved) / (double)budget);
     clt_plan_options plain = *o, ckpt = *o;
     plain.checkpoint_segments = 0;
     if (!ckpt.checkpoint_segments) ckpt.checkpoint_segments = CLT_CHECKPOINT_AUTO;
     int64_t b_plain, b_ckpt;
-    CLT_TRY(max_batch(m, &plain, cpu, budget, max_batch_size, &b_plain));
-    CLT_TRY(max_batch(m, &ckpt, cpu, budget, max_batch_size, &b_ckpt));
+    CLT_TRY(max_batch(m, &plain, &d, budget, max_batch_size, &b_plain));
+    CLT_TRY(max_batch(m, &ckpt, &d, budget, max_batch_size, &b_ckpt));
     const char *more = " (or more)";
     fprintf(out, "largest batch that fits: %lld without checkpointing%s, %lld with%s\n", (long long)b_plain,
             b_plain == max_batch_size ? more : "", (long long)b_ckpt, b_ckpt == max_batch_size ? more : "");
@@ -579,7 +667,7 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
         clt_plan_options h = *o;
         h.dtype = CLT_FLOAT16;
         clt_plan ph;
-        CLT_TRY(plan_with(m, &h, cpu, &ph));
+        CLT_TRY(plan_with(m, &h, &d, 0, &ph, NULL));
         if (ph.peak < p.peak) fprintf(out, "  - train in float16 (--fp16): predicted peak %.1f MiB\n", ph.peak / MIB);
     }
     if (b_plain == 0 && b_ckpt == 0)
