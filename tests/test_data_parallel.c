@@ -2,12 +2,15 @@
  * batches: several steps, SGD and Adam, even and uneven splits (an empty
  * shard included), replicas on gpu:0 and gpu:1 when there are two GPUs (and
  * cpu:0, in its own context, as a third), else two replicas on one device,
- * which runs the same splitting and combining code. */
+ * which runs the same splitting and combining code. float16 models too:
+ * against one device within float16 rounding, a forced overflow skipped on
+ * every replica, and the replicas bit-identical after every step. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel/parallel_internal.h"
 #include "support.h"
 
 static clt_trainer_options quiet_options(clt_optimizer_kind kind)
@@ -103,6 +106,234 @@ START_TEST(test_uneven_split)
     ck_assert_msg(dl < 1e-5, "train loss differs by %g", dl);
     err = compare(CLT_OPTIMIZER_ADAM, 3, 98, 1, &dl);
     ck_assert_msg(err < 1e-5, "parameters differ by %g (adam)", err);
+}
+END_TEST
+
+/* What the step hook saw: replicas that differed from the primary in their
+ * float16 parameters (bit for bit) or loss scaler after some step, the
+ * primary's scale after each step and its parameters after the first. */
+typedef struct replica_watch {
+    int steps, diverged;
+    float scales[64];
+    void *first;
+    size_t first_bytes;
+} replica_watch;
+
+static void watch_replicas(clt_model *const *replicas, int k, void *ctx)
+{
+    replica_watch *w = ctx;
+    clt_tensor *p0 = clt_model_parameters(replicas[0]);
+    size_t bytes = clt_tensor_nbytes(p0);
+    float *a = clt_test_read(p0), s0;
+    int d0;
+    int64_t c0;
+    ck_assert_ok(clt_model_loss_scale_state(replicas[0], &s0, &d0, &c0));
+    for (int i = 1; i < k; i++) {
+        float si;
+        int di;
+        int64_t ci;
+        float *b = clt_test_read(clt_model_parameters(replicas[i]));
+        ck_assert_ok(clt_model_loss_scale_state(replicas[i], &si, &di, &ci));
+        if (clt_model_dtype(replicas[i]) != CLT_FLOAT16 || memcmp(a, b, bytes) != 0 || si != s0 || di != d0 || ci != c0)
+            w->diverged++;
+        free(b);
+    }
+    if (w->steps < 64) w->scales[w->steps] = s0;
+    if (w->steps++ == 0) {
+        w->first = a;
+        w->first_bytes = bytes;
+    } else {
+        free(a);
+    }
+}
+
+/* The float32 master weights of the optimizer saved at path with a ResMLP. */
+static float *saved_master(const char *path, clt_optimizer_kind kind)
+{
+    clt_model *m = resmlp();
+    clt_optimizer *opt;
+    ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+    ck_assert_ok(kind == CLT_OPTIMIZER_ADAM ? clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0)
+                                            : clt_optimizer_create_sgd(&opt, m, 0.1f, 0, 0));
+    ck_assert_ok(clt_checkpoint_load(path, m, opt, NULL));
+    const char *name;
+    clt_tensor *master;
+    ck_assert_ok(clt_optimizer_state(opt, clt_optimizer_num_states(opt) - 1, &name, &master));
+    ck_assert_str_eq(name, "master");
+    float *x = clt_test_read(master);
+    clt_optimizer_free(opt);
+    clt_model_free(m);
+    return x;
+}
+
+static float *read_widened(clt_tensor *t)
+{
+    clt_tensor *w;
+    ck_assert_ok(clt_to_dtype(&w, t, CLT_FLOAT32));
+    float *x = clt_test_read(w);
+    clt_tensor_release(w);
+    return x;
+}
+
+/* One float16 step (unit in the last place) at x. */
+static double half_ulp(double x)
+{
+    int e;
+    frexp(fabs(x), &e); /* |x| in [2^(e-1), 2^e) */
+    return ldexp(1.0, (e - 1 < -14 ? -14 : e - 1) - 10);
+}
+
+typedef struct half_result {
+    double master_err, loss_diff;
+    int64_t n, master_far, param_far; /* elements off by more than HALF_MASTER_TOL (plus a float16 step) */
+    float scale_ref, scale_par;
+    replica_watch watch;
+    float *init; /* the float16 parameters before training, widened */
+} half_result;
+
+/* Tolerances. float16 storage rounds gradients to 11 significant bits
+ * (relative 2^-11, about 5e-4): data parallel rounds each shard's gradient
+ * before the float32 sum and the sum once more, one device the whole
+ * gradient once, so gradients differ by a few such roundings. SGD moves the
+ * float32 master weights by lr times that, far below 1e-4 for gradients of
+ * order 1; the float16 parameters round the masters, so they differ by as
+ * much plus one float16 step (an element near a rounding boundary). Adam divides by the
+ * gradient's running magnitude: where a gradient is within rounding noise of
+ * zero its update may go lr one way in one run and the other way in the
+ * other, so a few elements (under 0.1%) may differ by up to 2 lr per step. */
+#define HALF_MASTER_TOL 1e-4
+
+/* compare() for float16 models starting at loss scale `scale`: the float32
+ * master weights (from each run's checkpoint) and the float16 parameters of
+ * the two runs, their final scales, and what the replicas looked like after
+ * each step. */
+static void compare_half(clt_optimizer_kind kind, int k, int64_t n, int epochs, float scale, half_result *out)
+{
+    clt_dataset train = clt_test_make_dataset(n, 1);
+    clt_device list[3];
+    pick_devices(list, k);
+    clt_trainer_options o = quiet_options(kind);
+    o.max_epochs = epochs;
+    o.use_device = 1;
+    o.device = list[0];
+    o.fp16 = 1;
+    o.save_info = (clt_checkpoint_info){"resmlp", 32, 1, 0, 0, 0};
+    char dir[256], ref_path[300], par_path[300];
+    clt_test_make_temp_dir(dir, sizeof dir, "dp16");
+    snprintf(ref_path, sizeof ref_path, "%s/ref.safetensors", dir);
+    snprintf(par_path, sizeof par_path, "%s/par.safetensors", dir);
+    clt_model *ref = resmlp(), *par = resmlp();
+    ck_assert_ok(clt_model_set_loss_scale(ref, scale, 1));
+    ck_assert_ok(clt_model_set_loss_scale(par, scale, 1));
+    clt_model *init = resmlp();
+    ck_assert_ok(clt_model_to_dtype(init, CLT_FLOAT16));
+    out->init = read_widened(clt_model_parameters(init));
+    clt_model_free(init);
+    clt_trainer_result r1, r2;
+    o.save_path = ref_path;
+    ck_assert_ok(clt_trainer_fit(ref, &train, NULL, &o, &r1));
+    memset(&out->watch, 0, sizeof out->watch);
+    clt__dp_set_step_hook(watch_replicas, &out->watch);
+    o.save_path = par_path;
+    clt_status s = clt_parallel_fit(par, &train, NULL, &o, list, k, NULL, &r2);
+    clt__dp_set_step_hook(NULL, NULL);
+    ck_assert_ok(s);
+    ck_assert_int_eq(r1.steps, r2.steps);
+    ck_assert_int_eq(out->watch.steps, r2.steps);
+    ck_assert_int_eq(clt_model_dtype(par), CLT_FLOAT16);
+    int64_t np = out->n = clt_model_parameter_count(ref);
+    float *ma = saved_master(ref_path, kind), *mb = saved_master(par_path, kind);
+    ck_assert_msg(clt_test_max_rel_err(ma, out->init, np) > 1e-3, "training changed nothing");
+    float *pa = read_widened(clt_model_parameters(ref)), *pb = read_widened(clt_model_parameters(par));
+    out->master_err = clt_test_max_rel_err(mb, ma, np);
+    out->master_far = out->param_far = 0;
+    for (int64_t i = 0; i < np; i++) {
+        out->master_far += fabs((double)ma[i] - mb[i]) > HALF_MASTER_TOL;
+        out->param_far += fabs((double)pa[i] - pb[i]) > HALF_MASTER_TOL + half_ulp(fmax(fabs(pa[i]), fabs(pb[i])));
+    }
+    out->loss_diff = fabs(r1.train_loss - r2.train_loss) / fabs(r1.train_loss);
+    out->scale_ref = clt_model_loss_scale(ref);
+    out->scale_par = clt_model_loss_scale(par);
+    free(ma);
+    free(mb);
+    free(pa);
+    free(pb);
+    clt_model_free(ref);
+    clt_model_free(par);
+    clt_dataset_free(&train);
+    clt_test_remove_dir(dir);
+}
+
+/* The two runs agree within the tolerances above; `steps` optimizer steps
+ * were applied. */
+static void check_half_result(half_result *r, clt_optimizer_kind kind, int steps)
+{
+    ck_assert_int_eq(r->watch.diverged, 0);
+    ck_assert_float_eq(r->scale_par, r->scale_ref);
+    ck_assert_msg(r->loss_diff < 1e-3, "train loss differs by %g", r->loss_diff);
+    int64_t few = kind == CLT_OPTIMIZER_ADAM ? r->n / 1000 : 0;
+    ck_assert_msg(r->master_far <= few, "%lld master weights differ by more than %g", (long long)r->master_far,
+                  HALF_MASTER_TOL);
+    ck_assert_msg(r->param_far <= few, "%lld float16 parameters differ by more than %g and a step",
+                  (long long)r->param_far, HALF_MASTER_TOL);
+    double bound = kind == CLT_OPTIMIZER_ADAM ? 2 * 1e-3 * steps : HALF_MASTER_TOL;
+    ck_assert_msg(r->master_err <= bound, "master weights differ by %g", r->master_err);
+    free(r->init);
+    free(r->watch.first);
+}
+
+static void check_half(clt_optimizer_kind kind, int k, int64_t n, int epochs)
+{
+    half_result r;
+    compare_half(kind, k, n, epochs, 65536.0f, &r);
+    check_half_result(&r, kind, (int)((n + 31) / 32 * epochs));
+}
+
+START_TEST(test_two_devices_half_sgd)
+{
+    check_half(CLT_OPTIMIZER_SGD, 2, 128, 2);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_two_devices_half_adam)
+{
+    check_half(CLT_OPTIMIZER_ADAM, 2, 128, 2);
+}
+END_TEST
+
+/* As test_uneven_split (shards 10/11/11, then an empty primary shard). */
+START_TEST(test_uneven_split_half)
+{
+    check_half(CLT_OPTIMIZER_SGD, 3, 98, 1);
+    check_half(CLT_OPTIMIZER_ADAM, 3, 98, 1);
+}
+END_TEST
+
+/* A loss scale of 3 * 2^20 overflows float16: the true class's dy is about
+ * -1/32 (a mean over 32 examples), and dy times the scale alone exceeds
+ * 65504. The first steps are skipped on every replica, the scale halving
+ * alike on all, until it fits; the run then matches one device's, which
+ * skipped the same steps. (The scale is not a power of two so that it never
+ * lands where this run's largest gradient is within a few percent of
+ * float16's limit: there a shard's partial gradient may overflow where the
+ * whole batch's does not, and data parallel would skip one step more, as it
+ * must when any replica overflows.) */
+START_TEST(test_half_overflow_skips_everywhere)
+{
+    half_result r;
+    float start = 3145728.0f;
+    compare_half(CLT_OPTIMIZER_ADAM, 2, 160, 2, start, &r);
+    ck_assert_int_eq(r.watch.steps, 10);
+    ck_assert_float_eq(r.watch.scales[0], start / 2);
+    ck_assert_float_eq(r.watch.scales[1], start / 4);
+    ck_assert_float_eq(r.watch.scales[2], start / 8);
+    for (int i = 3; i < r.watch.steps; i++) ck_assert_float_eq(r.watch.scales[i], start / 8);
+    /* Skipped: the first step left the parameters as they were. */
+    int64_t n = (int64_t)r.watch.first_bytes / 2;
+    const uint16_t *first = r.watch.first;
+    for (int64_t i = 0; i < n; i++) ck_assert_float_eq(clt_half_to_float(first[i]), r.init[i]);
+    check_half_result(&r, CLT_OPTIMIZER_ADAM, 7);
 }
 END_TEST
 
@@ -256,6 +487,10 @@ int main(void)
     tcase_add_test(tc, test_two_devices_sgd);
     tcase_add_test(tc, test_two_devices_adam);
     tcase_add_test(tc, test_uneven_split);
+    tcase_add_test(tc, test_two_devices_half_sgd);
+    tcase_add_test(tc, test_two_devices_half_adam);
+    tcase_add_test(tc, test_uneven_split_half);
+    tcase_add_test(tc, test_half_overflow_skips_everywhere);
     tcase_add_test(tc, test_collective_of_one);
     tcase_add_test(tc, test_fit_reports);
     tcase_add_test(tc, test_steps_do_not_wait);

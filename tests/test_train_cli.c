@@ -151,6 +151,23 @@ START_TEST(test_fp16_resume_exact)
 }
 END_TEST
 
+/* --fp16 with --num-gpus 2 trains data parallel when two GPUs exist (one
+ * device otherwise) and saves the float32 master weights. */
+START_TEST(test_fp16_num_gpus)
+{
+    int rc = run("%s train --data %s --fp16 --num-gpus 2 --epochs 2 --batch-size 32 --hiddens 32 --blocks 1 "
+                 "--save %s/h_dp.st", clt_test_clt_path(), dir, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    if (clt_num_gpus() >= 2) ck_assert_msg(strstr(out, "+1: ") != NULL, "not data parallel: %s", out);
+    double acc = 0;
+    const char *at = strstr(out, "test accuracy ");
+    ck_assert_ptr_nonnull(at);
+    ck_assert_int_eq(sscanf(at, "test accuracy %lf", &acc), 1);
+    ck_assert_msg(acc > 0.9, "accuracy %g on an easy dataset", acc);
+    ck_assert_int_eq(run("grep -c optimizer.master.net.1.weight %s/h_dp.st", dir), 0);
+}
+END_TEST
+
 /* PyTorch's side is bench/pytorch_resmlp.py; without PyTorch this test
  * passes vacuously, saying so. */
 START_TEST(test_matches_pytorch)
@@ -185,6 +202,7 @@ int main(void)
     tcase_add_test(tc, test_bad_input_is_refused);
     tcase_add_test(tc, test_interrupt_and_resume);
     tcase_add_test(tc, test_fp16_resume_exact);
+    tcase_add_test(tc, test_fp16_num_gpus);
     tcase_add_test(tc, test_matches_pytorch);
     suite_add_tcase(s, tc);
     return clt_test_run(s);

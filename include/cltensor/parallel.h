@@ -29,8 +29,9 @@ typedef struct clt_collective {
 /* ---- Replicas ---------------------------------------------------------- */
 
 /* *out is a new model with src's layers and prefix (so the same parameter
- * names) and a copy of src's parameters, on dev, in training mode, without
- * gradients. src must be initialised. */
+ * names) and a copy of src's parameters (in src's dtype, with src's loss
+ * scaler state), on dev, in training mode, without gradients. src must be
+ * initialised. */
 clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device dev);
 
 /* ---- Data parallel ----------------------------------------------------- */
@@ -55,6 +56,13 @@ clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device
  * copied to every replica, so replicas stay identical and only the primary
  * holds optimizer state. The result equals clt_trainer_fit on one device up
  * to float rounding.
+ *
+ * opt->fp16: the model becomes float16 before the replicas are made. The
+ * gradients (scaled float16) are summed in float32 on the primary, and over
+ * processes through comm, then rounded back; the primary's optimizer skips
+ * the step when the sum holds inf or NaN (any replica overflowed) and
+ * adjusts the loss scale, which the replicas then copy with the parameters.
+ * The result equals clt_trainer_fit with fp16 up to float16 rounding.
  *
  * With comm (NULL: one process): every rank must start from the same
  * parameters (same seed, or the same checkpoint loaded on every rank) and

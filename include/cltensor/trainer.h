@@ -34,7 +34,7 @@ typedef struct clt_trainer_options {
     int checkpoint_segments;   /* activation checkpointing, blocks per segment (clt_model_set_checkpointing):
                                   0 off, CLT_CHECKPOINT_AUTO about sqrt(blocks) */
     int fp16;                  /* 1: convert the model to float16 first and train in mixed precision
-                                  with dynamic loss scaling (docs/half.md); single device only */
+                                  with dynamic loss scaling (docs/half.md); clt_parallel_fit too */
     int use_device;            /* 1: train on `device`, whatever num_gpus says */
     clt_device device;
     int64_t batch_size;        /* global batch */

@@ -1,7 +1,8 @@
 /* Data parallel training: a replica per device, each global batch split in
  * shards, gradients combined on the primary weighted by shard size (and
  * summed over processes through a clt_collective), one optimizer step on
- * the primary, parameters broadcast back to the replicas. */
+ * the primary, parameters broadcast back to the replicas. float16 models
+ * combine their gradients in float32 and step as on one device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +11,23 @@
 #include <unistd.h>
 
 #include "../core/error.h"
+#include "../ops/half.h"
 #include "../trainer/board.h"
 #include "../trainer/progress.h"
 #include "cltensor/ops.h"
 #include "cltensor/parallel.h"
+#include "parallel_internal.h"
 
 #define CLT__MAX_REPLICAS 64
+
+static clt__dp_step_hook step_hook;
+static void *step_hook_ctx;
+
+void clt__dp_set_step_hook(clt__dp_step_hook hook, void *ctx)
+{
+    step_hook = hook;
+    step_hook_ctx = ctx;
+}
 
 typedef struct replica {
     clt_model *model;     /* [0] is the caller's model */
@@ -98,10 +110,10 @@ static clt_status collective_sum(const clt_collective *comm, float *buf, int64_t
                      comm->world, what, (long long)n, why[0] ? ": " : "", why);
 }
 
-/* Gradients of the local primary += those of every process (host staging). */
-static clt_status allreduce_gradients(dp_state *d)
+/* g (float32, on the primary) += its counterparts of every process (host staging). */
+static clt_status allreduce_gradients(dp_state *d, clt_tensor *g)
 {
-    clt_tensor *g = clt_model_gradients(d->r[0].model), *back = NULL;
+    clt_tensor *back = NULL;
     int64_t n = clt_tensor_numel(g);
     CLT_TRY(clt_to_host(g, d->staging, (size_t)n * sizeof(float)));
     CLT_TRY(collective_sum(d->comm, d->staging, n, "gradients"));
@@ -109,6 +121,54 @@ static clt_status allreduce_gradients(dp_state *d)
     clt_status s = clt_copy_(g, back);
     clt_tensor_release(back);
     return s;
+}
+
+/* The primary's gradients become the sum of every replica's, of every
+ * process. The sum runs in float32 (a float16 model's gradients widened
+ * first), so that adding shards costs no float16 rounding and cannot
+ * overflow where the global gradient does not; narrowed back, it holds what
+ * one device's backward on the global batch would. An inf or NaN of any
+ * replica survives the sum, so the optimizer's overflow check on the
+ * primary skips the step for all. */
+static clt_status reduce_gradients(dp_state *d)
+{
+    clt_tensor *g0 = clt_model_gradients(d->r[0].model), *sum = NULL;
+    CLT_TRY(clt_to_dtype(&sum, g0, CLT_FLOAT32)); /* g0 itself for float32 */
+    clt_status s = sum == g0 ? CLT_OK : clt_tensor_set_category(sum, CLT_MEM_GRADIENTS);
+    for (int i = 1; s == CLT_OK && i < d->k; i++) {
+        if (d->r[i].n == 0) continue;
+        clt_tensor *moved = NULL, *wide = NULL;
+        s = clt_to(&moved, clt_model_gradients(d->r[i].model), clt_tensor_device(g0));
+        if (s == CLT_OK) s = clt_to_dtype(&wide, moved, CLT_FLOAT32);
+        if (s == CLT_OK) s = clt_add_(sum, wide);
+        clt_tensor_release(wide);
+        clt_tensor_release(moved);
+    }
+    if (s == CLT_OK && d->comm) s = allreduce_gradients(d, sum);
+    if (s == CLT_OK && sum != g0) s = clt__narrow_into(g0, sum, 1.0f);
+    clt_tensor_release(sum);
+    return s;
+}
+
+/* Every replica takes the primary's parameters and loss scaler state (which
+ * a float16 step may have halved or doubled). */
+static clt_status broadcast(dp_state *d)
+{
+    clt_model *primary = d->r[0].model;
+    clt_tensor *p0 = clt_model_parameters(primary);
+    float scale;
+    int dynamic;
+    int64_t clean;
+    CLT_TRY(clt_model_loss_scale_state(primary, &scale, &dynamic, &clean));
+    for (int i = 1; i < d->k; i++) {
+        clt_tensor *moved = NULL;
+        CLT_TRY(clt_to(&moved, p0, clt_model_device(d->r[i].model)));
+        clt_status s = clt_copy_(clt_model_parameters(d->r[i].model), moved);
+        clt_tensor_release(moved);
+        if (s == CLT_OK) s = clt_model_set_loss_scale_state(d->r[i].model, scale, dynamic, clean);
+        if (s != CLT_OK) return s;
+    }
+    return CLT_OK;
 }
 
 /* One optimizer step on a global batch of global_n examples, its shards already loaded. */
@@ -128,25 +188,14 @@ static clt_status dp_step(dp_state *d, int64_t global_n, double clip)
         CLT_TRY(clt_model_backward(r->model, r->dlogits, NULL));
         CLT_TRY(clt_axpy_(r->loss_sum, (float)r->n, r->loss));
     }
-    clt_tensor *g0 = clt_model_gradients(primary);
-    for (int i = 1; i < d->k; i++) {
-        if (d->r[i].n == 0) continue;
-        clt_tensor *moved = NULL;
-        CLT_TRY(clt_to(&moved, clt_model_gradients(d->r[i].model), clt_tensor_device(g0)));
-        clt_status s = clt_add_(g0, moved);
-        clt_tensor_release(moved);
-        if (s != CLT_OK) return s;
-    }
-    if (d->comm) CLT_TRY(allreduce_gradients(d));
+    CLT_TRY(reduce_gradients(d));
     if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(primary, clip, NULL));
     CLT_TRY(clt_optimizer_step(d->opt));
-    clt_tensor *p0 = clt_model_parameters(primary);
-    for (int i = 1; i < d->k; i++) {
-        clt_tensor *moved = NULL;
-        CLT_TRY(clt_to(&moved, p0, clt_model_device(d->r[i].model)));
-        clt_status s = clt_copy_(clt_model_parameters(d->r[i].model), moved);
-        clt_tensor_release(moved);
-        if (s != CLT_OK) return s;
+    CLT_TRY(broadcast(d));
+    if (step_hook) {
+        clt_model *models[CLT__MAX_REPLICAS];
+        for (int i = 0; i < d->k; i++) models[i] = d->r[i].model;
+        step_hook(models, d->k, step_hook_ctx);
     }
     return CLT_OK;
 }
@@ -220,7 +269,6 @@ static clt_status check_args(const clt_model *model, const clt_dataset *train, c
     if (num_devices < 0 || num_devices > CLT__MAX_REPLICAS || (devices && num_devices < 1))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: num_devices is %d; it must be 1..%d (0: every GPU without a "
                          "list)", op, num_devices, CLT__MAX_REPLICAS);
-    if (opt->fp16) return clt__fail(CLT_ERR_UNSUPPORTED, "%s: fp16 trains on one device only", op);
     if (comm && (comm->world < 1 || comm->rank < 0 || comm->rank >= comm->world || !comm->allreduce_sum))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: collective with rank %d of world %d%s", op, comm->rank,
                          comm->world, comm->allreduce_sum ? "" : " and no allreduce_sum");
@@ -248,6 +296,8 @@ static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *tra
     }
     CLT_TRY(clt_model_to(model, list[0]));
     clt_model_set_training(model, 1);
+    /* Before replicating: the replicas copy the float16 parameters bit for bit. */
+    if (opt->fp16) CLT_TRY(clt_model_to_dtype(model, CLT_FLOAT16));
     d->r[0].model = model;
     for (int i = 1; i < d->k; i++) {
         d->r[i].model = NULL;

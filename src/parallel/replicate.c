@@ -61,7 +61,15 @@ clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device
     CLT_TRY(need_src(op, src));
     clt_model *m;
     CLT_TRY(build_range(&m, src, 0, clt_model_num_layers(src), dev));
-    clt_status s = copy_params(m, src, 0);
+    /* A float16 source gives a float16 replica with the same loss scaler, so
+     * that its backward scales as the source's does. */
+    float scale;
+    int dynamic;
+    int64_t clean;
+    clt_status s = clt_model_to_dtype(m, clt_model_dtype(src));
+    if (s == CLT_OK) s = clt_model_loss_scale_state(src, &scale, &dynamic, &clean);
+    if (s == CLT_OK) s = clt_model_set_loss_scale_state(m, scale, dynamic, clean);
+    if (s == CLT_OK) s = copy_params(m, src, 0);
     if (s != CLT_OK) {
         clt_model_free(m);
         return s;

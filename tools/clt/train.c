@@ -46,7 +46,7 @@ static const char *train_usage =
     "  --plan                  print the predicted peak memory of a training step, whether\n"
     "                          it fits the device (or its memory cap), the largest batch\n"
     "                          that fits with and without checkpointing; train nothing\n"
-    "  --fp16                  float16 weights and activations, float32 master weights (one device)\n"
+    "  --fp16                  float16 weights and activations, float32 master weights\n"
     "  --seed S                initialisation and shuffling seed (default 0)\n"
     "  --no-shuffle            batches in file order\n"
     "  --steps N               stop after N optimizer steps\n"
