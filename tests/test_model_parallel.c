@@ -90,6 +90,10 @@ START_TEST(test_split_names_and_values)
         ck_assert_status(clt_model_split(ref, 2, bad[i], dev, st), CLT_ERR_INVALID_ARGUMENT);
         ck_assert_ptr_null(st[0]);
     }
+    ck_assert_ok(clt_model_to_dtype(ref, CLT_FLOAT16));
+    ck_assert_status(clt_model_split(ref, 2, first, dev, st), CLT_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "float16"));
+    ck_assert_ptr_null(st[0]);
     clt_model_free(ref);
     clt_test_assert_no_live_tensors();
 }

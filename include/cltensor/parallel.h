@@ -88,7 +88,9 @@ clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const cl
  * names count its layers from 0 under src's prefix ("net.0.weight" in stage
  * 2 is src's "net.<first_layer[1]>.weight"). stages[0..num_stages) receive
  * the models (the caller frees each); on failure none is left.
- * Errors: CLT_ERR_INVALID_ARGUMENT for bad ranges; device errors. */
+ * Errors: CLT_ERR_INVALID_ARGUMENT for bad ranges; CLT_ERR_UNSUPPORTED for a
+ * float16 model (each stage's optimizer would skip overflowing steps on its
+ * own); device errors. */
 clt_status clt_model_split(const clt_model *src, int num_stages, const int *first_layer, const clt_device *devices,
                            clt_model **stages);
 

@@ -86,6 +86,13 @@ clt_status clt_model_split(const clt_model *src, int num_stages, const int *firs
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: NULL argument or %d stages", op, num_stages);
     for (int k = 0; k < num_stages; k++) stages[k] = NULL;
     CLT_TRY(need_src(op, src));
+    /* Each stage's optimizer would check its own gradients for overflow, so
+     * one stage could skip a step that another takes. */
+    if (clt_model_dtype(src) != CLT_FLOAT32)
+        return clt__fail(CLT_ERR_UNSUPPORTED,
+                         "%s: the model is %s; model parallel splits float32 models (each stage's optimizer would "
+                         "skip overflowing steps on its own): split before clt_model_to_dtype, or train float16 "
+                         "data parallel", op, clt_dtype_name(clt_model_dtype(src)));
     for (int k = 0; k < num_stages; k++) {
         int end = k + 1 < num_stages ? first_layer[k + 1] : clt_model_num_layers(src);
         if ((k == 0 && first_layer[0] != 0) || first_layer[k] >= end || end > clt_model_num_layers(src))
