@@ -12,7 +12,13 @@
  *
  * B (K,N) is read in place; a transposed B, (N,K), whose TN columns would be
  * TN strided streams, is packed first by pack_bt_f32 into panels of TN
- * columns, (ceil(N/TN), K, TN) with zero columns past N. */
+ * columns, (ceil(N/TN), K, TN) with zero columns past N.
+ *
+ * The _f16 kernels take float16 A, B, C and bias (B packed: float32 panels,
+ * by pack_bt_f16): read with vload_half(N), written with vstore_half(N)
+ * (round to nearest even, as f32_to_f16 in half.cl), with no arithmetic on
+ * half, so without cl_khr_fp16. Accumulation is the float32 kernels' own, so
+ * a result is the float32 kernel's on the widened operands, rounded once. */
 
 #ifndef TM
 #define TM 12
@@ -26,6 +32,18 @@
 #define floatv CAT(float, TN)
 #define vloadv CAT(vload, TN)
 #define vstorev CAT(vstore, TN)
+#define vload_halfv CAT(vload_half, TN)
+#define vstore_halfv CAT(vstore_half, TN)
+
+/* Element access by storage type (float or half): one value, or TN. */
+#define LD_float(p, i) (p)[i]
+#define LD_half(p, i) vload_half(i, p)
+#define LDV_float(p, i) vloadv(i, p)
+#define LDV_half(p, i) vload_halfv(i, p)
+#define ST_float(v, p, i) ((p)[i] = (v))
+#define ST_half(v, p, i) vstore_half(v, i, p)
+#define STV_float(v, p, i) vstorev(v, i, p)
+#define STV_half(v, p, i) vstore_halfv(v, i, p)
 
 /* A is (M,K) (N) or (K,M) (T); arow[r] is the offset of the tile's row r.
  * Rows past M read row M-1 and are not stored. A packed (P) by pack_a_f32
@@ -45,17 +63,17 @@
 
 /* B in place: the last, partial tile of columns goes through a zeroed copy. */
 #define B_ROWS bp + bo + j0
-#define K_LOOP_ROWS(AT)                                                                                         \
+#define K_LOOP_ROWS(AT, TB)                                                                                     \
     if (j0 + TN <= n) {                                                                                         \
         for (ulong p = 0; p < k; p++) {                                                                         \
-            floatv bv = vloadv(0, b + p * ldb);                                                                 \
+            floatv bv = LDV_##TB(b + p * ldb, 0);                                                               \
             FMA_ROWS(AT)                                                                                        \
         }                                                                                                       \
     } else {                                                                                                    \
         float bt[TN];                                                                                           \
         for (int q = 0; q < TN; q++) bt[q] = 0.0f;                                                              \
         for (ulong p = 0; p < k; p++) {                                                                         \
-            for (ulong q = 0; q < n - j0; q++) bt[q] = b[p * ldb + q];                                          \
+            for (ulong q = 0; q < n - j0; q++) bt[q] = LD_##TB(b, p * ldb + q);                                 \
             floatv bv = vloadv(0, bt);                                                                          \
             FMA_ROWS(AT)                                                                                        \
         }                                                                                                       \
@@ -64,55 +82,121 @@
 /* B packed: the tile's panel is contiguous and zero-padded; ldb is the
  * panels' full depth, of which this product (one K block) reads k rows. */
 #define B_PANEL bp + bo + jp * ldb * TN
-#define K_LOOP_PANEL(AT)                                                                                        \
+#define K_LOOP_PANEL(AT, TB)                                                                                    \
     for (ulong p = 0; p < k; p++) {                                                                             \
         floatv bv = vloadv(p, b);                                                                               \
         FMA_ROWS(AT)                                                                                            \
     }
 
-#define GEMM_KERNEL(name, ROW, AT, ASTART, BSTART, KLOOP)                                                       \
-    __kernel void name(__global const float *a, ulong ao, ulong lda, __global const float *bp, ulong bo,        \
-                       ulong ldb, __global float *c, ulong co, ulong ldc, ulong m, ulong n, ulong k,            \
-                       float alpha, float beta, __global const float *bias, ulong biaso, uint flags)            \
+/* Float16 A: pocl's scalar vload_half is a software conversion and its
+ * vector forms one instruction, so A is converted in vectors, into floats
+ * the depth loop then reads; the fmas and their order are the float32
+ * kernels'. BV(TB) makes depth p's bv: */
+#define BV_ROWS(TB) floatv bv = LDV_##TB(b + p * ldb, 0);
+#define BV_ROWS_PART(TB)                                                                                        \
+    for (ulong q = 0; q < n - j0; q++) bt[q] = LD_##TB(b, p * ldb + q);                                         \
+    floatv bv = vloadv(0, bt);
+#define BV_PANEL(TB) floatv bv = vloadv(p, b);
+
+/* A as is: 8 depths of each row at a time through vload_half8 (the last,
+ * partial block one by one). */
+#define HK_N(BV, TB)                                                                                            \
+    for (ulong p0 = 0; p0 < k; p0 += 8) {                                                                       \
+        ulong pc = min((ulong)8, k - p0);                                                                       \
+        float at[TM][8];                                                                                        \
+        if (pc == 8) {                                                                                          \
+            _Pragma("unroll") for (int r = 0; r < TM; r++) vstore8(vload_half8(0, a + arow[r] + p0), 0, at[r]); \
+        } else {                                                                                                \
+            for (int r = 0; r < TM; r++)                                                                        \
+                for (ulong q = 0; q < pc; q++) at[r][q] = vload_half(arow[r] + p0 + q, a);                      \
+        }                                                                                                       \
+        for (ulong q = 0; q < pc; q++) {                                                                        \
+            ulong p = p0 + q;                                                                                   \
+            BV(TB)                                                                                              \
+            _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = fma((floatv)(at[r][q]), bv, acc[r]);        \
+        }                                                                                                       \
+    }
+
+/* A transposed: per depth the tile's TM rows are adjacent, read through one
+ * vload_half16 (rows past the tile unused) where TM <= 16 and those 16 rows
+ * exist, else one by one. */
+#define HK_T(BV, TB)                                                                                            \
+    if (TM <= 16 && i0 + 16 <= m) {                                                                             \
+        for (ulong p = 0; p < k; p++) {                                                                         \
+            float av[16];                                                                                       \
+            vstore16(vload_half16(0, a + p * lda + i0), 0, av);                                                 \
+            BV(TB)                                                                                              \
+            _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = fma((floatv)(av[r]), bv, acc[r]);          \
+        }                                                                                                       \
+    } else {                                                                                                    \
+        for (ulong p = 0; p < k; p++) {                                                                         \
+            BV(TB)                                                                                              \
+            _Pragma("unroll") for (int r = 0; r < TM; r++)                                                      \
+                acc[r] = fma((floatv)(vload_half(p * lda + arow[r], a)), bv, acc[r]);                           \
+        }                                                                                                       \
+    }
+
+/* The K loops of the float16 kernels, HK one of the above. */
+#define K_LOOP_ROWS_H(HK, TB)                                                                                   \
+    if (j0 + TN <= n) {                                                                                         \
+        HK(BV_ROWS, TB)                                                                                         \
+    } else {                                                                                                    \
+        float bt[TN];                                                                                           \
+        for (int q = 0; q < TN; q++) bt[q] = 0.0f;                                                              \
+        HK(BV_ROWS_PART, TB)                                                                                    \
+    }
+#define K_LOOP_PANEL_H(HK, TB) HK(BV_PANEL, TB)
+
+/* TA, TB, TC: the storage types of A, B (float when packed), and C and bias. */
+#define GEMM_KERNEL(name, TA, TB, TC, ROW, AT, ASTART, BSTART, KLOOP)                                           \
+    __kernel void name(__global const TA *a, ulong ao, ulong lda, __global const TB *bp, ulong bo, ulong ldb,   \
+                       __global TC *c, ulong co, ulong ldc, ulong m, ulong n, ulong k, float alpha, float beta, \
+                       __global const TC *bias, ulong biaso, uint flags)                                        \
     {                                                                                                           \
         ulong i0 = get_global_id(0) * TM, jp = get_global_id(1), j0 = jp * TN;                                  \
         if (i0 >= m || j0 >= n) return;                                                                         \
         a += ASTART;                                                                                            \
-        __global const float *b = BSTART;                                                                       \
+        __global const TB *b = BSTART;                                                                          \
         ulong arow[TM];                                                                                         \
         _Pragma("unroll") for (int r = 0; r < TM; r++) arow[r] = ROW(min(i0 + r, m - 1));                       \
         floatv acc[TM];                                                                                         \
         _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = (floatv)(0.0f);                                 \
-        KLOOP(AT)                                                                                               \
+        KLOOP(AT, TB)                                                                                           \
         ulong mr = min((ulong)TM, m - i0), nc = min((ulong)TN, n - j0);                                         \
         c += co + i0 * ldc + j0;                                                                                \
         float bb[TN];                                                                                           \
-        for (ulong q = 0; q < TN; q++) bb[q] = (flags & 1) && q < nc ? bias[biaso + j0 + q] : 0.0f;             \
+        for (ulong q = 0; q < TN; q++) bb[q] = (flags & 1) && q < nc ? LD_##TC(bias, biaso + j0 + q) : 0.0f;    \
         floatv bv = vloadv(0, bb);                                                                              \
         for (ulong r = 0; r < mr; r++, c += ldc) {                                                              \
             floatv v = fma((floatv)(alpha), acc[r], bv);                                                        \
             if (nc == TN) {                                                                                     \
-                if (beta != 0.0f) v = fma((floatv)(beta), vloadv(0, c), v);                                     \
+                if (beta != 0.0f) v = fma((floatv)(beta), LDV_##TC(c, 0), v);                                   \
                 if (flags & 2) v = select(v, (floatv)(0.0f), isless(v, (floatv)(0.0f)));                        \
-                vstorev(v, 0, c);                                                                               \
+                STV_##TC(v, c, 0);                                                                              \
             } else {                                                                                            \
                 float vt[TN];                                                                                   \
                 vstorev(v, 0, vt);                                                                              \
                 for (ulong q = 0; q < nc; q++) {                                                                \
-                    float x = beta != 0.0f ? fma(beta, c[q], vt[q]) : vt[q];                                    \
-                    c[q] = (flags & 2) && x < 0.0f ? 0.0f : x;                                                  \
+                    float x = beta != 0.0f ? fma(beta, LD_##TC(c, q), vt[q]) : vt[q];                           \
+                    ST_##TC((flags & 2) && x < 0.0f ? 0.0f : x, c, q);                                          \
                 }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
     }
 
 /* gemm_<A><B>_f32: A as is (n), transposed (t) or packed (p); B in place (n) or packed (p). */
-GEMM_KERNEL(gemm_nn_f32, ROW_N, A_N, A_ROWS, B_ROWS, K_LOOP_ROWS)
-GEMM_KERNEL(gemm_tn_f32, ROW_T, A_T, A_ROWS, B_ROWS, K_LOOP_ROWS)
-GEMM_KERNEL(gemm_pn_f32, ROW_P, A_P, A_PANEL, B_ROWS, K_LOOP_ROWS)
-GEMM_KERNEL(gemm_np_f32, ROW_N, A_N, A_ROWS, B_PANEL, K_LOOP_PANEL)
-GEMM_KERNEL(gemm_tp_f32, ROW_T, A_T, A_ROWS, B_PANEL, K_LOOP_PANEL)
-GEMM_KERNEL(gemm_pp_f32, ROW_P, A_P, A_PANEL, B_PANEL, K_LOOP_PANEL)
+GEMM_KERNEL(gemm_nn_f32, float, float, float, ROW_N, A_N, A_ROWS, B_ROWS, K_LOOP_ROWS)
+GEMM_KERNEL(gemm_tn_f32, float, float, float, ROW_T, A_T, A_ROWS, B_ROWS, K_LOOP_ROWS)
+GEMM_KERNEL(gemm_pn_f32, float, float, float, ROW_P, A_P, A_PANEL, B_ROWS, K_LOOP_ROWS)
+GEMM_KERNEL(gemm_np_f32, float, float, float, ROW_N, A_N, A_ROWS, B_PANEL, K_LOOP_PANEL)
+GEMM_KERNEL(gemm_tp_f32, float, float, float, ROW_T, A_T, A_ROWS, B_PANEL, K_LOOP_PANEL)
+GEMM_KERNEL(gemm_pp_f32, float, float, float, ROW_P, A_P, A_PANEL, B_PANEL, K_LOOP_PANEL)
+
+/* gemm_<A><B>_f16: A is never packed (no A panels in float16). */
+GEMM_KERNEL(gemm_nn_f16, half, half, half, ROW_N, HK_N, A_ROWS, B_ROWS, K_LOOP_ROWS_H)
+GEMM_KERNEL(gemm_tn_f16, half, half, half, ROW_T, HK_T, A_ROWS, B_ROWS, K_LOOP_ROWS_H)
+GEMM_KERNEL(gemm_np_f16, half, float, half, ROW_N, HK_N, A_ROWS, B_PANEL, K_LOOP_PANEL_H)
+GEMM_KERNEL(gemm_tp_f16, half, float, half, ROW_T, HK_T, A_ROWS, B_PANEL, K_LOOP_PANEL_H)
 
 /* Packs op(A) (M,K), A row-major with leading dimension lda and transposed
  * when trans is set, into panels of TM rows, (ceil(M/TM), K, TM), zero rows
@@ -140,21 +224,26 @@ __kernel void pack_a_f32(__global const float *a, ulong ao, ulong lda, uint tran
     }
 }
 
-/* Packs bt (N,K), leading dimension ldb, as B = bt^T in panels; each
- * work-item packs one panel, TN x TN blocks at a time through registers. */
-__kernel void pack_bt_f32(__global const float *bt, ulong bo, ulong ldb, __global float *bp, ulong po, ulong n,
-                          ulong k)
-{
-    ulong jp = get_global_id(0), j0 = jp * TN;
-    if (j0 >= n) return;
-    bt += bo + j0 * ldb;
-    __global float *dst = bp + po + jp * k * TN;
-    ulong nc = min((ulong)TN, n - j0);
-    float t[TN][TN];
-    for (ulong p0 = 0; p0 < k; p0 += TN) {
-        ulong pc = min((ulong)TN, k - p0);
-        for (ulong q = 0; q < TN; q++)
-            for (ulong p = 0; p < TN; p++) t[p][q] = q < nc && p < pc ? bt[q * ldb + p0 + p] : 0.0f;
-        for (ulong p = 0; p < pc; p++) vstorev(vloadv(0, t[p]), p0 + p, dst);
+/* Packs bt (N,K), leading dimension ldb, as B = bt^T in float32 panels;
+ * each work-item packs one panel, TN x TN blocks at a time through registers. */
+#define PACK_BT(name, TB)                                                                                       \
+    __kernel void name(__global const TB *bt, ulong bo, ulong ldb, __global float *bp, ulong po, ulong n,       \
+                       ulong k)                                                                                 \
+    {                                                                                                           \
+        ulong jp = get_global_id(0), j0 = jp * TN;                                                              \
+        if (j0 >= n) return;                                                                                    \
+        bt += bo + j0 * ldb;                                                                                    \
+        __global float *dst = bp + po + jp * k * TN;                                                            \
+        ulong nc = min((ulong)TN, n - j0);                                                                      \
+        float t[TN][TN];                                                                                        \
+        for (ulong p0 = 0; p0 < k; p0 += TN) {                                                                  \
+            ulong pc = min((ulong)TN, k - p0);                                                                  \
+            for (ulong q = 0; q < TN; q++)                                                                      \
+                for (ulong p = 0; p < TN; p++)                                                                  \
+                    t[p][q] = q < nc && p < pc ? LD_##TB(bt, q * ldb + p0 + p) : 0.0f;                          \
+            for (ulong p = 0; p < pc; p++) vstorev(vloadv(0, t[p]), p0 + p, dst);                               \
+        }                                                                                                       \
     }
-}
+
+PACK_BT(pack_bt_f32, float)
+PACK_BT(pack_bt_f16, half)

@@ -35,6 +35,28 @@ __kernel void accumulate_f16(__global half *y, ulong yo, __global const float *x
     if (i < n) vstore_half(vload_half(0, y + yo + i) + x[xo + i], 0, y + yo + i);
 }
 
+/* out += the column sums of x (rows, cols), each summed in float32 from
+ * zero row by row (as sum_rows_f32) and added once; 16 columns a work-item. */
+__kernel void sum_rows_add_f16(__global const half *x, ulong xo, ulong rows, ulong cols, __global half *out,
+                               ulong oo)
+{
+    ulong c0 = get_global_id(0) * 16;
+    if (c0 >= cols) return;
+    x += xo + c0;
+    out += oo + c0;
+    if (c0 + 16 <= cols) {
+        float16 s = (float16)(0.0f);
+        for (ulong r = 0; r < rows; r++) s += vload_half16(0, x + r * cols);
+        vstore_half16(vload_half16(0, out) + s, 0, out);
+        return;
+    }
+    for (ulong c = 0; c < cols - c0; c++) {
+        float s = 0.0f;
+        for (ulong r = 0; r < rows; r++) s += vload_half(r * cols + c, x);
+        vstore_half(vload_half(c, out) + s, c, out);
+    }
+}
+
 __kernel void fill_u16(__global ushort *y, ulong yo, ushort v, ulong n)
 {
     size_t i = get_global_id(0);

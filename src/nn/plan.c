@@ -176,10 +176,17 @@ static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x,
 
 /* A Linear's product (also a fused Linear + ReLU's): y, and on CPU devices
  * the panels of x (maybe) and of w^T for the call, in that order. A float16
- * layer widens x, w and b to float32 first, frees them after the product and
- * narrows y (clt__linear_forward_f16). */
+ * layer (clt__linear_forward_f16) reads its float16 operands directly on CPU
+ * devices, packing w^T into float32 panels but never x; elsewhere it widens
+ * x, w and b to float32 first, frees them after the product and narrows y. */
 static int linear_product(sim *s, const clt__layer *l)
 {
+    int64_t panels = (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4;
+    if (s->half && s->cpu) {
+        int y = t_new(s, s->rows * l->out * 2);
+        t_transient(s, panels);
+        return y;
+    }
     int x32 = -1, w32 = -1, b32 = -1;
     if (s->half) {
         x32 = t_new(s, s->rows * l->in * 4);
@@ -188,8 +195,7 @@ static int linear_product(sim *s, const clt__layer *l)
     }
     int y = t_new(s, s->rows * l->out * 4);
     if (s->cpu)
-        t_transient2(s, clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->in, (size_t)l->in, PACK_TM),
-                     (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
+        t_transient2(s, clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->in, (size_t)l->in, PACK_TM), panels);
     if (!s->half) return y;
     t_release(s, x32);
     t_release(s, w32);
@@ -211,11 +217,13 @@ static void linear_backward_packs(sim *s, const clt__layer *l, int want_dx)
     t_transient(s, dx);
 }
 
-/* A float16 Linear's backward (clt__linear_backward_f16): float32 copies of
- * dy, x and w, fresh float32 sums for dw and db, the float32 product's dx,
- * then dx narrowed once the rest is freed. */
+/* A float16 Linear's backward (clt__linear_backward_f16): on CPU devices
+ * only the float16 dx (dw and db accumulate in place, nothing is packed);
+ * elsewhere float32 copies of dy, x and w, fresh float32 sums for dw and db,
+ * the float32 product's dx, then dx narrowed once the rest is freed. */
 static int linear_backward_half(sim *s, const clt__layer *l, int want_dx)
 {
+    if (s->cpu) return want_dx ? t_new(s, s->rows * l->in * 2) : -1;
     int64_t rows = s->rows, bytes[5] = {rows * l->out * 4, rows * l->in * 4, l->out * l->in * 4, l->out * l->in * 4,
                                         l->out * 4};
     int tmp[5];

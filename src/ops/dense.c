@@ -94,7 +94,8 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
 }
 
 /* Packs op(x) for the CPU kernels: pack_a_f32 into panels of tile.tm rows,
- * pack_bt_f32 (x is B transposed) into panels of tile.tn columns. */
+ * pack_bt_f32 or pack_bt_f16 (x is B transposed) into float32 panels of
+ * tile.tn columns. */
 static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, size_t rows, size_t k, size_t width,
                            const clt_tensor *x, size_t ldx, clt_tensor **packed)
 {
@@ -108,7 +109,8 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
                        CLT_ARG(pb.off), CLT_ARG(ur),     CLT_ARG(uk)};
     if (is_a) return clt__launch_opts(slot, "gemm_cpu", options, "pack_a_f32", 8, args, 1, &panels, local, *packed);
     clt__arg bargs[] = {args[0], args[1], args[2], args[4], args[5], args[6], args[7]};
-    return clt__launch_opts(slot, "gemm_cpu", options, "pack_bt_f32", 7, bargs, 1, &panels, local, *packed);
+    const char *name = x->dtype == CLT_FLOAT16 ? "pack_bt_f16" : "pack_bt_f32";
+    return clt__launch_opts(slot, "gemm_cpu", options, name, 7, bargs, 1, &panels, local, *packed);
 }
 
 int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t k, size_t lda, int tm)
@@ -119,9 +121,10 @@ int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t k, size_t lda, int tm)
 }
 
 /* The register-tiled kernels; a transposed B is packed into panels first,
- * and so is A when its rows are 4 KiB apart. bias (n), when not NULL, is added to
- * every row in the same pass, then ReLU when relu is set. A tile other than
- * the default is a program built with its own -DTM= -DTN=. */
+ * and so is a float32 A when its rows are 4 KiB apart. bias (n), when not
+ * NULL, is added to every row in the same pass, then ReLU when relu is set.
+ * Float16 operands (all of a, b, c and bias) take the _f16 kernels. A tile
+ * other than the default is a program built with its own -DTM= -DTN=. */
 clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
                          size_t k, float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
                          float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu)
@@ -132,7 +135,8 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
         snprintf(opts, sizeof opts, "-DTM=%d -DTN=%d", tile.tm, tile.tn);
         options = opts;
     }
-    int pack_a = clt__cpu_gemm_pack_a_bytes(m, k, lda, tile.tm) > 0;
+    int half = a->dtype == CLT_FLOAT16;
+    int pack_a = !half && clt__cpu_gemm_pack_a_bytes(m, k, lda, tile.tm) > 0;
     clt_tensor *pa = NULL, *pb = NULL;
     clt_status s = CLT_OK;
     if (pack_a) s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, lda, &pa);
@@ -149,10 +153,11 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
                            CLT_ARG(biasb.off), CLT_ARG(flags)};
         size_t global[] = {(m + (size_t)tile.tm - 1) / (size_t)tile.tm, (n + (size_t)tile.tn - 1) / (size_t)tile.tn};
         size_t local[] = {1, 1};
-        static const char *const names[3][2] = {
-            {"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}, {"gemm_pn_f32", "gemm_pp_f32"}};
-        s = clt__launch_opts(slot, "gemm_cpu", options, names[pa ? 2 : transpose_a != 0][pb != NULL], 17, args, 2,
-                             global, local, c);
+        static const char *const names[2][3][2] = {
+            {{"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}, {"gemm_pn_f32", "gemm_pp_f32"}},
+            {{"gemm_nn_f16", "gemm_np_f16"}, {"gemm_tn_f16", "gemm_tp_f16"}}};
+        s = clt__launch_opts(slot, "gemm_cpu", options, names[half][pa ? 2 : transpose_a != 0][pb != NULL], 17, args,
+                             2, global, local, c);
     }
     /* The allocator reuses packed memory only after the queue's pending work. */
     clt_tensor_release(pa);
@@ -162,7 +167,7 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
 
 /* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is a CPU
  * (also when CLT_CPU_AS_GPU presents it as a GPU). */
-static clt_status use_cpu_kernels(int slot, int *out)
+clt_status clt__dense_cpu(int slot, int *out)
 {
     const char *env = getenv("CLT_DENSE");
     if (env && *env) {
@@ -189,7 +194,7 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
 {
     if (m == 0 || n == 0) return CLT_OK;
     int cpu = 0;
-    CLT_TRY(use_cpu_kernels(slot, &cpu));
+    CLT_TRY(clt__dense_cpu(slot, &cpu));
     if (cpu && k > 0) {
         clt__gemm_tile tile;
         CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, &tile));
@@ -212,6 +217,22 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
     cl_ulong count = (cl_ulong)(m * n);
     clt__arg rargs[] = {CLT_ARG(cb.mem), CLT_ARG(cb.off), CLT_ARG(cb.mem), CLT_ARG(cb.off), CLT_ARG(count)};
     return clt__launch1(slot, "activation", "relu_f32", 5, rargs, (size_t)count, c);
+}
+
+clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
+                               const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
+                               clt_tensor *c, size_t ldc, const clt_tensor *bias)
+{
+    int cpu = 0;
+    CLT_TRY(clt__dense_cpu(slot, &cpu));
+    if (!cpu || k == 0)
+        return clt__fail(CLT_ERR_UNSUPPORTED,
+                         "float16 GEMM (m=%zu, n=%zu, k=%zu) on %s: needs the CPU kernels and k > 0", m, n, k,
+                         clt__slot_get(slot)->name);
+    if (m == 0 || n == 0) return CLT_OK;
+    clt__gemm_tile tile;
+    CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, &tile));
+    return clt__cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, 0);
 }
 
 clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,

@@ -182,10 +182,73 @@ static clt_status narrow_out(clt_status s, clt_tensor *y32, clt_tensor **out)
     return s;
 }
 
+/* The float16 Linear's operands, as clt_linear_forward / _backward check
+ * them (b, named bname: the bias or its gradient; b, dy and dw may be NULL);
+ * *direct = 1 when the products can run on the CPU kernels' float16 forms,
+ * with no float32 copies: every size > 0. */
+static clt_status linear_f16_args(const char *op, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b,
+                                  const char *bname, const clt_tensor *dy, const clt_tensor *dw, int *direct)
+{
+    const clt_tensor *t[] = {x, w, b, dy, dw};
+    const char *const names[] = {"x", "w", bname, "dy", "dw"};
+    for (int i = 0; i < 5; i++) {
+        if (!t[i]) continue;
+        CLT_TRY(need_f16(op, names[i], t[i]));
+        CLT_TRY(clt__same_device(op, x, t[i]));
+        if (i != 2) CLT_TRY(clt__need_2d(op, names[i], t[i]));
+    }
+    char sx[128], sw[128], so[128];
+    int64_t B = x->shape[0], C = x->shape[1], OC = w->shape[0];
+    clt__shape_str(x, sx, sizeof sx);
+    clt__shape_str(w, sw, sizeof sw);
+    if (w->shape[1] != C)
+        return clt__fail(CLT_ERR_SHAPE, "%s: x is (B,C) and w must be (OC,C) (shapes %s, %s)", op, sx, sw);
+    if (b && (b->ndim != 1 || b->shape[0] != OC))
+        return clt__fail(CLT_ERR_SHAPE, "%s: w is (OC,C) and %s must be (OC) (shapes %s, %s)", op, bname, sw,
+                         clt__shape_str(b, so, sizeof so));
+    if (dy && (dy->shape[0] != B || dy->shape[1] != OC))
+        return clt__fail(CLT_ERR_SHAPE, "%s: dy must be (B,OC) for x (B,C) and w (OC,C) (shapes %s, %s, %s)", op,
+                         clt__shape_str(dy, so, sizeof so), sx, sw);
+    if (dw && (dw->shape[0] != OC || dw->shape[1] != C))
+        return clt__fail(CLT_ERR_SHAPE, "%s: dw must have w's shape (shapes %s, %s)", op,
+                         clt__shape_str(dw, so, sizeof so), sw);
+    CLT_TRY(clt__dense_cpu(x->st->slot, direct));
+    *direct = *direct && B > 0 && C > 0 && OC > 0;
+    return CLT_OK;
+}
+
+/* db += the column sums of dy (B,OC), each a float32 sum from zero added once. */
+static clt_status sum_rows_add_f16(clt_tensor *db, const clt_tensor *dy)
+{
+    cl_ulong rows = (cl_ulong)dy->shape[0], cols = (cl_ulong)dy->shape[1];
+    clt__buf xb = clt__tensor_buf(dy), ob = clt__tensor_buf(db);
+    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(rows), CLT_ARG(cols), CLT_ARG(ob.mem),
+                       CLT_ARG(ob.off)};
+    size_t global = (size_t)(cols + 15) / 16, local = 1;
+    return clt__launch(db->st->slot, "half", "sum_rows_add_f16", 6, args, 1, &global, &local, db);
+}
+
+/* On the CPU kernels the product reads float16 x, w and b and writes y
+ * directly; elsewhere (CLBlast) through float32 copies. Either way y is the
+ * float32 product rounded once. */
 clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
 {
-    CLT_TRY(clt__need("clt_linear_forward", "y", y));
+    const char *op = "clt_linear_forward";
+    CLT_TRY(clt__need(op, "y", y));
     *y = NULL;
+    CLT_TRY(clt__need(op, "x", x));
+    CLT_TRY(clt__need(op, "w", w));
+    int direct;
+    CLT_TRY(linear_f16_args(op, x, w, b, "b", NULL, NULL, &direct));
+    if (direct) {
+        int slot = x->st->slot;
+        size_t rows = (size_t)x->shape[0], cols = (size_t)w->shape[0], in = (size_t)x->shape[1];
+        int64_t shape[] = {x->shape[0], w->shape[0]};
+        clt_tensor *out;
+        CLT_TRY(clt__tensor_new(&out, slot, CLT_FLOAT16, 2, shape));
+        clt_status s = clt__dense_gemm_f16(slot, 0, 1, rows, cols, in, 1.0f, x, in, w, in, 0.0f, out, cols, b);
+        return clt__finish(s, out, y);
+    }
     clt_tensor *x32, *w32, *b32, *y32 = NULL;
     CLT_TRY(widen(x, w, b, &x32, &w32, &b32));
     clt_status s = clt_linear_forward(&y32, x32, w32, b32);
@@ -193,12 +256,33 @@ clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const cl
     return narrow_out(s, y32, y);
 }
 
+/* On the CPU kernels dw accumulates the float16 product straight into dw
+ * (beta 1: dw read and rounded once, as adding a fresh float32 sum), db the
+ * column sums of dy, and dx is written in float16; elsewhere through float32
+ * copies and fresh float32 sums. */
 clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                     const clt_tensor *x, const clt_tensor *w)
 {
+    const char *op = "clt_linear_backward";
     if (dx) *dx = NULL;
-    CLT_TRY(need_f16("clt_linear_backward", "dw", dw));
-    if (db) CLT_TRY(need_f16("clt_linear_backward", "db", db));
+    CLT_TRY(need_f16(op, "dw", dw));
+    if (db) CLT_TRY(need_f16(op, "db", db));
+    CLT_TRY(clt__need(op, "dy", dy));
+    CLT_TRY(clt__need(op, "x", x));
+    CLT_TRY(clt__need(op, "w", w));
+    int direct;
+    CLT_TRY(linear_f16_args(op, x, w, db, "db", dy, dw, &direct));
+    if (direct) {
+        int slot = x->st->slot;
+        size_t B = (size_t)x->shape[0], C = (size_t)x->shape[1], OC = (size_t)w->shape[0];
+        CLT_TRY(clt__dense_gemm_f16(slot, 1, 0, OC, C, B, 1.0f, dy, OC, x, C, 1.0f, dw, C, NULL));
+        if (db) CLT_TRY(sum_rows_add_f16(db, dy));
+        if (!dx) return CLT_OK;
+        clt_tensor *g;
+        CLT_TRY(clt__tensor_new(&g, slot, CLT_FLOAT16, 2, x->shape));
+        clt_status s = clt__dense_gemm_f16(slot, 0, 0, B, C, OC, 1.0f, dy, OC, w, C, 0.0f, g, C, NULL);
+        return clt__finish(s, g, dx);
+    }
     clt_tensor *dy32, *x32, *w32, *dw32 = NULL, *db32 = NULL, *dx32 = NULL;
     CLT_TRY(widen(dy, x, w, &dy32, &x32, &w32));
     /* Fresh float32 sums, added to the float16 gradients once each. */

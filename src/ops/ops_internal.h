@@ -38,6 +38,17 @@ clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m,
                            const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
                            clt_tensor *c, size_t ldc);
 
+/* *out = 1 when clt__dense_gemm runs the CPU kernels of cl/gemm_cpu.cl on
+ * slot (CLT_DENSE, else the device type), which also take float16. */
+clt_status clt__dense_cpu(int slot, int *out);
+
+/* clt__dense_gemm on float16 a, b and c, plus bias (n, float16, may be
+ * NULL) on every row: float32 accumulation, c rounded once. Only on the CPU
+ * kernels and for k > 0, else CLT_ERR_UNSUPPORTED. */
+clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
+                               const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
+                               clt_tensor *c, size_t ldc, const clt_tensor *bias);
+
 /* clt_linear_backward with *dx = base + dy @ w (base shaped as x): the
  * product accumulates into base itself when in_place (the caller's word that
  * nothing reads base's old values later; *dx is then a new reference to
