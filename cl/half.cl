@@ -1,19 +1,36 @@
 /* Half-precision storage: float16 tensors are read with vload_half and
  * written with vstore_half (round to nearest even), which every OpenCL
  * device has, with or without cl_khr_fp16; arithmetic is float32. Every
- * tensor argument is a buffer and an element offset into it. */
+ * tensor argument is a buffer and an element offset into it.
+ *
+ * The elementwise kernels take 16 elements a work-item (launched by
+ * clt__launch_half16 in src/ops/half.c): pocl compiles vload_half16 and
+ * vstore_half16 to one conversion instruction, the scalar forms to a
+ * software conversion of about ten integer operations. The last work-item
+ * takes the partial tail one element at a time; both forms convert alike
+ * (exact widening, round to nearest even narrowing), so results do not
+ * depend on the split. The (0, p + i) form needs p + i aligned to a half
+ * only. */
 
 /* y = half(x * scale) */
 __kernel void f32_to_f16(__global const float *x, ulong xo, __global half *y, ulong yo, float scale, ulong n)
 {
-    size_t i = get_global_id(0);
-    if (i < n) vstore_half(x[xo + i] * scale, 0, y + yo + i);
+    ulong i = get_global_id(0) * 16;
+    x += xo;
+    y += yo;
+    if (i + 16 <= n) vstore_half16(vload16(0, x + i) * scale, 0, y + i);
+    else
+        for (; i < n; i++) vstore_half(x[i] * scale, 0, y + i);
 }
 
 __kernel void f16_to_f32(__global const half *x, ulong xo, __global float *y, ulong yo, ulong n)
 {
-    size_t i = get_global_id(0);
-    if (i < n) y[yo + i] = vload_half(0, x + xo + i);
+    ulong i = get_global_id(0) * 16;
+    x += xo;
+    y += yo;
+    if (i + 16 <= n) vstore16(vload_half16(0, x + i), 0, y + i);
+    else
+        for (; i < n; i++) y[i] = vload_half(0, x + i);
 }
 
 /* y = x * scale, in float32; flag[fo] = 1 when any result is inf or NaN
@@ -21,18 +38,31 @@ __kernel void f16_to_f32(__global const half *x, ulong xo, __global float *y, ul
 __kernel void unscale_f16(__global const half *x, ulong xo, __global float *y, ulong yo, float scale,
                           __global int *flag, ulong fo, ulong n)
 {
-    size_t i = get_global_id(0);
-    if (i >= n) return;
-    float v = vload_half(0, x + xo + i) * scale;
-    y[yo + i] = v;
-    if (!isfinite(v)) flag[fo] = 1;
+    ulong i = get_global_id(0) * 16;
+    x += xo;
+    y += yo;
+    if (i + 16 <= n) {
+        float16 v = vload_half16(0, x + i) * scale;
+        vstore16(v, 0, y + i);
+        if (!all(isfinite(v))) flag[fo] = 1;
+        return;
+    }
+    for (; i < n; i++) {
+        float v = vload_half(0, x + i) * scale;
+        y[i] = v;
+        if (!isfinite(v)) flag[fo] = 1;
+    }
 }
 
 /* y += x, y half, x float32 */
 __kernel void accumulate_f16(__global half *y, ulong yo, __global const float *x, ulong xo, ulong n)
 {
-    size_t i = get_global_id(0);
-    if (i < n) vstore_half(vload_half(0, y + yo + i) + x[xo + i], 0, y + yo + i);
+    ulong i = get_global_id(0) * 16;
+    y += yo;
+    x += xo;
+    if (i + 16 <= n) vstore_half16(vload_half16(0, y + i) + vload16(0, x + i), 0, y + i);
+    else
+        for (; i < n; i++) vstore_half(vload_half(0, y + i) + x[i], 0, y + i);
 }
 
 /* out += the column sums of x (rows, cols), each summed in float32 from
@@ -66,22 +96,42 @@ __kernel void fill_u16(__global ushort *y, ulong yo, ushort v, ulong n)
 __kernel void add_f16(__global const half *a, ulong ao, __global const half *b, ulong bo, __global half *y,
                       ulong yo, ulong n)
 {
-    size_t i = get_global_id(0);
-    if (i < n) vstore_half(vload_half(0, a + ao + i) + vload_half(0, b + bo + i), 0, y + yo + i);
+    ulong i = get_global_id(0) * 16;
+    a += ao;
+    b += bo;
+    y += yo;
+    if (i + 16 <= n) vstore_half16(vload_half16(0, a + i) + vload_half16(0, b + i), 0, y + i);
+    else
+        for (; i < n; i++) vstore_half(vload_half(0, a + i) + vload_half(0, b + i), 0, y + i);
 }
 
 __kernel void relu_f16(__global const half *x, ulong xo, __global half *y, ulong yo, ulong n)
 {
-    size_t i = get_global_id(0);
-    if (i >= n) return;
-    float v = vload_half(0, x + xo + i);
-    vstore_half(v < 0.0f ? 0.0f : v, 0, y + yo + i); /* NaN passes through, as relu_f32 */
+    ulong i = get_global_id(0) * 16;
+    x += xo;
+    y += yo;
+    /* NaN passes through, as relu_f32 */
+    if (i + 16 <= n) {
+        float16 v = vload_half16(0, x + i);
+        vstore_half16(v < 0.0f ? (float16)(0.0f) : v, 0, y + i);
+        return;
+    }
+    for (; i < n; i++) {
+        float v = vload_half(0, x + i);
+        vstore_half(v < 0.0f ? 0.0f : v, 0, y + i);
+    }
 }
 
 /* dx = dy where y > 0, else 0 */
 __kernel void relu_backward_f16(__global const half *dy, ulong dyo, __global const half *y, ulong yo,
                                 __global half *dx, ulong dxo, ulong n)
 {
-    size_t i = get_global_id(0);
-    if (i < n) vstore_half(vload_half(0, y + yo + i) > 0.0f ? vload_half(0, dy + dyo + i) : 0.0f, 0, dx + dxo + i);
+    ulong i = get_global_id(0) * 16;
+    dy += dyo;
+    y += yo;
+    dx += dxo;
+    if (i + 16 <= n)
+        vstore_half16(vload_half16(0, y + i) > 0.0f ? vload_half16(0, dy + i) : (float16)(0.0f), 0, dx + i);
+    else
+        for (; i < n; i++) vstore_half(vload_half(0, y + i) > 0.0f ? vload_half(0, dy + i) : 0.0f, 0, dx + i);
 }

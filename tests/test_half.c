@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ops/half.h"
 #include "support.h"
 
 /* Reads a float16 tensor as float32 values. */
@@ -153,6 +154,233 @@ START_TEST(test_elementwise_ops_on_half)
         clt_tensor_release(tdx);
         clt_tensor_release(tsum);
     }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+#define EDGE_FILL_H 0x4700 /* 7.0 in float16, around every view below */
+#define EDGE_FILL_F 7.0f
+#define EDGE_PAD 17 /* elements after each view: more than a vector */
+
+/* A view of the n float16 values h at element off of a longer tensor whose
+ * other elements are EDGE_FILL_H; *base is the whole tensor. */
+static clt_tensor *half_view(const uint16_t *h, int64_t n, int64_t off, clt_tensor **base)
+{
+    int64_t total = off + n + EDGE_PAD;
+    uint16_t *b = malloc((size_t)total * sizeof *b);
+    ck_assert_ptr_nonnull(b);
+    for (int64_t i = 0; i < total; i++) b[i] = i >= off && i < off + n ? h[i - off] : EDGE_FILL_H;
+    ck_assert_ok(clt_from_host(base, clt_cpu(), CLT_FLOAT16, 1, &total, b));
+    free(b);
+    clt_tensor *v;
+    ck_assert_ok(clt_narrow(&v, *base, off, n));
+    return v;
+}
+
+/* As half_view, for float32 values around which the tensor holds EDGE_FILL_F. */
+static clt_tensor *float_view(const float *x, int64_t n, int64_t off, clt_tensor **base)
+{
+    int64_t total = off + n + EDGE_PAD;
+    float *b = malloc((size_t)total * sizeof *b);
+    ck_assert_ptr_nonnull(b);
+    for (int64_t i = 0; i < total; i++) b[i] = i >= off && i < off + n ? x[i - off] : EDGE_FILL_F;
+    ck_assert_ok(clt_from_host(base, clt_cpu(), CLT_FLOAT32, 1, &total, b));
+    free(b);
+    clt_tensor *v;
+    ck_assert_ok(clt_narrow(&v, *base, off, n));
+    return v;
+}
+
+/* The bits of the n float16 values at element off of base, whose other
+ * elements must still be EDGE_FILL_H. */
+static uint16_t *read_half_view(const clt_tensor *base, int64_t n, int64_t off)
+{
+    int64_t total = clt_tensor_numel(base);
+    uint16_t *b = malloc((size_t)total * sizeof *b);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ok(clt_to_host(base, b, (size_t)total * sizeof *b));
+    for (int64_t i = 0; i < total; i++)
+        if (i < off || i >= off + n)
+            ck_assert_msg(b[i] == EDGE_FILL_H, "element %lld around a view of %lld became 0x%04x", (long long)i,
+                          (long long)n, b[i]);
+    memmove(b, b + off, (size_t)n * sizeof *b);
+    return b;
+}
+
+/* As read_half_view, for float32 with EDGE_FILL_F around the view. */
+static float *read_float_view(const clt_tensor *base, int64_t n, int64_t off)
+{
+    int64_t total = clt_tensor_numel(base);
+    float *b = clt_test_read(base);
+    for (int64_t i = 0; i < total; i++)
+        if (i < off || i >= off + n)
+            ck_assert_msg(b[i] == EDGE_FILL_F, "element %lld around a view of %lld became %g", (long long)i,
+                          (long long)n, (double)b[i]);
+    memmove(b, b + off, (size_t)n * sizeof *b);
+    return b;
+}
+
+/* got (float16 bits) is want rounded to float16, any NaN for NaN. */
+static void assert_half_bits(const uint16_t *got, const float *want, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(want[i])) {
+            ck_assert_msg(isnan(clt_half_to_float(got[i])), "%s of %lld: element %lld is 0x%04x, not NaN", what,
+                          (long long)n, (long long)i, got[i]);
+            continue;
+        }
+        uint16_t w = clt_float_to_half(want[i]);
+        ck_assert_msg(got[i] == w, "%s of %lld: element %lld is 0x%04x, not 0x%04x", what, (long long)n, (long long)i,
+                      got[i], w);
+    }
+}
+
+/* got is want to the bit, any NaN for NaN. */
+static void assert_float_bits(const float *got, const float *want, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t g, w;
+        memcpy(&g, &got[i], 4);
+        memcpy(&w, &want[i], 4);
+        ck_assert_msg(g == w || (isnan(got[i]) && isnan(want[i])), "%s of %lld: element %lld is %a, not %a", what,
+                      (long long)n, (long long)i, (double)got[i], (double)want[i]);
+    }
+}
+
+static uint16_t *read_bits(const clt_tensor *t)
+{
+    size_t n = (size_t)clt_tensor_numel(t);
+    uint16_t *h = malloc(n * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_ok(clt_to_host(t, h, n * sizeof *h));
+    return h;
+}
+
+/* unscale_f16 of h (n float16 values at element off) by 0.5: the flag it leaves. */
+static int unscale_flag(const uint16_t *h, int64_t n, int64_t off)
+{
+    clt_tensor *sbase, *dbase, *flag;
+    clt_tensor *sv = half_view(h, n, off, &sbase);
+    float *zero = calloc((size_t)n, sizeof *zero);
+    ck_assert_ptr_nonnull(zero);
+    clt_tensor *dv = float_view(zero, n, off + 1, &dbase);
+    ck_assert_ok(clt_zeros(&flag, clt_cpu(), CLT_INT32, 1, (int64_t[]){1}));
+    ck_assert_ok(clt__unscale_f16(dv, sv, 0.5f, flag));
+    int32_t f;
+    ck_assert_ok(clt_to_host(flag, &f, sizeof f));
+    free(read_float_view(dbase, n, off + 1));
+    free(zero);
+    clt_tensor *ts[] = {sv, sbase, dv, dbase, flag};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
+    return f;
+}
+
+/* cl/half.cl's elementwise kernels take 16 elements a work-item and the rest
+ * one at a time: sizes around that width, views at odd offsets whose
+ * neighbours stay untouched, every result to the bit against a C reference
+ * (NaN, -0, subnormals, overflow among the values), and the overflow flag
+ * raised from the vectors and from the tail. */
+START_TEST(test_half_kernels_at_vector_edges)
+{
+    static const int64_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 97, 1031};
+    static const int64_t offs[] = {0, 1, 3};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++) {
+            int64_t n = sizes[k], off = offs[o];
+            uint64_t seed = 100 + 7 * k + o;
+            float *a = clt_test_random_floats(n, seed), *b = clt_test_random_floats(n, seed + 50),
+                  *f = clt_test_random_floats(n, seed + 99), *want = malloc((size_t)n * sizeof *want),
+                  *relu = malloc((size_t)n * sizeof *relu);
+            uint16_t *ah = malloc((size_t)n * sizeof *ah), *bh = malloc((size_t)n * sizeof *bh);
+            ck_assert(want && relu && ah && bh);
+            for (int64_t i = 0; i < n; i++) {
+                /* Subnormal to past float16's range once scaled or summed. */
+                ah[i] = clt_float_to_half(ldexpf(a[i], (int)(i % 37) - 22));
+                bh[i] = clt_float_to_half(ldexpf(b[i], (int)(i % 17)));
+                f[i] = ldexpf(f[i], (int)(i % 41) - 30);
+            }
+            ah[n / 2] = 0x8000; /* -0 */
+            if (n > 2) ah[n - 2] = 0x7e00; /* NaN */
+            for (int64_t i = 0; i < n; i++) {
+                a[i] = clt_half_to_float(ah[i]);
+                b[i] = clt_half_to_float(bh[i]);
+            }
+            clt_tensor *abase, *bbase, *fbase, *nbase, *a32, *y, *dx, *sum;
+            clt_tensor *av = half_view(ah, n, off, &abase), *bv = half_view(bh, n, off + 1, &bbase);
+            clt_tensor *fv = float_view(f, n, off + 2, &fbase), *nv = half_view(bh, n, off, &nbase);
+
+            ck_assert_ok(clt_to_dtype(&a32, av, CLT_FLOAT32));
+            float *got32 = clt_test_read(a32);
+            assert_float_bits(got32, a, n, "f16_to_f32");
+            free(got32);
+
+            ck_assert_ok(clt_relu(&y, av));
+            ck_assert_ok(clt_relu_backward(&dx, bv, y));
+            ck_assert_ok(clt_add(&sum, av, bv));
+            for (int64_t i = 0; i < n; i++) relu[i] = a[i] < 0.0f ? 0.0f : a[i];
+            uint16_t *got = read_bits(y);
+            assert_half_bits(got, relu, n, "relu_f16");
+            free(got);
+            for (int64_t i = 0; i < n; i++) want[i] = relu[i] > 0.0f ? b[i] : 0.0f;
+            got = read_bits(dx);
+            assert_half_bits(got, want, n, "relu_backward_f16");
+            free(got);
+            for (int64_t i = 0; i < n; i++) want[i] = a[i] + b[i];
+            got = read_bits(sum);
+            assert_half_bits(got, want, n, "add_f16");
+            free(got);
+
+            ck_assert_ok(clt__narrow_into(nv, fv, 1024.0f));
+            for (int64_t i = 0; i < n; i++) want[i] = f[i] * 1024.0f;
+            got = read_half_view(nbase, n, off);
+            assert_half_bits(got, want, n, "f32_to_f16");
+            free(got);
+
+            ck_assert_ok(clt__accumulate_f16(av, fv));
+            for (int64_t i = 0; i < n; i++) want[i] = a[i] + f[i];
+            got = read_half_view(abase, n, off);
+            assert_half_bits(got, want, n, "accumulate_f16");
+            free(got);
+
+            /* unscale_f16: the values, and the flag left alone while all are finite. */
+            for (int64_t i = 0; i < n; i++)
+                if (isnan(a[i])) ah[i] = 0x3c00;
+            clt_tensor *sbase, *dbase, *flag;
+            clt_tensor *sv = half_view(ah, n, off, &sbase), *dv = float_view(f, n, off + 1, &dbase);
+            ck_assert_ok(clt_zeros(&flag, clt_cpu(), CLT_INT32, 1, (int64_t[]){1}));
+            ck_assert_ok(clt__unscale_f16(dv, sv, 0.5f, flag));
+            for (int64_t i = 0; i < n; i++) want[i] = clt_half_to_float(ah[i]) * 0.5f;
+            float *gotf = read_float_view(dbase, n, off + 1);
+            assert_float_bits(gotf, want, n, "unscale_f16");
+            free(gotf);
+            int32_t fl;
+            ck_assert_ok(clt_to_host(flag, &fl, sizeof fl));
+            ck_assert_int_eq(fl, 0);
+            /* An inf first (in a vector from 16 elements on) or last (the tail
+             * unless n is a multiple of 16), or a NaN, raises it. */
+            uint16_t keep = ah[0];
+            ah[0] = 0xfc00;
+            ck_assert_int_eq(unscale_flag(ah, n, off), 1);
+            ah[0] = keep;
+            keep = ah[n - 1];
+            ah[n - 1] = 0x7c00;
+            ck_assert_int_eq(unscale_flag(ah, n, off), 1);
+            ah[n - 1] = 0x7e00;
+            ck_assert_int_eq(unscale_flag(ah, n, off), 1);
+            ah[n - 1] = keep;
+            ck_assert_int_eq(unscale_flag(ah, n, off), 0);
+
+            clt_tensor *ts[] = {av, abase, bv, bbase, fv, fbase, nv, nbase, a32,
+                                y, dx, sum, sv, sbase, dv, dbase, flag};
+            for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
+            free(a);
+            free(b);
+            free(f);
+            free(want);
+            free(relu);
+            free(ah);
+            free(bh);
+        }
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -629,6 +857,7 @@ int main(void)
     tcase_add_test(tc, test_host_conversion_exact_on_every_half);
     tcase_add_test(tc, test_device_round_trip_bounds_and_specials);
     tcase_add_test(tc, test_elementwise_ops_on_half);
+    tcase_add_test(tc, test_half_kernels_at_vector_edges);
     tcase_add_test(tc, test_creation_fill_print_and_errors);
     tcase_add_test(tc, test_safetensors_writes_f16);
     tcase_add_test(tc, test_checkpoint_keeps_scaler_and_master);

@@ -1,9 +1,7 @@
-/* ReLU and its backward pass. */
+/* ReLU and its backward pass: float32's kernels in cl/activation.cl,
+ * float16's (float32 arithmetic on half storage) in cl/half.cl. */
+#include "half.h"
 #include "ops_internal.h"
-
-/* The kernels for a dtype: float32's in cl/activation.cl, float16's
- * (float32 arithmetic on half storage) in cl/half.cl. */
-static const char *program_for(clt_dtype dt) { return dt == CLT_FLOAT16 ? "half" : "activation"; }
 
 clt_status clt_relu(clt_tensor **y, const clt_tensor *x)
 {
@@ -16,8 +14,8 @@ clt_status clt_relu(clt_tensor **y, const clt_tensor *x)
     clt__buf xb = clt__tensor_buf(x), ob = clt__tensor_buf(out);
     cl_ulong n = (cl_ulong)x->numel;
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(n)};
-    clt_status s = clt__launch1(x->st->slot, program_for(x->dtype), half ? "relu_f16" : "relu_f32", 5, args,
-                                (size_t)n, out);
+    clt_status s = half ? clt__launch_half16(x->st->slot, "relu_f16", 5, args, n, out)
+                        : clt__launch1(x->st->slot, "activation", "relu_f32", 5, args, (size_t)n, out);
     return clt__finish(s, out, y);
 }
 
@@ -36,8 +34,8 @@ clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_te
     cl_ulong n = (cl_ulong)dy->numel;
     clt__arg args[] = {CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(yb.mem), CLT_ARG(yb.off),
                        CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(n)};
-    clt_status s = clt__launch1(dy->st->slot, program_for(dy->dtype), half ? "relu_backward_f16" : "relu_backward_f32",
-                                7, args, (size_t)n, out);
+    clt_status s = half ? clt__launch_half16(dy->st->slot, "relu_backward_f16", 7, args, n, out)
+                        : clt__launch1(dy->st->slot, "activation", "relu_backward_f32", 7, args, (size_t)n, out);
     return clt__finish(s, out, dx);
 }
 

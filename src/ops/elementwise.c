@@ -20,8 +20,8 @@ clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
                        CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n)};
     /* float16 storage, float32 arithmetic: cl/half.cl */
     int half = a->dtype == CLT_FLOAT16;
-    clt_status s = clt__launch1(a->st->slot, half ? "half" : "elementwise", half ? "add_f16" : "add_f32", 7, args,
-                                (size_t)n, y);
+    clt_status s = half ? clt__launch_half16(a->st->slot, "add_f16", 7, args, n, y)
+                        : clt__launch1(a->st->slot, "elementwise", "add_f32", 7, args, (size_t)n, y);
     if (s != CLT_OK) {
         clt_tensor_release(y);
         return s;

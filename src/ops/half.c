@@ -80,9 +80,15 @@ clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype
         clt__buf xb = clt__tensor_buf(t), yb = clt__tensor_buf(y);
         cl_ulong n = (cl_ulong)t->numel;
         clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n)};
-        s = clt__launch1(t->st->slot, "half", "f16_to_f32", 5, args, (size_t)n, y);
+        s = clt__launch_half16(t->st->slot, "f16_to_f32", 5, args, n, y);
     }
     return clt__finish(s, y, out);
+}
+
+clt_status clt__launch_half16(int slot, const char *name, int nargs, const clt__arg *args, cl_ulong n,
+                              clt_tensor *written)
+{
+    return clt__launch1(slot, "half", name, nargs, args, (size_t)((n + 15) / 16), written);
 }
 
 clt_status clt__narrow_into(clt_tensor *dst, const clt_tensor *src, float scale)
@@ -96,7 +102,7 @@ clt_status clt__narrow_into(clt_tensor *dst, const clt_tensor *src, float scale)
     cl_ulong n = (cl_ulong)src->numel;
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(scale),
                        CLT_ARG(n)};
-    return clt__launch1(dst->st->slot, "half", "f32_to_f16", 6, args, (size_t)n, dst);
+    return clt__launch_half16(dst->st->slot, "f32_to_f16", 6, args, n, dst);
 }
 
 clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt)
@@ -124,7 +130,7 @@ clt_status clt__accumulate_f16(clt_tensor *dst, const clt_tensor *src)
     clt__buf db = clt__tensor_buf(dst), sb = clt__tensor_buf(src);
     cl_ulong n = (cl_ulong)dst->numel;
     clt__arg args[] = {CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(n)};
-    return clt__launch1(dst->st->slot, "half", "accumulate_f16", 5, args, (size_t)n, dst);
+    return clt__launch_half16(dst->st->slot, "accumulate_f16", 5, args, n, dst);
 }
 
 clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale, clt_tensor *flag)
@@ -142,7 +148,7 @@ clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale,
     cl_ulong n = (cl_ulong)dst->numel;
     clt__arg args[] = {CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(scale),
                        CLT_ARG(fb.mem), CLT_ARG(fb.off), CLT_ARG(n)};
-    CLT_TRY(clt__launch1(dst->st->slot, "half", "unscale_f16", 8, args, (size_t)n, dst));
+    CLT_TRY(clt__launch_half16(dst->st->slot, "unscale_f16", 8, args, n, dst));
     clt__same_write(flag, dst);
     return CLT_OK;
 }

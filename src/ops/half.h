@@ -3,12 +3,17 @@
 #ifndef CLT_OPS_HALF_H
 #define CLT_OPS_HALF_H
 
+#include "../kernels/program.h"
 #include "cltensor/tensor.h"
 
 /* *out = dt(t * scale): float32 <-> float16 (scale applies to float32 -> float16 only). */
 clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype dt, float scale);
 /* dst = half(src * scale), dst float16 and src float32 of the same element count. */
 clt_status clt__narrow_into(clt_tensor *dst, const clt_tensor *src, float scale);
+/* Launches one of cl/half.cl's elementwise kernels over n elements, 16 to a
+ * work-item. */
+clt_status clt__launch_half16(int slot, const char *name, int nargs, const clt__arg *args, cl_ulong n,
+                              clt_tensor *written);
 /* Fills a float16 tensor with value (rounded to half). */
 clt_status clt__fill_f16(clt_tensor *t, double value);
 /* dst (float16) += src (float32), same element count and device. */
