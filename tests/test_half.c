@@ -158,65 +158,49 @@ START_TEST(test_elementwise_ops_on_half)
 }
 END_TEST
 
-#define EDGE_FILL_H 0x4700 /* 7.0 in float16, around every view below */
-#define EDGE_FILL_F 7.0f
+/* 7.0 in float16 and float32, around every view below. */
+static const uint16_t edge_fill_h = 0x4700;
+static const float edge_fill_f = 7.0f;
 #define EDGE_PAD 17 /* elements after each view: more than a vector */
 
-/* A view of the n float16 values h at element off of a longer tensor whose
- * other elements are EDGE_FILL_H; *base is the whole tensor. */
-static clt_tensor *half_view(const uint16_t *h, int64_t n, int64_t off, clt_tensor **base)
+static const void *edge_fill(clt_dtype dt) { return dt == CLT_FLOAT16 ? (const void *)&edge_fill_h : &edge_fill_f; }
+
+/* A view of the n values x (float16 bits or float32, as dt) at element off
+ * of a longer tensor whose other elements are the edge fill; *base is the
+ * whole tensor. */
+static clt_tensor *filled_view(clt_dtype dt, const void *x, int64_t n, int64_t off, clt_tensor **base)
 {
+    size_t es = clt_dtype_size(dt);
     int64_t total = off + n + EDGE_PAD;
-    uint16_t *b = malloc((size_t)total * sizeof *b);
+    unsigned char *b = malloc((size_t)total * es);
     ck_assert_ptr_nonnull(b);
-    for (int64_t i = 0; i < total; i++) b[i] = i >= off && i < off + n ? h[i - off] : EDGE_FILL_H;
-    ck_assert_ok(clt_from_host(base, clt_cpu(), CLT_FLOAT16, 1, &total, b));
+    for (int64_t i = 0; i < total; i++)
+        memcpy(b + i * es, i >= off && i < off + n ? (const unsigned char *)x + (i - off) * es : edge_fill(dt), es);
+    ck_assert_ok(clt_from_host(base, clt_cpu(), dt, 1, &total, b));
     free(b);
     clt_tensor *v;
     ck_assert_ok(clt_narrow(&v, *base, off, n));
     return v;
 }
 
-/* As half_view, for float32 values around which the tensor holds EDGE_FILL_F. */
-static clt_tensor *float_view(const float *x, int64_t n, int64_t off, clt_tensor **base)
+/* The n values at element off of base (float16 bits or float32), whose
+ * other elements must still be the edge fill. */
+static void *read_view(const clt_tensor *base, int64_t n, int64_t off)
 {
-    int64_t total = off + n + EDGE_PAD;
-    float *b = malloc((size_t)total * sizeof *b);
-    ck_assert_ptr_nonnull(b);
-    for (int64_t i = 0; i < total; i++) b[i] = i >= off && i < off + n ? x[i - off] : EDGE_FILL_F;
-    ck_assert_ok(clt_from_host(base, clt_cpu(), CLT_FLOAT32, 1, &total, b));
-    free(b);
-    clt_tensor *v;
-    ck_assert_ok(clt_narrow(&v, *base, off, n));
-    return v;
-}
-
-/* The bits of the n float16 values at element off of base, whose other
- * elements must still be EDGE_FILL_H. */
-static uint16_t *read_half_view(const clt_tensor *base, int64_t n, int64_t off)
-{
+    clt_dtype dt = clt_tensor_dtype(base);
+    size_t es = clt_dtype_size(dt);
     int64_t total = clt_tensor_numel(base);
-    uint16_t *b = malloc((size_t)total * sizeof *b);
+    unsigned char *b = malloc((size_t)total * es);
     ck_assert_ptr_nonnull(b);
-    ck_assert_ok(clt_to_host(base, b, (size_t)total * sizeof *b));
-    for (int64_t i = 0; i < total; i++)
-        if (i < off || i >= off + n)
-            ck_assert_msg(b[i] == EDGE_FILL_H, "element %lld around a view of %lld became 0x%04x", (long long)i,
-                          (long long)n, b[i]);
-    memmove(b, b + off, (size_t)n * sizeof *b);
-    return b;
-}
-
-/* As read_half_view, for float32 with EDGE_FILL_F around the view. */
-static float *read_float_view(const clt_tensor *base, int64_t n, int64_t off)
-{
-    int64_t total = clt_tensor_numel(base);
-    float *b = clt_test_read(base);
-    for (int64_t i = 0; i < total; i++)
-        if (i < off || i >= off + n)
-            ck_assert_msg(b[i] == EDGE_FILL_F, "element %lld around a view of %lld became %g", (long long)i,
-                          (long long)n, (double)b[i]);
-    memmove(b, b + off, (size_t)n * sizeof *b);
+    ck_assert_ok(clt_to_host(base, b, (size_t)total * es));
+    for (int64_t i = 0; i < total; i++) {
+        if (i >= off && i < off + n) continue;
+        uint32_t bits = 0;
+        memcpy(&bits, b + i * es, es);
+        ck_assert_msg(memcmp(b + i * es, edge_fill(dt), es) == 0, "element %lld around a view of %lld became 0x%0*x",
+                      (long long)i, (long long)n, (int)(2 * es), bits);
+    }
+    memmove(b, b + off * es, (size_t)n * es);
     return b;
 }
 
@@ -260,15 +244,15 @@ static uint16_t *read_bits(const clt_tensor *t)
 static int unscale_flag(const uint16_t *h, int64_t n, int64_t off)
 {
     clt_tensor *sbase, *dbase, *flag;
-    clt_tensor *sv = half_view(h, n, off, &sbase);
+    clt_tensor *sv = filled_view(CLT_FLOAT16, h, n, off, &sbase);
     float *zero = calloc((size_t)n, sizeof *zero);
     ck_assert_ptr_nonnull(zero);
-    clt_tensor *dv = float_view(zero, n, off + 1, &dbase);
+    clt_tensor *dv = filled_view(CLT_FLOAT32, zero, n, off + 1, &dbase);
     ck_assert_ok(clt_zeros(&flag, clt_cpu(), CLT_INT32, 1, (int64_t[]){1}));
     ck_assert_ok(clt__unscale_f16(dv, sv, 0.5f, flag));
     int32_t f;
     ck_assert_ok(clt_to_host(flag, &f, sizeof f));
-    free(read_float_view(dbase, n, off + 1));
+    free(read_view(dbase, n, off + 1));
     free(zero);
     clt_tensor *ts[] = {sv, sbase, dv, dbase, flag};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
@@ -306,8 +290,10 @@ START_TEST(test_half_kernels_at_vector_edges)
                 b[i] = clt_half_to_float(bh[i]);
             }
             clt_tensor *abase, *bbase, *fbase, *nbase, *a32, *y, *dx, *sum;
-            clt_tensor *av = half_view(ah, n, off, &abase), *bv = half_view(bh, n, off + 1, &bbase);
-            clt_tensor *fv = float_view(f, n, off + 2, &fbase), *nv = half_view(bh, n, off, &nbase);
+            clt_tensor *av = filled_view(CLT_FLOAT16, ah, n, off, &abase);
+            clt_tensor *bv = filled_view(CLT_FLOAT16, bh, n, off + 1, &bbase);
+            clt_tensor *fv = filled_view(CLT_FLOAT32, f, n, off + 2, &fbase);
+            clt_tensor *nv = filled_view(CLT_FLOAT16, bh, n, off, &nbase);
 
             ck_assert_ok(clt_to_dtype(&a32, av, CLT_FLOAT32));
             float *got32 = clt_test_read(a32);
@@ -332,13 +318,13 @@ START_TEST(test_half_kernels_at_vector_edges)
 
             ck_assert_ok(clt__narrow_into(nv, fv, 1024.0f));
             for (int64_t i = 0; i < n; i++) want[i] = f[i] * 1024.0f;
-            got = read_half_view(nbase, n, off);
+            got = read_view(nbase, n, off);
             assert_half_bits(got, want, n, "f32_to_f16");
             free(got);
 
             ck_assert_ok(clt__accumulate_f16(av, fv));
             for (int64_t i = 0; i < n; i++) want[i] = a[i] + f[i];
-            got = read_half_view(abase, n, off);
+            got = read_view(abase, n, off);
             assert_half_bits(got, want, n, "accumulate_f16");
             free(got);
 
@@ -346,11 +332,12 @@ START_TEST(test_half_kernels_at_vector_edges)
             for (int64_t i = 0; i < n; i++)
                 if (isnan(a[i])) ah[i] = 0x3c00;
             clt_tensor *sbase, *dbase, *flag;
-            clt_tensor *sv = half_view(ah, n, off, &sbase), *dv = float_view(f, n, off + 1, &dbase);
+            clt_tensor *sv = filled_view(CLT_FLOAT16, ah, n, off, &sbase);
+            clt_tensor *dv = filled_view(CLT_FLOAT32, f, n, off + 1, &dbase);
             ck_assert_ok(clt_zeros(&flag, clt_cpu(), CLT_INT32, 1, (int64_t[]){1}));
             ck_assert_ok(clt__unscale_f16(dv, sv, 0.5f, flag));
             for (int64_t i = 0; i < n; i++) want[i] = clt_half_to_float(ah[i]) * 0.5f;
-            float *gotf = read_float_view(dbase, n, off + 1);
+            float *gotf = read_view(dbase, n, off + 1);
             assert_float_bits(gotf, want, n, "unscale_f16");
             free(gotf);
             int32_t fl;
