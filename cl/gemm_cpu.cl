@@ -48,7 +48,7 @@
 /* A is (M,K) (N) or (K,M) (T); arow[r] is the offset of the tile's row r.
  * Rows past M read row M-1 and are not stored. A packed (P) by pack_a_f32
  * is (ceil(M/TM), K, TM): the tile's TM values per depth are adjacent, and
- * lda is the panels' full depth. */
+ * lda is the panel's depth (the product's k). */
 #define ROW_N(i) ((i) * lda)
 #define ROW_T(i) (i)
 #define ROW_P(i) 0
@@ -61,42 +61,42 @@
 #define FMA_ROWS(AT)                                                                                            \
     _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = fma((floatv)(AT(p, r)), bv, acc[r]);
 
-/* B in place: the last, partial tile of columns goes through a zeroed copy. */
+/* BV(TB) makes depth p's row of B, bv. B in place (ROWS): the last, partial
+ * tile of columns goes through bt, a zeroed copy. B packed (PANEL): the
+ * tile's panel is contiguous and zero-padded, ldb (the product's k) deep. */
 #define B_ROWS bp + bo + j0
+#define B_PANEL bp + bo + jp * ldb * TN
+#define BV_ROWS(TB) floatv bv = LDV_##TB(b + p * ldb, 0);
+#define BV_ROWS_PART(TB)                                                                                        \
+    for (ulong q = 0; q < n - j0; q++) bt[q] = LD_##TB(b, p * ldb + q);                                         \
+    floatv bv = vloadv(0, bt);
+#define BV_PANEL(TB) floatv bv = vloadv(p, b);
+
+/* The K loops of the float32 kernels. */
 #define K_LOOP_ROWS(AT, TB)                                                                                     \
     if (j0 + TN <= n) {                                                                                         \
         for (ulong p = 0; p < k; p++) {                                                                         \
-            floatv bv = LDV_##TB(b + p * ldb, 0);                                                               \
+            BV_ROWS(TB)                                                                                         \
             FMA_ROWS(AT)                                                                                        \
         }                                                                                                       \
     } else {                                                                                                    \
         float bt[TN];                                                                                           \
         for (int q = 0; q < TN; q++) bt[q] = 0.0f;                                                              \
         for (ulong p = 0; p < k; p++) {                                                                         \
-            for (ulong q = 0; q < n - j0; q++) bt[q] = LD_##TB(b, p * ldb + q);                                 \
-            floatv bv = vloadv(0, bt);                                                                          \
+            BV_ROWS_PART(TB)                                                                                    \
             FMA_ROWS(AT)                                                                                        \
         }                                                                                                       \
     }
-
-/* B packed: the tile's panel is contiguous and zero-padded; ldb is the
- * panels' full depth, of which this product (one K block) reads k rows. */
-#define B_PANEL bp + bo + jp * ldb * TN
 #define K_LOOP_PANEL(AT, TB)                                                                                    \
     for (ulong p = 0; p < k; p++) {                                                                             \
-        floatv bv = vloadv(p, b);                                                                               \
+        BV_PANEL(TB)                                                                                            \
         FMA_ROWS(AT)                                                                                            \
     }
 
 /* Float16 A: pocl's scalar vload_half is a software conversion and its
  * vector forms one instruction, so A is converted in vectors, into floats
  * the depth loop then reads; the fmas and their order are the float32
- * kernels'. BV(TB) makes depth p's bv: */
-#define BV_ROWS(TB) floatv bv = LDV_##TB(b + p * ldb, 0);
-#define BV_ROWS_PART(TB)                                                                                        \
-    for (ulong q = 0; q < n - j0; q++) bt[q] = LD_##TB(b, p * ldb + q);                                         \
-    floatv bv = vloadv(0, bt);
-#define BV_PANEL(TB) floatv bv = vloadv(p, b);
+ * kernels'. */
 
 /* A as is: 8 depths of each row at a time through vload_half8 (the last,
  * partial block one by one). */
