@@ -40,7 +40,8 @@ clt_status clt__launch(int slot, const char *program, const char *name, int narg
 clt_status clt__launch_opts(int slot, const char *program, const char *options, const char *name, int nargs,
                             const clt__arg *args, int dims, const size_t *global, const size_t *local,
                             clt_tensor *written);
-/* The common case: one dimension of n work-items. */
+/* The common case: one dimension of n work-items, rounded up to whole
+ * work-groups of up to 256, so the kernel checks its bound. */
 clt_status clt__launch1(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
                         size_t n, clt_tensor *written);
 

@@ -436,7 +436,8 @@ int clt_model_num_layers(const clt_model *m) { return m ? m->nlayers : 0; }
 
 clt_status clt_model_layer(const clt_model *m, int i, clt_layer_info *out)
 {
-    if (!m || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_layer: NULL argument");
+    CLT_TRY(need("clt_model_layer", "model", m));
+    CLT_TRY(need("clt_model_layer", "out", out));
     if (i < 0 || i >= m->nlayers)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_layer: index %d outside the model's %d layers", i,
                          m->nlayers);

@@ -1,5 +1,5 @@
-/* Internal: float16 storage with float32 arithmetic (docs/half.md). The
- * layers of a half model call these; the public ops stay float32. */
+/* Internal: float16 storage with float32 arithmetic (docs/half.md):
+ * conversions, and the float16 Linear a half model's layers call. */
 #ifndef CLT_OPS_HALF_H
 #define CLT_OPS_HALF_H
 
@@ -24,8 +24,9 @@ clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale,
 
 /* The float16 forms of the linear layer's ops (clt_relu and clt_add take
  * float16 themselves); shapes as their float32 forms in cltensor/ops.h,
- * every tensor float16. Products convert their operands to float32 scratch
- * and run the device's float32 GEMM. */
+ * every tensor float16. On the CPU kernels the products read and write
+ * float16 directly; elsewhere (CLBlast) they widen their operands into
+ * float32 scratch and narrow the result. */
 clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
 clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                     const clt_tensor *x, const clt_tensor *w);
