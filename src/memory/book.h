@@ -4,9 +4,10 @@
  * carved out of 2 MiB segments; larger ones from a large pool of 20 MiB
  * segments (10 MiB and up get a segment of their own, rounded to 2 MiB).
  * Each pool serves best fit from its own free blocks, splitting them; free
- * neighbours merge again. A segment that would pass the cap is asked for at
- * the request's exact size instead; when that fails too, the segments that
- * hold nothing are released and the request retried once. */
+ * neighbours merge again. A segment that does not fit (under the cap or on
+ * the device) is asked for at the request's exact size instead; when that
+ * fails too, the segments that hold nothing are released and the request
+ * retried once. */
 #ifndef CLT_MEMORY_BOOK_H
 #define CLT_MEMORY_BOOK_H
 

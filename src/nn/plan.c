@@ -1,5 +1,5 @@
-/* The memory planner: replays one training step on counted stand-ins for
- * tensors, mirroring what src/nn/layers.c allocates, keeps and frees, in the
+/* The memory planner: replays the model's creation and two training steps
+ * on counted stand-ins for tensors, mirroring what src/nn/layers.c allocates, keeps and frees, in the
  * same order, so that the predicted peak is the allocator's. Keep the two in
  * step when a layer changes; a float16 step also mirrors the float16 forms of
  * the ops (src/ops/half.c), the model's conversions (src/nn/model.c) and the
@@ -10,11 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <CL/cl.h>
-
 #include "../device/device_internal.h"
 #include "../memory/allocator.h"
 #include "../memory/book.h"
+#include "../ops/ops_internal.h"
 #include "../ops/tune.h"
 #include "cltensor/memory.h"
 #include "cltensor/plan.h"
@@ -430,16 +429,7 @@ static clt_status device_of(clt_device dev, plan_device *d)
     int slot;
     CLT_TRY(clt__resolve(dev, &slot));
     d->max_alloc = clt__slot_get(slot)->max_alloc;
-    const char *env = getenv("CLT_DENSE");
-    if (env && *env) {
-        d->cpu = strcmp(env, "cpu") == 0;
-        return CLT_OK;
-    }
-    cl_device_type type;
-    cl_int err = clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    if (err != CL_SUCCESS) return clt__cl_fail(err, "clt_plan_step: querying the type of %s", clt__slot_get(slot)->name);
-    d->cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
-    return CLT_OK;
+    return clt__dense_cpu(slot, &d->cpu);
 }
 
 clt_plan_options clt_plan_default_options(void)
@@ -484,7 +474,7 @@ static void replay_step(sim *s, const clt_model *m, sim_layer *sl, const clt__la
         logits = wide;
     }
     int loss = t_new(s, 4), per_row = t_new(s, s->rows * 4), dlogits = t_new(s, s->rows * m->features * 4);
-    t_transient(s, (s->rows < 4096 ? s->rows : 4096) * 4); /* the loss's partial sums */
+    t_transient(s, (int64_t)clt__sum_parts(s->rows) * 4); /* the loss's partial sums */
     t_release(s, per_row);
     t_tag(s, dlogits);
     if (first) t_new(s, (s->half ? 2 : 4) * n);

@@ -15,6 +15,8 @@ clt_status clt__need_i32(const char *op, const char *what, const clt_tensor *t);
 /* CLT_ERR_UNSUPPORTED unless a and b are both float32 or both float16. */
 clt_status clt__need_float_pair(const char *op, const char *what_a, const clt_tensor *a, const char *what_b,
                                 const clt_tensor *b);
+/* How many partial sums a whole-tensor sum of n elements makes (its scratch). */
+cl_ulong clt__sum_parts(int64_t n);
 /* CLT_ERR_SHAPE unless t has two dimensions. */
 clt_status clt__need_2d(const char *op, const char *what, const clt_tensor *t);
 /* CLT_ERR_SHAPE unless a and b hold the same number of elements. */

@@ -5,7 +5,7 @@
  * enough for one work-item to add them up. */
 #define MAX_PARTS 4096
 
-static cl_ulong parts_for(int64_t n)
+cl_ulong clt__sum_parts(int64_t n)
 {
     return n < MAX_PARTS ? (cl_ulong)(n > 0 ? n : 1) : MAX_PARTS;
 }
@@ -30,7 +30,7 @@ static clt_status finish_sum(clt_tensor *out, clt_tensor *part, cl_ulong parts, 
 clt_status clt__reduce_sum(clt_tensor *out, const clt_tensor *x, float divisor)
 {
     int slot = x->st->slot;
-    cl_ulong n = (cl_ulong)x->numel, parts = parts_for(x->numel);
+    cl_ulong n = (cl_ulong)x->numel, parts = clt__sum_parts(x->numel);
     int64_t pshape[] = {(int64_t)parts};
     clt_tensor *part;
     CLT_TRY(clt__tensor_new(&part, slot, CLT_FLOAT32, 1, pshape));
@@ -117,7 +117,7 @@ clt_status clt_count_equal(clt_tensor **out, const clt_tensor *a, const clt_tens
     CLT_TRY(clt__same_device(op, a, b));
     CLT_TRY(clt__same_numel(op, a, b));
     int slot = a->st->slot;
-    cl_ulong n = (cl_ulong)a->numel, parts = parts_for(a->numel);
+    cl_ulong n = (cl_ulong)a->numel, parts = clt__sum_parts(a->numel);
     int64_t pshape[] = {(int64_t)parts};
     clt_tensor *y, *part;
     CLT_TRY(scalar_f32(&y, slot));
