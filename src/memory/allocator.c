@@ -225,9 +225,10 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **ou
         b->requested = nbytes;
         b->cat = cat;
         count_alloc(a, b);
-        clt__publish_update(slot, &a->stats);
         *out = b;
     }
+    /* Also after a failure: the retry may have released cached segments. */
+    clt__publish_update(slot, &a->stats);
     pthread_mutex_unlock(&a->lock);
     return st;
 }
