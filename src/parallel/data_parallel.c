@@ -154,20 +154,7 @@ static clt_status reduce_gradients(dp_state *d)
  * a float16 step may have halved or doubled). */
 static clt_status broadcast(dp_state *d)
 {
-    clt_model *primary = d->r[0].model;
-    clt_tensor *p0 = clt_model_parameters(primary);
-    float scale;
-    int dynamic;
-    int64_t clean;
-    CLT_TRY(clt_model_loss_scale_state(primary, &scale, &dynamic, &clean));
-    for (int i = 1; i < d->k; i++) {
-        clt_tensor *moved = NULL;
-        CLT_TRY(clt_to(&moved, p0, clt_model_device(d->r[i].model)));
-        clt_status s = clt_copy_(clt_model_parameters(d->r[i].model), moved);
-        clt_tensor_release(moved);
-        if (s == CLT_OK) s = clt_model_set_loss_scale_state(d->r[i].model, scale, dynamic, clean);
-        if (s != CLT_OK) return s;
-    }
+    for (int i = 1; i < d->k; i++) CLT_TRY(clt__model_copy_state(d->r[i].model, d->r[0].model));
     return CLT_OK;
 }
 

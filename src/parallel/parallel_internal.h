@@ -1,8 +1,13 @@
-/* Internal, for tests: a look at the replicas of clt_parallel_fit. */
+/* Internal: copying a model's state between replicas, and, for tests, a
+ * look at the replicas of clt_parallel_fit. */
 #ifndef CLT_PARALLEL_INTERNAL_H
 #define CLT_PARALLEL_INTERNAL_H
 
 #include "cltensor/nn.h"
+
+/* dst (same layers and dtype as src, any device) takes src's parameters
+ * and loss scaler state. */
+clt_status clt__model_copy_state(clt_model *dst, const clt_model *src);
 
 /* Called after every data parallel step (parameters broadcast) with this
  * process's replicas, [0] the primary. One hook for the whole process; NULL

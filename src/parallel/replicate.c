@@ -3,6 +3,7 @@
  * builder from its description of each layer. */
 #include "../core/error.h"
 #include "cltensor/parallel.h"
+#include "parallel_internal.h"
 
 /* A new model on dev with layers [first, end) of src and src's prefix,
  * initialised (values overwritten by the caller). */
@@ -45,6 +46,16 @@ static clt_status copy_params(clt_model *dst, const clt_model *src, int64_t offs
     return s;
 }
 
+clt_status clt__model_copy_state(clt_model *dst, const clt_model *src)
+{
+    float scale;
+    int dynamic;
+    int64_t clean;
+    CLT_TRY(clt_model_loss_scale_state(src, &scale, &dynamic, &clean));
+    CLT_TRY(clt_model_set_loss_scale_state(dst, scale, dynamic, clean));
+    return copy_params(dst, src, 0);
+}
+
 static clt_status need_src(const char *op, const clt_model *src)
 {
     if (!src || !clt_model_parameters(src))
@@ -63,13 +74,8 @@ clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device
     CLT_TRY(build_range(&m, src, 0, clt_model_num_layers(src), dev));
     /* A float16 source gives a float16 replica with the same loss scaler, so
      * that its backward scales as the source's does. */
-    float scale;
-    int dynamic;
-    int64_t clean;
     clt_status s = clt_model_to_dtype(m, clt_model_dtype(src));
-    if (s == CLT_OK) s = clt_model_loss_scale_state(src, &scale, &dynamic, &clean);
-    if (s == CLT_OK) s = clt_model_set_loss_scale_state(m, scale, dynamic, clean);
-    if (s == CLT_OK) s = copy_params(m, src, 0);
+    if (s == CLT_OK) s = clt__model_copy_state(m, src);
     if (s != CLT_OK) {
         clt_model_free(m);
         return s;
