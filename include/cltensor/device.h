@@ -51,8 +51,8 @@ int clt_device_equal(clt_device a, clt_device b);
  * when buf is NULL or too small. */
 clt_status clt_device_name(clt_device dev, char *buf, size_t len);
 
-/* Parses "cpu", "cpu:0", "gpu", "gpu:1", "pinned" or "P:D" (the words in any
- * case, indices of at most 9 digits). */
+/* Parses "cpu", "cpu:0", "gpu", "gpu:1", "pinned" or "P:D" (lower case,
+ * indices of at most 9 digits). */
 clt_status clt_device_parse(const char *text, clt_device *out);
 
 /* The default device of the calling thread: set by clt_set_default_device,

@@ -120,7 +120,7 @@ int clt__parse_size(const char *text, int64_t total, int64_t *out)
     const char *p = text;
     int64_t whole = 0, frac = 0, scale = 1, mult = 1;
     if (!text || digits(&p, &whole, &frac, &scale) != 0) return -1;
-    int point = scale > 1 || p[-1] == '.';
+    int point = scale > 1;
     const char *units = "kmgt";
     const char *u = *p ? strchr(units, tolower((unsigned char)*p)) : NULL;
     if (u) {
@@ -136,8 +136,9 @@ int clt__parse_size(const char *text, int64_t total, int64_t *out)
     if (*p != '\0') return -1;
     if (point && !u) {
         /* A fraction of the device: 0 < f <= 1, and never "bytes". */
-        if (bytes || whole > 1 || (whole == 1 && frac > 0) || (whole == 0 && frac == 0) || total < 0) return -1;
+        if (bytes || whole > 1 || (whole == 1 && frac > 0) || (whole == 0 && frac == 0) || total < 1) return -1;
         *out = whole ? total : (int64_t)((long double)total * (long double)frac / (long double)scale);
+        if (*out == 0) *out = 1; /* a cap, however small, never "no cap" */
         return 0;
     }
     int64_t v;

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 typedef struct clt__context_group {
     cl_context context;
@@ -280,8 +279,8 @@ static int index_at(const char *p, const char **end, int *out)
     return n > 0;
 }
 
-/* cpu, gpu, pinned (any case), each optionally with :N, or P:D; 1 when text
- * is one of them. */
+/* cpu, gpu, pinned, each optionally with :N, or P:D; 1 when text is one of
+ * them. */
 static int device_parse(const char *text, clt_device *out)
 {
     static const struct { const char *word; clt_device_type type; } words[] = {
@@ -290,7 +289,7 @@ static int device_parse(const char *text, clt_device *out)
     int a, b;
     for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
         size_t n = strlen(words[w].word);
-        if (strncasecmp(text, words[w].word, n) != 0) continue;
+        if (strncmp(text, words[w].word, n) != 0) continue;
         if (text[n] == '\0') a = 0;
         else if (text[n] != ':' || !index_at(text + n + 1, &p, &a) || *p != '\0') return 0;
         if (words[w].type == CLT_DEVICE_PINNED && a != 0) return 0;

@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../core/checked.h"
 #include "../core/error.h"
 #include "../ops/half.h"
 #include "../tensor/tensor_internal.h"
@@ -162,19 +161,22 @@ static clt_status parse_entry(clt_safetensors *f, const char *name, json_t *v, e
     e->shape = malloc((ndim ? ndim : 1) * sizeof *e->shape);
     if (!e->shape) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", f->path);
     e->ndim = (int)ndim;
-    /* Bytes, not elements, must fit in 64 bits, every dimension counted (a
-     * zero one as 1), as for any tensor (core/checked.h). */
+    /* Bytes, not elements, must fit in 64 bits, so the product is bounded by
+     * INT64_MAX / element size. */
+    int64_t numel = 1, limit = INT64_MAX / (int64_t)d->size;
     for (size_t i = 0; i < ndim; i++) {
         uint64_t s;
         if (!get_count(json_array_get(shape, i), &s)) {
             snprintf(msg, sizeof msg, "shape[%zu] is not a non-negative integer", i);
             return bad(f, name, msg);
         }
-        e->shape[i] = s > INT64_MAX ? -1 : (int64_t)s;
+        e->shape[i] = (int64_t)s;
+        if (s > 0 && numel > limit / (int64_t)s) {
+            snprintf(msg, sizeof msg, "shape overflows 64 bits at dimension %zu (%llu)", i, (unsigned long long)s);
+            return bad(f, name, msg);
+        }
+        numel *= (int64_t)s;
     }
-    int64_t numel, nbytes;
-    if (clt__shape_bytes((int)ndim, e->shape, (int64_t)d->size, &numel, &nbytes) != 0)
-        return bad(f, name, "shape overflows 64 bits (its bytes, every dimension counted)");
     e->numel = numel;
 
     if (!json_is_array(offs) || json_array_size(offs) != 2 || !get_count(json_array_get(offs, 0), &e->begin) ||

@@ -45,10 +45,13 @@ clt_status clt__check_shape(int ndim, const int64_t *shape, clt_dtype dt, int64_
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
             return clt__fail(CLT_ERR_SHAPE, "dimension %d has negative size %lld", i, (long long)shape[i]);
-    int64_t n, bytes;
-    if (clt__shape_bytes(ndim, shape, (int64_t)es, &n, &bytes) != 0)
-        return clt__fail(CLT_ERR_SHAPE, "shape overflows: %d dimensions of %zu-byte elements make more than %lld "
-                         "bytes (every dimension counts, zero ones as 1)", ndim, es, (long long)INT64_MAX);
+    int64_t n = 1, bytes = (int64_t)es;
+    /* Every dimension counts (a zero one as 1), so no product of some of
+     * them overflows later; the message names the first one too many. */
+    for (int i = 0; i < ndim; i++)
+        if (clt__shape_bytes(i + 1, shape, (int64_t)es, &n, &bytes) != 0)
+            return clt__fail(CLT_ERR_SHAPE, "shape overflows: dimension %d (%lld) makes more than %lld bytes", i,
+                             (long long)shape[i], (long long)INT64_MAX);
     *numel = n;
     *nbytes = (size_t)bytes;
     return CLT_OK;
@@ -348,6 +351,17 @@ clt_status clt_reshape(clt_tensor **out, clt_tensor *t, int ndim, const int64_t 
     return view(out, t, t->offset, ndim, s, known);
 }
 
+/* The message's own arithmetic is checked too: start + length may overflow. */
+static clt_status narrow_fail(int64_t start, int64_t length, int64_t rows)
+{
+    int64_t end;
+    if (clt__add_i64(start, length, &end) != 0)
+        return clt__fail(CLT_ERR_SHAPE, "clt_narrow: %lld rows from row %lld are outside 0..%lld", (long long)length,
+                         (long long)start, (long long)rows);
+    return clt__fail(CLT_ERR_SHAPE, "clt_narrow: rows [%lld, %lld) outside 0..%lld", (long long)start,
+                     (long long)end, (long long)rows);
+}
+
 clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t length)
 {
     CLT_TRY(clt__need("clt_narrow", "out", out));
@@ -355,8 +369,7 @@ clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t le
     CLT_TRY(clt__need("clt_narrow", "t", t));
     if (t->ndim == 0) return clt__fail(CLT_ERR_SHAPE, "clt_narrow: a scalar has no rows");
     if (start < 0 || length < 0 || start > t->shape[0] || length > t->shape[0] - start)
-        return clt__fail(CLT_ERR_SHAPE, "clt_narrow: %lld rows from row %lld do not fit in 0..%lld",
-                         (long long)length, (long long)start, (long long)t->shape[0]);
+        return narrow_fail(start, length, t->shape[0]);
     int64_t row = t->shape[0] ? t->numel / t->shape[0] : 0;
     int64_t shape[CLT_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
