@@ -54,5 +54,8 @@ void clt__trace_host(int slot, const char *what, const char *cat, uint64_t start
 int clt__trace_on(void);
 /* Starts the trace named by CLT_TRACE, once (at the first queue creation). */
 void clt__trace_from_env(void);
+/* CLT_OK, or the status and message of a CLT_TRACE that could not start
+ * (checked before each queue is made). */
+clt_status clt__trace_env_status(void);
 
 #endif

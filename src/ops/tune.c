@@ -17,7 +17,7 @@
 
 #include "../device/device_internal.h"
 #include "../device/sync.h"
-#include "../io/atomic_file.h"
+#include "../core/file.h"
 #include "ops_internal.h"
 #include "tune.h"
 
