@@ -209,6 +209,13 @@ static int terminated(const char *field, size_t len) { return memchr(field, '\0'
 
 static int counter_ok(int64_t v) { return v >= 0 && v <= CLT__PUBLISH_MAX_BYTES; }
 
+/* A record refused after part of it was copied: nothing of it is kept. */
+static int refuse(clt__published_process *p)
+{
+    memset(p, 0, sizeof *p);
+    return 0;
+}
+
 int clt__publish_parse(const void *buf, size_t len, int pid, uint64_t start_time, clt__published_process *p)
 {
     memset(p, 0, sizeof *p);
@@ -237,13 +244,13 @@ int clt__publish_parse(const void *buf, size_t len, int pid, uint64_t start_time
         int64_t allocated = atomic_load_explicit(&d->allocated, memory_order_relaxed);
         int64_t reserved = atomic_load_explicit(&d->reserved, memory_order_relaxed);
         int64_t peak = atomic_load_explicit(&d->peak_allocated, memory_order_relaxed);
-        if (used != 0 && used != 1) return 0;
-        if (!terminated(d->name, sizeof d->name) || !terminated(d->device_name, sizeof d->device_name)) return 0;
+        if (used != 0 && used != 1) return refuse(p);
+        if (!terminated(d->name, sizeof d->name) || !terminated(d->device_name, sizeof d->device_name)) return refuse(p);
         int host = d->platform_index == -1 && d->device_index == -1;
         if (!host && (d->platform_index < 0 || d->platform_index > CLT__PUBLISH_MAX_INDEX || d->device_index < 0 ||
                       d->device_index > CLT__PUBLISH_MAX_INDEX))
-            return 0;
-        if (!counter_ok(allocated) || !counter_ok(reserved) || !counter_ok(peak)) return 0;
+            return refuse(p);
+        if (!counter_ok(allocated) || !counter_ok(reserved) || !counter_ok(peak)) return refuse(p);
         if (!used) continue;
         clt__published_device *o = &p->devices[p->ndevices++];
         memcpy(o->name, d->name, sizeof o->name);
