@@ -2,6 +2,7 @@
  * contexts and in-order queues, created once per device when first used. */
 #include "device_internal.h"
 #include "sync.h"
+#include "trace.h"
 
 #include <pthread.h>
 #include <stdio.h>

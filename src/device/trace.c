@@ -11,9 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "trace.h"
+
+#include "../core/clock.h"
 #include "../core/file.h"
-#include "../device/device_internal.h"
-#include "../device/sync.h"
+#include "device_internal.h"
+#include "sync.h"
 
 /* Completed commands are harvested once this many are waiting, so a long
  * run does not hold every event alive. */
