@@ -432,6 +432,52 @@ START_TEST(test_unwritable_clt_trace_fails)
 }
 END_TEST
 
+/* The kernel binary cache and the tuning cache: FIFOs planted at their file
+ * names neither block a run (the readers open only regular files) nor are
+ * replaced (the writer refuses them). */
+START_TEST(test_cache_files_never_block_or_get_replaced)
+{
+    clt_test_write_idx_split(dir, "train", 64, 1, 0);
+    clt_test_write_idx_split(dir, "t10k", 32, 2, 0);
+    char cache[512];
+    at(cache, sizeof cache, "cache");
+    const char *cmd = "CLT_CACHE_DIR='%s' CLT_TUNE=1 timeout 300 %s train --data %s --steps 1 --batch-size 16 "
+                      "--hiddens 8 --blocks 1 --val-limit 16";
+    int rc = run(cmd, cache, clt_test_clt_path(), dir);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    DIR *d = opendir(cache);
+    ck_assert_ptr_nonnull(d);
+    int bins = 0, tunes = 0;
+    static char names[64][800];
+    struct dirent *e;
+    while ((e = readdir(d)) && bins + tunes < 64) {
+        int bin = strstr(e->d_name, ".bin") != NULL, tune = strncmp(e->d_name, "tune-", 5) == 0;
+        if (!bin && !tune) continue;
+        snprintf(names[bins + tunes], sizeof names[0], "%s/%s", cache, e->d_name);
+        bins += bin;
+        tunes += tune;
+    }
+    closedir(d);
+    ck_assert_msg(bins > 0 && tunes > 0, "%d kernel binaries, %d tuning files in %s", bins, tunes, cache);
+    for (int i = 0; i < bins + tunes; i++) {
+        ck_assert_int_eq(unlink(names[i]), 0);
+        ck_assert_int_eq(mkfifo(names[i], 0600), 0);
+    }
+    rc = run(cmd, cache, clt_test_clt_path(), dir);
+    ck_assert_msg(rc == 0, "with FIFOs in the cache: exit %d:\n%s", rc, out);
+    for (int i = 0; i < bins + tunes; i++) ck_assert_msg(S_ISFIFO(mode_of(names[i])), "%s was replaced", names[i]);
+    for (int i = 0; i < bins + tunes; i++) unlink(names[i]);
+    d = opendir(cache);
+    while ((e = readdir(d))) {
+        char path[800];
+        snprintf(path, sizeof path, "%s/%s", cache, e->d_name);
+        if (e->d_name[0] != '.') unlink(path);
+    }
+    closedir(d);
+    ck_assert_int_eq(rmdir(cache), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("files");
@@ -445,6 +491,7 @@ int main(void)
     tcase_add_test(tc, test_signals_restored);
     tcase_add_test(tc, test_train_refuses_bad_outputs);
     tcase_add_test(tc, test_unwritable_clt_trace_fails);
+    tcase_add_test(tc, test_cache_files_never_block_or_get_replaced);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

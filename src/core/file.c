@@ -274,6 +274,29 @@ void clt__afile_abort(clt__afile *f)
     release(f);
 }
 
+FILE *clt__file_open_read(const char *path)
+{
+    /* O_NONBLOCK: opening a FIFO returns at once; cleared for the reads. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    FILE *f = NULL;
+    if (fstat(fd, &st) != 0) {
+        /* errno from fstat */
+    } else if (!S_ISREG(st.st_mode)) {
+        errno = EINVAL;
+    } else {
+        int flags = fcntl(fd, F_GETFL);
+        if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0) f = fdopen(fd, "rb");
+    }
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 clt_status clt__file_write(const char *path, const void *data, size_t n)
 {
     clt__afile f;

@@ -109,7 +109,7 @@ static int cache_path(int slot, const char *options, const char *source, char *b
 
 static unsigned char *read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = clt__file_open_read(path);
     if (!f) return NULL;
     unsigned char *data = NULL;
     long n = -1;

@@ -160,7 +160,7 @@ static double field(char **p)
 
 clt_status clt__board_read_csv(clt__board *b, const char *path, int max_epoch)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = clt__file_open_read(path);
     if (!f) return CLT_OK;
     char line[512];
     clt_status s = CLT_OK;
