@@ -151,9 +151,14 @@ static int binary_is_a_build(const clt__slot *s)
 
 /* Writes program p's binary for device dev to a temporary name, then
  * renames, so a reader never sees half a file. A program of a context with
- * several devices has one binary per device (CL_PROGRAM_BINARY_SIZES and
- * CL_PROGRAM_BINARIES are arrays in CL_PROGRAM_DEVICES order); only dev's is
- * fetched. Returns 1 when the file was written. */
+ * several devices has one binary per device: CL_PROGRAM_BINARY_SIZES and
+ * CL_PROGRAM_BINARIES are arrays of CL_PROGRAM_NUM_DEVICES entries, empty
+ * for devices the program was not built for. dev's entry is the one at its
+ * place in CL_PROGRAM_DEVICES; when that one is empty and exactly one entry
+ * is not, that one (pocl 3.1 reports a program built for the second device
+ * of two in the first entry). Every entry gets a buffer: pocl writes
+ * through NULL entries rather than skip them. Returns 1 when the file was
+ * written. */
 static int write_binary(const char *path, cl_program p, cl_device_id dev)
 {
     cl_uint n = 0;
@@ -161,16 +166,16 @@ static int write_binary(const char *path, cl_program p, cl_device_id dev)
     cl_device_id *devs = calloc(n, sizeof *devs);
     size_t *sizes = calloc(n, sizeof *sizes);
     unsigned char **bins = calloc(n, sizeof *bins);
-    int at = -1, written = 0;
-    if (devs && sizes && bins &&
-        clGetProgramInfo(p, CL_PROGRAM_DEVICES, n * sizeof *devs, devs, NULL) == CL_SUCCESS &&
-        clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, n * sizeof *sizes, sizes, NULL) == CL_SUCCESS) {
-        for (cl_uint i = 0; i < n && at < 0; i++)
-            if (devs[i] == dev && sizes[i] > 0) at = (int)i;
+    int at = -1, nonempty = 0, last = -1, written = 0, ok = devs && sizes && bins;
+    ok = ok && clGetProgramInfo(p, CL_PROGRAM_DEVICES, n * sizeof *devs, devs, NULL) == CL_SUCCESS &&
+         clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, n * sizeof *sizes, sizes, NULL) == CL_SUCCESS;
+    for (cl_uint i = 0; ok && i < n; i++) {
+        if (sizes[i] > 0) nonempty++, last = (int)i;
+        if (devs[i] == dev && sizes[i] > 0) at = (int)i;
+        ok = (bins[i] = malloc(sizes[i] ? sizes[i] : 1)) != NULL;
     }
-    /* NULL entries are skipped: only dev's binary is copied. */
-    if (at >= 0 && (bins[at] = malloc(sizes[at])) != NULL &&
-        clGetProgramInfo(p, CL_PROGRAM_BINARIES, n * sizeof *bins, bins, NULL) == CL_SUCCESS) {
+    if (ok && at < 0 && nonempty == 1) at = last;
+    if (ok && at >= 0 && clGetProgramInfo(p, CL_PROGRAM_BINARIES, n * sizeof *bins, bins, NULL) == CL_SUCCESS) {
         char dir[1024], tmp[1100];
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');
@@ -181,13 +186,13 @@ static int write_binary(const char *path, cl_program p, cl_device_id dev)
         snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
         FILE *f = fopen(tmp, "wb");
         if (f) {
-            int ok = fwrite(bins[at], 1, sizes[at], f) == sizes[at];
-            ok = (fclose(f) == 0) && ok;
-            if (!ok || rename(tmp, path) != 0) remove(tmp);
+            int good = fwrite(bins[at], 1, sizes[at], f) == sizes[at];
+            good = (fclose(f) == 0) && good;
+            if (!good || rename(tmp, path) != 0) remove(tmp);
             else written = 1;
         }
     }
-    if (bins && at >= 0) free(bins[at]);
+    for (cl_uint i = 0; bins && i < n; i++) free(bins[i]);
     free(bins);
     free(sizes);
     free(devs);
