@@ -265,7 +265,10 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
     /* Compilation before the clock: the epochs' times and images/s exclude it. */
     clt_warmup_result warm;
     clt__progress_compiling(&f.progress);
-    if (s == CLT_OK) s = clt_model_warmup(model, opt->batch_size, opt->optimizer, opt->gradient_clip_val, 0, &warm);
+    /* The largest batch the loader makes: no batch is larger than the data. */
+    int64_t warm_batch = clt_loader_num_examples(f.loader);
+    if (opt->batch_size < warm_batch) warm_batch = opt->batch_size;
+    if (s == CLT_OK) s = clt_model_warmup(model, warm_batch, opt->optimizer, opt->gradient_clip_val, 0, &warm);
     clt__progress_end(&f.progress);
     if (s == CLT_OK) clt__progress_warmup_log(opt->log, devname, &warm);
     int64_t total_examples = 0;
