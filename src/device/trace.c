@@ -14,6 +14,7 @@
 #include "trace.h"
 
 #include "../core/clock.h"
+#include "../core/env.h"
 #include "../core/file.h"
 #include "device_internal.h"
 #include "sync.h"
@@ -280,7 +281,7 @@ static char env_message[1200];
 
 static void start_from_env(void)
 {
-    const char *path = getenv("CLT_TRACE");
+    const char *path = clt__env_text(CLT__ENV_TRACE);
     if (!path || !*path) return;
     env_status = clt_trace_start(path);
     if (env_status != CLT_OK) snprintf(env_message, sizeof env_message, "CLT_TRACE=%s: %s", path, clt_last_error());
