@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../core/error.h"
+#include "../core/file.h"
 #include "board.h"
 #include "cltensor/ops.h"
 #include "cltensor/trainer.h"
@@ -50,6 +51,11 @@ static clt_status check_options(const clt_trainer_options *o)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "max_steps, train_limit and val_limit must not be negative");
     if (o->optimizer != CLT_OPTIMIZER_SGD && o->optimizer != CLT_OPTIMIZER_ADAM)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "unknown optimizer %d", (int)o->optimizer);
+    /* Output paths checked before any work, so a bad --metrics or --plot is
+     * refused now instead of failing an epoch (and skipping its checkpoint). */
+    const char *const outputs[] = {o->metrics_path, o->plot_path, o->save_path};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
     return CLT_OK;
 }
 
