@@ -17,11 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "../core/clock.h"
+#include "../core/env.h"
 #include "../core/fault.h"
+#include "../core/file.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
 #include "sources.h"
@@ -66,8 +69,8 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 
 static int cache_dir(char *buf, size_t len)
 {
-    const char *dir = getenv("CLT_CACHE_DIR");
-    if (dir && strcmp(dir, "off") == 0) return 0;
+    const char *dir = clt__env_text(CLT__ENV_CACHE_DIR);
+    if (dir && strcasecmp(dir, "off") == 0) return 0;
     int n;
     if (dir && *dir) n = snprintf(buf, len, "%s", dir);
     else if ((dir = getenv("XDG_CACHE_HOME")) && *dir) n = snprintf(buf, len, "%s/cltensor", dir);
@@ -114,7 +117,7 @@ static int cache_path(int slot, const char *options, const char *source, char *b
 
 static unsigned char *read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = clt__file_open_read(path);
     if (!f) return NULL;
     unsigned char *data = NULL;
     long n = -1;
@@ -130,13 +133,6 @@ static unsigned char *read_file(const char *path, size_t *len)
     return data;
 }
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* 1 when asking the driver for a program's binary is a compilation of its
  * own. pocl then generates code for every kernel of the program for any
  * work-group size (measured for cl/gemm_cpu.cl: 7.5 to 13.7 s, four times
@@ -149,8 +145,9 @@ static int binary_is_a_build(const clt__slot *s)
     return strstr(name, "Portable Computing Language") != NULL;
 }
 
-/* Writes program p's binary for device dev to a temporary name, then
- * renames, so a reader never sees half a file. A program of a context with
+/* Writes program p's binary for device dev through the safe writer
+ * (src/core/file.h), so a reader never sees half a file and a link or
+ * device planted at the cache path is left alone. A program of a context with
  * several devices has one binary per device: CL_PROGRAM_BINARY_SIZES and
  * CL_PROGRAM_BINARIES are arrays of CL_PROGRAM_NUM_DEVICES entries, empty
  * for devices the program was not built for. dev's entry is the one at its
@@ -176,21 +173,19 @@ static int write_binary(const char *path, cl_program p, cl_device_id dev)
     }
     if (ok && at < 0 && nonempty == 1) at = last;
     if (ok && at >= 0 && clGetProgramInfo(p, CL_PROGRAM_BINARIES, n * sizeof *bins, bins, NULL) == CL_SUCCESS) {
-        char dir[1024], tmp[1100];
+        char dir[1024];
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');
         if (slash) {
             *slash = '\0';
             make_dirs(dir);
         }
-        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-        FILE *f = fopen(tmp, "wb");
-        if (f) {
-            int good = fwrite(bins[at], 1, sizes[at], f) == sizes[at];
-            good = (fclose(f) == 0) && good;
-            if (!good || rename(tmp, path) != 0) remove(tmp);
-            else written = 1;
-        }
+        /* A cache: a failure only means the next run compiles again, and
+         * must not replace the caller's last error. */
+        char saved[1024];
+        snprintf(saved, sizeof saved, "%s", clt_last_error());
+        if (clt__file_write(path, bins[at], sizes[at]) == CLT_OK) written = 1;
+        else clt__fail(CLT_OK, "%s", saved);
     }
     for (cl_uint i = 0; bins && i < n; i++) free(bins[i]);
     free(bins);
@@ -258,9 +253,9 @@ static int same_options(const char *a, const char *b) { return a == b || (a && b
 /* Fetches and writes a program's binary, timed. Lock held. */
 static void save_binary(const clt__slot *s, const char *path, cl_program p)
 {
-    double t0 = seconds_now();
+    double t0 = clt__now_seconds();
     if (write_binary(path, p, s->device)) stats.saved++;
-    stats.save_seconds += seconds_now() - t0;
+    stats.save_seconds += clt__now_seconds() - t0;
 }
 
 /* The program of source `index` built with extra options (NULL for none);
@@ -307,9 +302,9 @@ static clt_status get_program(int slot, int index, const char *extra, int save, 
     int cached = st == CLT_OK && cache_path(slot, options, src->source, path, sizeof path);
     if (cached && (p = from_binary(ctx, s, options, path)) != NULL) stats.loaded++;
     if (st == CLT_OK && !p) {
-        double t0 = seconds_now();
+        double t0 = clt__now_seconds();
         st = from_source(ctx, s, src, options, &p);
-        stats.build_seconds += seconds_now() - t0;
+        stats.build_seconds += clt__now_seconds() - t0;
         if (st == CLT_OK) stats.built++;
         if (st == CLT_OK && cached && (save || save_all || !binary_is_a_build(s))) save_binary(s, path, p);
     }
