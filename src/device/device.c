@@ -21,10 +21,13 @@ static int pinned_slot = -1;
 static pthread_once_t enumerate_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int env_flag(const char *name)
+/* CLT_CPU_AS_GPU: 0 when unset, empty or "0"; 2 for "only" (no cpu:0 is
+ * added); 1 for any other value. */
+static int cpu_as_gpu_mode(void)
 {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
+    const char *v = getenv("CLT_CPU_AS_GPU");
+    if (!v || !*v || strcmp(v, "0") == 0) return 0;
+    return strcmp(v, "only") == 0 ? 2 : 1;
 }
 
 static int is_cpu(cl_device_id d)
@@ -45,7 +48,9 @@ static void fill_limits(clt__slot *s)
 
 /* Builds the slot table. Without CLT_CPU_AS_GPU every device appears once,
  * named by its type. With it, CPU devices are listed as GPUs and cpu:0 is
- * added as a separate device over the first CPU, in a context of its own. */
+ * added as a separate device over the first CPU, in a context of its own;
+ * with CLT_CPU_AS_GPU=only it is not, so no CPU device exists (as on a GPU
+ * machine without pocl). */
 static void enumerate(void)
 {
     cl_uint np = 0;
@@ -55,7 +60,7 @@ static void enumerate(void)
         free(plats);
         return;
     }
-    int cpu_as_gpu = env_flag("CLT_CPU_AS_GPU");
+    int cpu_as_gpu = cpu_as_gpu_mode();
     int cap = 0, n = 0, ncpu = 0, ngpu = 0;
     clt__slot *tab = NULL;
     int first_cpu = -1;
@@ -81,6 +86,7 @@ static void enumerate(void)
             s->device_index = (int)d;
             s->context_group = (int)p;
             int cpu = is_cpu(devs[d]);
+            s->cpu_type = cpu;
             if (cpu && first_cpu < 0) first_cpu = n;
             if (cpu && !cpu_as_gpu) {
                 s->type = CLT_DEVICE_CPU;
@@ -97,7 +103,7 @@ static void enumerate(void)
         }
         free(devs);
     }
-    if (cpu_as_gpu && first_cpu >= 0 && n < cap) {
+    if (cpu_as_gpu == 1 && first_cpu >= 0 && n < cap) {
         clt__slot *s = &tab[n];
         *s = tab[first_cpu];
         s->type = CLT_DEVICE_CPU;
@@ -288,10 +294,18 @@ clt_status clt_device_parse(const char *text, clt_device *out)
 static _Thread_local int default_set;
 static _Thread_local clt_device default_device;
 
+/* cpu:0 when it exists, else the first device listed (gpu:0 on a machine
+ * with GPUs only). */
+static clt_device first_device(void)
+{
+    if (find_slot(clt_cpu()) >= 0 || clt_device_count() == 0) return clt_cpu();
+    return clt__slot_device(0);
+}
+
 clt_device clt_get_default_device(void)
 {
     if (default_set) return default_device;
-    clt_device d = clt_cpu();
+    clt_device d = first_device();
     const char *env = getenv("CLT_DEVICE");
     if (env && *env) {
         clt_device parsed;
@@ -431,3 +445,28 @@ clt_status clt__slot_queue(int slot, cl_command_queue *out)
 int clt__slot_in_use(int slot) { return slot >= 0 && slot < clt__slot_count() && queues[slot] != NULL; }
 
 int clt__same_context(int a, int b) { return slots[a].context_group == slots[b].context_group; }
+
+/* CLT_DEVICE_CLASS: 1 for "gpu", 0 for "cpu", -1 when unset or empty, and
+ * CLT_ERR_INVALID_ARGUMENT for anything else. */
+static clt_status class_override(int *out)
+{
+    const char *v = getenv("CLT_DEVICE_CLASS");
+    *out = -1;
+    if (!v || !*v) return CLT_OK;
+    if (strcmp(v, "gpu") == 0 || strcmp(v, "cpu") == 0) {
+        *out = strcmp(v, "gpu") == 0;
+        return CLT_OK;
+    }
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "CLT_DEVICE_CLASS=%s: expected gpu or cpu", v);
+}
+
+clt_status clt__gpu_class(int slot, int *out)
+{
+    *out = 0;
+    const clt__slot *s = clt__slot_get(slot);
+    if (!s) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad device slot %d", slot);
+    int forced;
+    CLT_TRY(class_override(&forced));
+    *out = forced >= 0 ? forced : !s->cpu_type;
+    return CLT_OK;
+}

@@ -165,8 +165,9 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
     return s;
 }
 
-/* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is a CPU
- * (also when CLT_CPU_AS_GPU presents it as a GPU). */
+/* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is
+ * CPU-class (clt__gpu_class: CLT_DEVICE_CLASS, else a CPU, also when
+ * CLT_CPU_AS_GPU presents it as a GPU). */
 clt_status clt__dense_cpu(int slot, int *out)
 {
     const char *env = getenv("CLT_DENSE");
@@ -176,10 +177,9 @@ clt_status clt__dense_cpu(int slot, int *out)
         *out = strcmp(env, "cpu") == 0;
         return CLT_OK;
     }
-    cl_device_type type;
-    cl_int err = clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    if (err != CL_SUCCESS) return clt__cl_fail(err, "querying the type of %s", clt__slot_get(slot)->name);
-    *out = (type & CL_DEVICE_TYPE_CPU) != 0;
+    int gpu;
+    CLT_TRY(clt__gpu_class(slot, &gpu));
+    *out = !gpu;
     return CLT_OK;
 }
 

@@ -159,6 +159,8 @@ static void free_after(int slot, clt__block *block, int n, const cl_event *evs)
             clt__host_wait(slot, "releasing memory a transfer uses", evs[i]);
             free_when_done(evs[i], CL_COMPLETE, d);
         }
+        /* The callback runs once the command has, which needs its queue flushed. */
+        clt__flush_event_queue(evs[i]);
     }
     free_when_done(NULL, CL_COMPLETE, d);
 }
