@@ -44,6 +44,9 @@ static void fill_limits(clt__slot *s)
     clGetDeviceInfo(s->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof s->global_mem, &s->global_mem, NULL);
     clGetDeviceInfo(s->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL);
     s->base_align_bytes = align_bits / 8 ? align_bits / 8 : 128;
+    if (clGetDeviceInfo(s->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof s->max_work_group, &s->max_work_group,
+                        NULL) != CL_SUCCESS)
+        s->max_work_group = 1;
 }
 
 /* Builds the slot table. Without CLT_CPU_AS_GPU every device appears once,

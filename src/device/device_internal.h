@@ -16,6 +16,7 @@ typedef struct clt__slot {
     int cpu_type;                     /* OpenCL reports CL_DEVICE_TYPE_CPU (whatever it is presented as) */
     int context_group;                /* slots of one group share one context */
     cl_ulong max_alloc, global_mem, base_align_bytes;
+    size_t max_work_group;            /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     char name[16];                    /* "gpu:1" */
 } clt__slot;
 

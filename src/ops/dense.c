@@ -185,8 +185,8 @@ clt_status clt__dense_cpu(int slot, int *out)
 
 /* clt__dense_gemm with an optional bias (n) added to every row of c, then
  * ReLU when relu is set; a bias or ReLU needs beta = 0 and ldc = n. The CPU
- * kernels apply both in their epilogue; otherwise (and for k = 0) the bias
- * fills c first, the product accumulates with beta 1, and a ReLU pass
+ * kernels apply both in their epilogue; after a CLBlast product one pass
+ * (bias_relu_f32) applies them; for k = 0 the bias fills c and a ReLU pass
  * follows. */
 static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                              const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
@@ -200,6 +200,10 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
         CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, &tile));
         return clt__cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias,
                              relu);
+    }
+    if (k > 0 && (bias || relu)) {
+        CLT_TRY(clblast_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+        return clt__bias_relu_epilogue(slot, c, bias, m, n, relu);
     }
     if (bias) {
         clt__buf ob = clt__tensor_buf(c), bb = clt__tensor_buf(bias);
