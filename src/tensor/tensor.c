@@ -199,8 +199,6 @@ clt_status clt__write_host(clt_tensor *t, const void *src, size_t nbytes)
     if (err != CL_SUCCESS) {
         clt__host_wait(t->st->slot, "freeing a staging buffer", ev);
         free(staging);
-    } else {
-        clt__flush_event_queue(ev); /* else the callback may wait for the next flush */
     }
     clt__tensor_set_write(t, ev);
     char name[32];

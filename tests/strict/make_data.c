@@ -1,7 +1,8 @@
-/* strict_make_data DIR: writes a small Fashion-MNIST-shaped dataset (256
- * training and 64 test images, each a noisy picture with a bright band
- * where its label says) into DIR, for the trainings under strict submission
- * and scripts/oclgrind. */
+/* strict_make_data DIR [N]: writes a Fashion-MNIST-shaped dataset (N
+ * training images, default 256, and N / 4 test images, each a noisy picture
+ * with a bright band where its label says) into DIR, for the trainings
+ * under strict submission, scripts/oclgrind, and scripts/gpu-check's
+ * capstone when the real data is absent. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +41,9 @@ static int write_split(const char *dir, const char *prefix, int64_t n, uint64_t 
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: strict_make_data DIR\n");
+    long n = argc == 3 ? strtol(argv[2], NULL, 10) : 256;
+    if (argc < 2 || argc > 3 || n < 4 || n > 1000000) {
+        fprintf(stderr, "usage: strict_make_data DIR [N, 4 to 1000000]\n");
         return 2;
     }
     struct stat st;
@@ -49,5 +51,5 @@ int main(int argc, char **argv)
         perror(argv[1]);
         return 1;
     }
-    return write_split(argv[1], "train", 256, 1) || write_split(argv[1], "t10k", 64, 2);
+    return write_split(argv[1], "train", n, 1) || write_split(argv[1], "t10k", n / 4, 2);
 }
