@@ -33,8 +33,9 @@ clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, 
                                const clt_tensor *x, const clt_tensor *w);
 
 /* Linear then ReLU in one call: y = max(x @ w^T + b, 0), shapes as
- * clt_linear_forward. On CPU devices bias and ReLU run in the product's
- * store (one pass over y); elsewhere a ReLU pass follows the product. Its
+ * clt_linear_forward. On CPU-class devices bias and ReLU run in the
+ * product's store (one pass over y); on GPU-class devices (docs/gpu.md) one
+ * bias + ReLU pass follows the product. Its
  * backward is clt_relu_backward_bias (with this y and the bias gradient)
  * then clt_linear_backward with db NULL. */
 clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
