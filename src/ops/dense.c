@@ -166,8 +166,9 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
     return s;
 }
 
-/* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is a CPU
- * (also when CLT_CPU_AS_GPU presents it as a GPU). */
+/* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is
+ * CPU-class (clt__gpu_class: CLT_DEVICE_CLASS, else a CPU, also when
+ * CLT_CPU_AS_GPU presents it as a GPU). */
 clt_status clt__dense_cpu(int slot, int *out)
 {
     /* The words cpu, clblast are 0, 1. */
@@ -177,17 +178,16 @@ clt_status clt__dense_cpu(int slot, int *out)
         *out = forced == 0;
         return CLT_OK;
     }
-    cl_device_type type;
-    cl_int err = clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    if (err != CL_SUCCESS) return clt__cl_fail(err, "querying the type of %s", clt__slot_get(slot)->name);
-    *out = (type & CL_DEVICE_TYPE_CPU) != 0;
+    int gpu;
+    CLT_TRY(clt__gpu_class(slot, &gpu));
+    *out = !gpu;
     return CLT_OK;
 }
 
 /* clt__dense_gemm with an optional bias (n) added to every row of c, then
  * ReLU when relu is set; a bias or ReLU needs beta = 0 and ldc = n. The CPU
- * kernels apply both in their epilogue; otherwise (and for k = 0) the bias
- * fills c first, the product accumulates with beta 1, and a ReLU pass
+ * kernels apply both in their epilogue; after a CLBlast product one pass
+ * (bias_relu_f32) applies them; for k = 0 the bias fills c and a ReLU pass
  * follows. */
 static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                              const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
@@ -201,6 +201,10 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
         CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, &tile));
         return clt__cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias,
                              relu);
+    }
+    if (k > 0 && (bias || relu)) {
+        CLT_TRY(clblast_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+        return clt__bias_relu_epilogue(slot, c, bias, m, n, relu);
     }
     if (bias) {
         clt__buf ob = clt__tensor_buf(c), bb = clt__tensor_buf(bias);

@@ -248,13 +248,11 @@ clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t
 static clt_status cpu_slot(const char *op, clt_device dev, int *slot)
 {
     CLT_TRY(clt__resolve(dev, slot));
-    cl_device_type type;
-    const clt__slot *s = clt__slot_get(*slot);
-    cl_int err = clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    if (err != CL_SUCCESS) return clt__cl_fail(err, "%s: querying the type of %s", op, s->name);
-    if (!(type & CL_DEVICE_TYPE_CPU))
-        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: %s is not a CPU device; its products run on CLBlast, which has "
-                         "its own tuner", op, s->name);
+    int gpu;
+    CLT_TRY(clt__gpu_class(*slot, &gpu));
+    if (gpu)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: %s is a GPU-class device; its products run on CLBlast, which has "
+                         "its own tuner", op, clt__slot_get(*slot)->name);
     return CLT_OK;
 }
 
