@@ -14,11 +14,6 @@
 extern "C" {
 #endif
 
-typedef enum clt_optimizer_kind {
-    CLT_OPTIMIZER_SGD = 0,  /* plain SGD, the chapter's default */
-    CLT_OPTIMIZER_ADAM = 1  /* Adam with PyTorch's betas and eps */
-} clt_optimizer_kind;
-
 /* Metadata written beside the tensors (any field may be 0 / NULL). */
 typedef struct clt_checkpoint_info {
     const char *arch;          /* "resmlp" */
@@ -75,7 +70,10 @@ typedef struct clt_trainer_result {
  * NULL) with the options. The model is moved to the training device first
  * and stays there. out may be NULL.
  * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named), device and
- * memory errors from the step, CLT_ERR_IO writing metrics, plot or checkpoint. */
+ * memory errors from the step, CLT_ERR_IO writing metrics, plot or
+ * checkpoint. The three output paths are checked before any work (directory
+ * writable, target absent or a regular file): a bad one is CLT_ERR_IO
+ * naming it, before the first epoch. */
 clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
                            const clt_trainer_options *opt, clt_trainer_result *out);
 
@@ -109,7 +107,10 @@ clt_status clt_checkpoint_save(const char *path, const clt_model *model, const c
 clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt,
                                clt_checkpoint_info *info);
 /* Reads a ResMLP checkpoint's architecture (hidden width and block count)
- * from its tensor names and shapes, without loading it. */
+ * from its tensor names and shapes, without loading it. CLT_ERR_FORMAT when
+ * net.1.weight is not 2-D with each side 1..2^31-1, or the file holds more
+ * than CLT_RESMLP_MAX_BLOCKS blocks. */
+#define CLT_RESMLP_MAX_BLOCKS 1000
 clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64_t *blocks);
 
 #ifdef __cplusplus

@@ -15,9 +15,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../core/env.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
-#include "../io/atomic_file.h"
+#include "../core/file.h"
 #include "ops_internal.h"
 #include "tune.h"
 
@@ -148,7 +149,7 @@ static void load(int slot, slot_tuning *t)
     t->loaded = 1;
     char path[1024];
     if (!tune_path(slot, path, sizeof path)) return;
-    FILE *f = fopen(path, "r");
+    FILE *f = clt__file_open_read(path);
     if (!f) return;
     char line[256];
     while (fgets(line, sizeof line, f)) {
@@ -265,8 +266,7 @@ static clt_status tune_shape(int slot, int ta, int tb, size_t m, size_t n, size_
 
 static int tune_env(void)
 {
-    const char *env = getenv("CLT_TUNE");
-    return env && strcmp(env, "1") == 0;
+    return clt__env_int(CLT__ENV_TUNE, 0);
 }
 
 clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,

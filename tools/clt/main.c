@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cltensor.h>
+
 #include "commands.h"
 
 static const struct {
@@ -16,6 +18,7 @@ static const struct {
     {"eval", clt_cmd_eval, "test loss and accuracy of a checkpoint"},
     {"timeline", clt_cmd_timeline, "draw a CLT_TRACE trace as an SVG timeline"},
     {"tune", clt_cmd_tune, "time GEMM tile sizes for a model's shapes and cache the fastest"},
+    {"warmup", clt_cmd_warmup, "compile every kernel a model's training needs, ahead of time"},
 };
 
 static void usage(FILE *out)
@@ -23,7 +26,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: clt <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\nRun `clt <command> --help` for a command's options.\n");
+    fprintf(out, "\nRun `clt <command> --help` for a command's options, `clt --version` for cltensor's version.\n");
 }
 
 int main(int argc, char **argv)
@@ -37,8 +40,19 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("clt (cltensor) %s\n", clt_version(NULL, NULL, NULL));
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(cmd, commands[i].name) != 0) continue;
+        /* A malformed CLT_* variable is a usage error of every command. */
+        if (clt_check_environment() != CLT_OK) {
+            fprintf(stderr, "clt %s: %s\n", cmd, clt_last_error());
+            return 2;
+        }
+        return commands[i].run(argc - 1, argv + 1);
+    }
     fprintf(stderr, "clt: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
