@@ -21,11 +21,12 @@
 #include "../nn/nn_internal.h"
 
 /* The default tile of the CPU GEMM kernels: a transposed B is packed into
- * panels of TN columns for the call, and an A whose rows are 4 KiB apart
- * into panels of TM rows, both in blocked products
- * (clt__cpu_gemm_pack_a_bytes, _b_bytes). A tuned tile (`clt tune`) can move
- * a packed buffer by less than one tile. */
+ * panels of TN columns for the call, an A whose rows are 4 KiB apart into
+ * panels of TM rows, and in blocked products A and B a block of depths at a
+ * time (clt__cpu_gemm_pack_a_bytes, _b_bytes). A tuned tile (`clt tune`) can
+ * move a packed buffer by less than one tile. */
 #define PACK_TILE CLT__TILE_DEFAULT
+#define PACK_TN CLT__TILE_DEFAULT.tn
 
 typedef struct sim_layer {
     int saved, seg_input, seg_internal, seg_pos, seg_len, nbody;
