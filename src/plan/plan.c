@@ -184,8 +184,9 @@ static int linear_product(sim *s, const clt__layer *l)
 {
     int64_t panels = clt__cpu_gemm_pack_b_bytes(1, (size_t)s->rows, (size_t)l->out, (size_t)l->in, PACK_TILE);
     if (s->half && s->cpu) {
+        /* Float16 products are never blocked: w^T is packed whole. */
         int y = t_new(s, s->rows * l->out * 2);
-        t_transient(s, panels);
+        t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
         return y;
     }
     int x32 = -1, w32 = -1, b32 = -1;
