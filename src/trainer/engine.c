@@ -8,9 +8,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "../core/clock.h"
 #include "../core/error.h"
 #include "board.h"
 #include "checkpoint.h"
@@ -21,13 +21,6 @@ static volatile sig_atomic_t stop_flag;
 void clt_trainer_request_stop(void) { stop_flag = 1; }
 
 int clt__fit_stop_requested(void) { return stop_flag != 0; }
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_trainer_options *o)
 {
@@ -124,7 +117,7 @@ static clt_status run_epoch(engine *e, int64_t epoch, const position *at, epoch_
     memset(end, 0, sizeof *end);
     CLT_TRY(b->begin_epoch(b->ctx, epoch - 1, at->batch, at->loss_sum));
     int64_t batch = at->batch, seen = examples_before(b, e->o, at->batch), opt_steps = clt_optimizer_steps(b->opt);
-    double start = now();
+    double start = clt__now_seconds();
     clt__progress_begin(&e->progress, (int)epoch, e->o->max_epochs, b->batches);
     clt_status s = CLT_OK;
     while (s == CLT_OK && !steps_done(e) && !stop_asked(e)) {
@@ -146,7 +139,7 @@ static clt_status run_epoch(engine *e, int64_t epoch, const position *at, epoch_
     end->batch = batch;
     end->examples = seen - examples_before(b, e->o, at->batch);
     end->loss_sum = sum;
-    end->seconds = at->seconds + (now() - start);
+    end->seconds = at->seconds + (clt__now_seconds() - start);
     end->skipped = end->steps - (clt_optimizer_steps(b->opt) - opt_steps);
     if (s == CLT_OK && end->steps > 0 && end->skipped == end->steps)
         s = clt__fail(CLT_ERR_DIVERGED,
