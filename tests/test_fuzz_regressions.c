@@ -14,6 +14,7 @@
 #include "fuzz/fuzz_args.c"
 #include "fuzz/fuzz_clblast_params.c"
 #include "fuzz/fuzz_idx.c"
+#include "fuzz/fuzz_resume.c"
 #include "fuzz/fuzz_safetensors.c"
 
 #include "support.h"
@@ -84,6 +85,9 @@ END_TEST
 START_TEST(test_replay_clblast_params) { replay("clblast_params", fuzz_clblast_params); }
 END_TEST
 
+START_TEST(test_replay_resume) { replay("resume", fuzz_resume); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fuzz_regressions");
@@ -92,6 +96,7 @@ int main(void)
     tcase_add_test(tc, test_replay_safetensors);
     tcase_add_test(tc, test_replay_args);
     tcase_add_test(tc, test_replay_clblast_params);
+    tcase_add_test(tc, test_replay_resume);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -29,7 +29,8 @@ static const char *train_usage =
     "Trains the chapter's ResMLPClassifier on Fashion-MNIST and evaluates it on\n"
     "the test split after each epoch.\n"
     "\n"
-    "  --data DIR              IDX files (default data/fashion-mnist; see scripts/fetch-fashion-mnist)\n"
+    "  --data DIR              Fashion-MNIST's IDX files (default data/fashion-mnist; docs/data.md says\n"
+    "                          where to get them)\n"
     "  --epochs N              epochs (default 1)\n"
     "  --batch-size B          global batch size (default 256)\n"
     "  --lr LR                 learning rate (default 0.1)\n"
@@ -40,7 +41,8 @@ static const char *train_usage =
     "                          (default 1)\n"
     "  --distributed           one process per device under mpirun: rank r trains on gpu:<r % GPUs>"
     CLT_TOOL_MPI_NOTE "\n"
-    "  --device D              train on D: cpu, gpu:i, or P:D from `clt devices`\n"
+    "  --device D              train on D: cpu, gpu:i, or P:D from `clt devices` (default: CLT_DEVICE\n"
+    "                          when set, unless --num-gpus N > 1 or --distributed)\n"
     "  --checkpoint-segments S activation checkpointing, S residual blocks per segment\n"
     "                          (auto: about sqrt(blocks); default 0, off)\n"
     "  --plan                  print the predicted peak memory of a training step, whether\n"
@@ -53,8 +55,10 @@ static const char *train_usage =
     "  --train-limit N         train on the first N examples only\n"
     "  --val-limit N           evaluate on the first N test examples only\n"
     "  --load FILE             start from a safetensors checkpoint (PyTorch names)\n"
-    "  --resume FILE           continue an interrupted run from its --save checkpoint\n"
-    "  --save FILE             write a safetensors checkpoint at the end\n"
+    "  --resume FILE           continue an interrupted run from its --save checkpoint (any number of\n"
+    "                          devices, --distributed too; same options as the run that saved it)\n"
+    "  --save FILE             write a safetensors checkpoint (with the optimizer state) at every\n"
+    "                          epoch's end and on Ctrl-C, for --resume\n"
     "  --metrics FILE          per-epoch metrics as CSV\n"
     "  --plot FILE             per-epoch losses and accuracy as an SVG chart\n"
     "  --trace FILE            a Chrome trace-event timeline of every command\n";
@@ -63,7 +67,8 @@ static const char *eval_usage =
     "usage: clt eval --load FILE [--data DIR] [--hiddens H --blocks K] [--device D] [--batch-size B]\n"
     "\n"
     "Prints the test loss and accuracy of a ResMLP checkpoint. The architecture\n"
-    "is read from the checkpoint; --hiddens and --blocks, when given, must agree.\n";
+    "is read from the checkpoint; --hiddens and --blocks, when given, must agree.\n"
+    "The device is --device, else CLT_DEVICE when set, else gpu:0 when there is one, else cpu.\n";
 
 /* The option handlers print their own message, prefixed with the command
  * ("clt train: ..."), and return 0 to refuse the value. */
@@ -302,9 +307,35 @@ static int fail(const char *cmd, const char *what)
     return 1;
 }
 
+/* CLT_DEVICE=P:D (or a name) is the default device: it stands for --device
+ * unless --device, --num-gpus N > 1 or --distributed chose. Returns 0 or
+ * the exit status (2) after a message naming the value. */
+static int env_device(const char *cmd, train_args *a)
+{
+    const char *env = getenv("CLT_DEVICE");
+    if (a->have_device || a->distributed || a->num_gpus > 1 || !env || !env[0]) return 0;
+    if (clt_device_parse(env, &a->device) != CLT_OK) {
+        fprintf(stderr, "clt %s: CLT_DEVICE=%s: %s\n", cmd, env, clt_last_error());
+        return 2;
+    }
+    a->have_device = 1;
+    return 0;
+}
+
+/* Where clt train trains (the primary, data parallel) and builds the model:
+ * --device (or CLT_DEVICE); rank r of --distributed on gpu:<r % GPUs>; else
+ * gpu:0 when --num-gpus allows one and there is one; else the CPU. */
+static clt_device train_device(const train_args *a, const clt_collective *comm)
+{
+    int gpus = clt_num_gpus();
+    if (a->have_device) return a->device;
+    if (comm) return gpus > 0 ? clt_gpu(comm->rank % gpus) : clt_cpu();
+    return a->num_gpus > 0 && gpus > 0 ? clt_gpu(0) : clt_cpu();
+}
+
 /* Builds the ResMLP, taking its shape from the --load (or --resume) file
  * unless given, and loads --load's parameters (the trainer loads --resume's). */
-static int make_model(const char *cmd, train_args *a, clt_model **out)
+static int make_model(const char *cmd, train_args *a, clt_device dev, clt_model **out)
 {
     const char *from = a->load ? a->load : a->resume;
     if (from) {
@@ -322,7 +353,8 @@ static int make_model(const char *cmd, train_args *a, clt_model **out)
         fprintf(stderr, "clt %s: --blocks %lld is too many\n", cmd, (long long)a->blocks);
         return 2;
     }
-    if (clt_model_create_resmlp(out, clt_cpu(), 784, a->hiddens, (int)a->blocks, 10, a->seed) != CLT_OK)
+    /* On the device it will run on (the parameters are drawn on the host): no cpu:0 needed. */
+    if (clt_model_create_resmlp(out, dev, 784, a->hiddens, (int)a->blocks, 10, a->seed) != CLT_OK)
         return fail(cmd, "building the model");
     if (a->load && clt_checkpoint_load(a->load, *out, NULL, NULL) != CLT_OK) {
         clt_model_free(*out);
@@ -339,9 +371,9 @@ static int train_run(train_args a, const clt_collective *comm);
 static int plan_run(train_args *a)
 {
     clt_model *model = NULL;
-    int rc = make_model("train", a, &model);
+    clt_device dev = train_device(a, NULL);
+    int rc = make_model("train", a, dev, &model);
     if (rc) return rc;
-    clt_device dev = a->have_device ? a->device : clt_num_gpus() > 0 ? clt_gpu(0) : clt_cpu();
     clt_plan_options o = clt_plan_default_options();
     o.batch_size = a->batch_size;
     o.optimizer = a->optimizer;
@@ -352,9 +384,13 @@ static int plan_run(train_args *a)
     int64_t free_bytes, total = 0;
     clt_status s = clt_memory_stats_get(dev, &st);
     if (s == CLT_OK && !st.cap) s = clt_mem_get_info(dev, &free_bytes, &total);
-    if (s == CLT_OK) s = clt_plan_report(model, &o, st.cap ? st.cap : total, (int64_t)1 << 24, stdout);
+    int64_t budget = st.cap ? st.cap : total, largest = 0;
+    if (s == CLT_OK) s = clt_plan_report(model, &o, budget, (int64_t)1 << 24, stdout);
+    /* Exit 1 when the step does not fit, so that a script can test it. */
+    if (s == CLT_OK && budget > 0) s = clt_plan_max_batch(model, &o, budget, a->batch_size, &largest);
     clt_model_free(model);
-    return s == CLT_OK ? 0 : fail("train", "planning");
+    if (s != CLT_OK) return fail("train", "planning");
+    return budget > 0 && largest < a->batch_size ? 1 : 0;
 }
 
 int clt_cmd_train(int argc, char **argv)
@@ -362,6 +398,7 @@ int clt_cmd_train(int argc, char **argv)
     train_args a;
     int rc = parse_args(argc, argv, &a, 0);
     if (rc) return rc < 0 ? 0 : rc;
+    if ((rc = env_device("train", &a))) return rc;
     if (a.plan) return plan_run(&a);
     clt_collective comm = {0, 1, NULL, NULL};
     if (a.distributed && clt_tool_mpi_start(&comm)) return 1;
@@ -370,27 +407,34 @@ int clt_cmd_train(int argc, char **argv)
     return rc;
 }
 
-/* The first SIGINT asks the trainer to stop after its current step and save;
- * a second one ends the process as usual. */
-static void on_sigint(int sig)
+/* The first SIGINT (or, under mpirun, which turns Ctrl-C into SIGTERM for
+ * its ranks, SIGTERM) asks the trainer to stop after its current step and
+ * save; a second one ends the process as usual. */
+static void on_stop_signal(int sig)
 {
     clt_trainer_request_stop();
     signal(sig, SIG_DFL);
 }
 
-/* Trains on one device, data parallel on several GPUs, or as one rank of comm. */
+/* Trains on one device, data parallel on several GPUs, or as one rank of
+ * comm; every way saves each epoch, stops on Ctrl-C and resumes. */
 static clt_status fit(clt_model *model, const clt_dataset *train, const clt_dataset *test, const train_args *a,
                       const clt_trainer_options *o, const clt_collective *comm, clt_trainer_result *r)
 {
     int gpus = clt_num_gpus(), use = a->num_gpus < gpus ? a->num_gpus : gpus;
+    void (*previous)(int) = signal(SIGINT, on_stop_signal);
+    void (*previous_term)(int) = comm ? signal(SIGTERM, on_stop_signal) : SIG_DFL;
+    clt_status s;
     if (comm) {
-        clt_device dev = a->have_device ? a->device : gpus > 0 ? clt_gpu(comm->rank % gpus) : clt_cpu();
-        return clt_parallel_fit(model, train, test, o, &dev, 1, comm, r);
+        clt_device dev = train_device(a, comm);
+        s = clt_parallel_fit(model, train, test, o, &dev, 1, comm, r);
+    } else if (!a->have_device && use > 1) {
+        s = clt_parallel_fit(model, train, test, o, NULL, use, NULL, r);
+    } else {
+        s = clt_trainer_fit(model, train, test, o, r);
     }
-    if (!a->have_device && use > 1) return clt_parallel_fit(model, train, test, o, NULL, use, NULL, r);
-    void (*previous)(int) = signal(SIGINT, on_sigint);
-    clt_status s = clt_trainer_fit(model, train, test, o, r);
     signal(SIGINT, previous);
+    if (comm) signal(SIGTERM, previous_term);
     return s;
 }
 
@@ -406,7 +450,7 @@ static int train_run(train_args a, const clt_collective *comm)
     clt_model *model = NULL;
     /* Before the model: queues made while tracing carry kernel times. */
     rc = a.trace && clt_trace_start(a.trace) != CLT_OK ? fail("train", "starting the trace") : 0;
-    if (rc == 0) rc = make_model("train", &a, &model);
+    if (rc == 0) rc = make_model("train", &a, train_device(&a, comm), &model);
     if (rc == 0) {
         clt_trainer_options o = clt_trainer_default_options();
         o.max_epochs = a.epochs;
@@ -430,20 +474,17 @@ static int train_run(train_args a, const clt_collective *comm)
         o.plot_path = a.plot;
         o.log = stdout;
         clt_trainer_result r;
-        int gpus = clt_num_gpus();
-        if (a.resume && (comm || (!a.have_device && a.num_gpus > 1 && gpus > 1))) {
-            fprintf(stderr, "clt train: --resume works on one device, not with --distributed or several GPUs\n");
-            rc = 2;
-        } else {
-            if (fit(model, &train, &test, &a, &o, comm, &r) != CLT_OK) rc = fail("train", "training");
-        }
+        if (fit(model, &train, &test, &a, &o, comm, &r) != CLT_OK) rc = fail("train", "training");
         if (rc == 0 && r.stopped) {
             printf("interrupted after %lld steps%s%s%s\n", (long long)r.steps, a.save ? "; saved " : "",
                    a.save ? a.save : "", a.save ? ": continue with --resume" : " (no --save file to resume from)");
             rc = 130;
         } else if (rc == 0 && (!comm || comm->rank == 0)) {
-            printf("trained %d epoch(s), %lld steps on %s: %.0f images/s; test loss %.4f, test accuracy %.4f\n",
+            printf("trained %d epoch(s), %lld steps on %s: %.0f images/s; test loss %.4f, test accuracy %.4f",
                    r.epochs, (long long)r.steps, r.device, r.images_per_second, r.val_loss, r.val_accuracy);
+            if (r.skipped_steps)
+                printf("; %lld of the steps skipped (float16 gradients overflowed)", (long long)r.skipped_steps);
+            putchar('\n');
         }
     }
     if (a.trace && clt_trace_stop() != CLT_OK && rc == 0) rc = fail("train", "writing the trace");
@@ -458,11 +499,12 @@ int clt_cmd_eval(int argc, char **argv)
     train_args a;
     int rc = parse_args(argc, argv, &a, 1);
     if (rc) return rc < 0 ? 0 : rc;
+    if ((rc = env_device("eval", &a))) return rc;
     clt_dataset test = {0};
     if (clt_fashion_mnist_load(&test, a.data, CLT_SPLIT_TEST) != CLT_OK) return fail("eval", "loading the data");
     clt_model *model = NULL;
-    rc = make_model("eval", &a, &model);
     clt_device dev = a.have_device ? a.device : clt_try_gpu(0);
+    rc = make_model("eval", &a, dev, &model);
     double loss = 0, acc = 0;
     if (rc == 0 && clt_model_to(model, dev) != CLT_OK) rc = fail("eval", "moving the model");
     if (rc == 0 && clt_evaluate(model, &test, a.batch_size, 0, &loss, &acc) != CLT_OK) rc = fail("eval", "evaluating");
