@@ -354,6 +354,7 @@ START_TEST(test_divergence_stops_and_keeps_the_checkpoint)
     ck_assert_int_eq(memcmp(good, after, (size_t)good_size), 0);
     ck_assert_str_eq(good_csv, after_csv);
     ck_assert_int_eq(r.epochs, 0);
+    ck_assert_str_eq(clt_status_string(CLT_ERR_DIVERGED), "CLT_ERR_DIVERGED");
     free(good);
     free(after);
     free(good_csv);

@@ -71,8 +71,13 @@ typedef struct clt_trainer_result {
 /* Trains model on train (and evaluates on val after each epoch; val may be
  * NULL) with the options. The model is moved to the training device first
  * and stays there. out may be NULL.
- * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named), device and
- * memory errors from the step, CLT_ERR_IO writing metrics, plot or checkpoint. */
+ * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named) or a training
+ * set without examples, device and memory errors from the step, CLT_ERR_IO
+ * writing metrics, plot or checkpoint, CLT_ERR_FORMAT for a resume_path
+ * whose metadata is out of range or does not fit this run (the key and value
+ * named), CLT_ERR_DIVERGED when the loss read at a progress update or an
+ * epoch's end is not finite, or every step of a float16 epoch was skipped:
+ * that epoch writes nothing, so save_path keeps the last finite epoch. */
 clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
                            const clt_trainer_options *opt, clt_trainer_result *out);
 
