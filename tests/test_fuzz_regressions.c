@@ -18,6 +18,7 @@
 #include "fuzz/fuzz_model_shape.c"
 #include "fuzz/fuzz_resume.c"
 #include "fuzz/fuzz_safetensors.c"
+#include "fuzz/fuzz_smi.c"
 
 #include "support.h"
 
@@ -96,6 +97,9 @@ END_TEST
 START_TEST(test_replay_resume) { replay("resume", fuzz_resume); }
 END_TEST
 
+START_TEST(test_replay_smi) { replay("smi", fuzz_smi); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fuzz_regressions");
@@ -107,6 +111,7 @@ int main(void)
     tcase_add_test(tc, test_replay_resume);
     tcase_add_test(tc, test_replay_env);
     tcase_add_test(tc, test_replay_model_shape);
+    tcase_add_test(tc, test_replay_smi);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -269,7 +269,7 @@ static clt_status check_args(const clt_model *model, const clt_dataset *train, c
     if (comm && (comm->world < 1 || comm->rank < 0 || comm->rank >= comm->world || !comm->allreduce_sum))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: collective with rank %d of world %d%s", op, comm->rank,
                          comm->world, comm->allreduce_sum ? "" : " and no allreduce_sum");
-    return clt__fit_check(op, train, opt);
+    return clt__fit_check(op, train, opt, !comm || comm->rank == 0);
 }
 
 /* Moves the model to the primary, makes the replicas and the loaders. */

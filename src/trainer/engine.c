@@ -12,6 +12,7 @@
 
 #include "../core/clock.h"
 #include "../core/error.h"
+#include "../core/file.h"
 #include "board.h"
 #include "checkpoint.h"
 #include "progress.h"
@@ -22,7 +23,7 @@ void clt_trainer_request_stop(void) { stop_flag = 1; }
 
 int clt__fit_stop_requested(void) { return stop_flag != 0; }
 
-clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_trainer_options *o)
+clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_trainer_options *o, int lead)
 {
     if (o->max_epochs < 1) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: max_epochs is %d; it must be at least 1", op, o->max_epochs);
     if (o->num_gpus < 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: num_gpus is %d; it must not be negative", op, o->num_gpus);
@@ -38,6 +39,9 @@ clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_tr
     if (train->n < 1 || !train->images || !train->labels)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the training set has no examples (%lld images): nothing to train on",
                          op, (long long)train->n);
+    const char *const outputs[] = {o->metrics_path, o->plot_path, o->save_path};
+    for (size_t i = 0; lead && i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
     return CLT_OK;
 }
 
@@ -247,6 +251,14 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
     position at = {0};
     int64_t done = 0;
     clt_status s = o->resume_path ? resume(&e, &done, &at) : CLT_OK;
+    /* Compilation before the clock: the epochs' times and images/s exclude it. */
+    clt_warmup_result warm;
+    clt__progress_compiling(&e.progress);
+    /* The largest batch the loader makes: no batch is larger than the data. */
+    int64_t warm_batch = o->batch_size < b->examples ? o->batch_size : b->examples;
+    if (s == CLT_OK) s = clt_model_warmup(b->model, warm_batch, o->optimizer, o->gradient_clip_val, 0, &warm);
+    clt__progress_end(&e.progress);
+    if (s == CLT_OK && b->lead) clt__progress_warmup_log(o->log, b->device, &warm);
     for (int64_t epoch = done + 1; s == CLT_OK && epoch <= o->max_epochs; epoch++) {
         if (steps_done(&e)) break;
         if (stop_asked(&e)) {

@@ -38,8 +38,10 @@ typedef struct clt__fit_backend {
     clt_status (*running_loss)(void *ctx, int64_t seen, double *mean);
 } clt__fit_backend;
 
-/* Checks what every backend needs of the options and the data (op names the message). */
-clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_trainer_options *o);
+/* Checks what every backend needs of the options and the data (op names the
+ * message); lead (the process that writes files) also checks the output paths,
+ * so that a bad one is refused before any work instead of failing an epoch. */
+clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_trainer_options *o, int lead);
 
 /* The optimizer the options ask for, on model. */
 clt_status clt__fit_optimizer(clt_optimizer **out, clt_model *model, const clt_trainer_options *o);

@@ -190,7 +190,7 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
                            const clt_trainer_options *opt, clt_trainer_result *out)
 {
     if (!model || !train || !opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trainer_fit: NULL argument");
-    CLT_TRY(clt__fit_check("clt_trainer_fit", train, opt));
+    CLT_TRY(clt__fit_check("clt_trainer_fit", train, opt, 1));
     one_device d = {.model = model, .clip = opt->gradient_clip_val};
     clt__fit_backend b = {.op = "clt_trainer_fit", .lead = 1, .begin_epoch = one_begin, .step = one_step,
                           .loss_sum = one_loss, .running_loss = one_running};
