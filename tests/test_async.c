@@ -321,6 +321,56 @@ START_TEST(test_copies_between_devices_are_ordered)
 }
 END_TEST
 
+/* Keeping the results of queued work makes the allocator ask the driver for
+ * new segments; getting one must not make the host wait for the work queued
+ * ahead (pocl runs even a side queue's fill only after it). The gate holds
+ * the device back; the trace records every host wait, counted or not. */
+START_TEST(test_new_segments_do_not_wait)
+{
+    char dir[64], path[128];
+    clt_test_make_temp_dir(dir, sizeof dir, "segments");
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    clt_device dev = clt_try_gpu(0);
+    int64_t shape[] = {3 << 20}; /* 12 MiB: a driver buffer of its own */
+    clt_tensor *kept[6];
+    ck_assert_ok(clt_zeros(&kept[0], dev, CLT_FLOAT32, 1, shape)); /* builds the fill kernel */
+    ck_assert_ok(clt_synchronize(dev));
+    clt_tensor_release(kept[0]);
+    ck_assert_ok(clt_empty_cache(dev));
+    clt_memory_stats before, after;
+    ck_assert_ok(clt_memory_stats_get(dev, &before));
+    clt_reset_sync_count(dev);
+    ck_assert_ok(clt_trace_start(path));
+    cl_event gate = clt_test_close_gate(dev);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_ok(clt_zeros(&kept[i], dev, CLT_FLOAT32, 1, shape));
+        if (i) ck_assert_ok(clt_add_(kept[i], kept[i - 1]));
+    }
+    ck_assert_int_eq(clt_sync_count(dev), 0);
+    ck_assert_int_eq(written(kept[5]), 0);
+    ck_assert_ok(clt_memory_stats_get(dev, &after));
+    ck_assert_int_ge((int64_t)(after.driver_allocs - before.driver_allocs), 6);
+    clt_test_open_gate(gate);
+    ck_assert_ok(clt_synchronize(dev));
+    ck_assert_ok(clt_trace_stop());
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    static char text[1 << 20];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = '\0';
+    fclose(f);
+    ck_assert_msg(len > 0 && strstr(text, "clt_synchronize"), "no trace written:\n%.2000s", text);
+    ck_assert_msg(!strstr(text, "\"wait\""), "the host waited while queueing:\n%.4000s", text);
+    float *host = clt_test_read(kept[5]);
+    ck_assert_float_eq(host[0], 0.0f);
+    ck_assert_float_eq(host[shape[0] - 1], 0.0f);
+    free(host);
+    for (int i = 0; i < 6; i++) clt_tensor_release(kept[i]);
+    clt_test_remove_dir(dir);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* Where the library may wait for a device: sync.c (the sync points and
  * short side-queue waits) and the trace (it waits when it stops). */
 static int allowed(const char *path)
@@ -458,6 +508,7 @@ int main(void)
     TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_ops_only_enqueue);
+    tcase_add_test(tc, test_new_segments_do_not_wait);
     tcase_add_test(tc, test_training_step_has_no_sync_point);
     tcase_add_test(tc, test_sync_debug_error);
     tcase_add_test(tc, test_sync_debug_warn_names_call_and_device);

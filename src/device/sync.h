@@ -35,7 +35,7 @@ clt_status clt__after_copy(int slot, cl_event ev, const char *what, size_t bytes
 cl_command_queue_properties clt__queue_properties(void);
 
 /* A second queue on the slot's device, for short commands that must not
- * wait behind the pipeline (touching new buffers, mapping pinned memory). */
+ * wait behind the pipeline (mapping and unmapping pinned memory). */
 clt_status clt__side_queue(int slot, cl_command_queue *out);
 
 /* An event of context ctx that completes with ev (ev itself when it belongs

@@ -19,8 +19,9 @@ clt_status clt__need_float_pair(const char *op, const char *what_a, const clt_te
 cl_ulong clt__sum_parts(int64_t n);
 /* CLT_ERR_SHAPE unless t has two dimensions. */
 clt_status clt__need_2d(const char *op, const char *what, const clt_tensor *t);
-/* CLT_ERR_SHAPE unless a and b hold the same number of elements. */
-clt_status clt__same_numel(const char *op, const clt_tensor *a, const clt_tensor *b);
+/* CLT_ERR_SHAPE naming both shapes unless a and b have exactly the same
+ * shape (equal element counts are not enough). */
+clt_status clt__same_shape(const char *op, const clt_tensor *a, const clt_tensor *b);
 
 /* Makes the slot's queue wait for a pending read of t by another queue
  * (a barrier, no host wait): for tensors a launch writes besides the one
