@@ -235,6 +235,17 @@ START_TEST(test_shapes_match_exactly)
     ck_assert_status(clt_count_equal(&out, i2, i21), CLT_ERR_SHAPE);
     ck_assert_msg(strstr(clt_last_error(), "(2,) and (2, 1)"), "%s", clt_last_error());
     ck_assert_ptr_null(out);
+    /* Two one-element tensors match: a loss of shape () adds into a (1) total. */
+    int64_t s1[] = {1};
+    clt_tensor *total, *loss;
+    ck_assert_ok(clt_zeros(&total, dev(), CLT_FLOAT32, 1, s1));
+    ck_assert_ok(clt_full(&loss, dev(), CLT_FLOAT32, 0, NULL, 2.5));
+    ck_assert_ok(clt_axpy_(total, 2, loss));
+    double v;
+    ck_assert_ok(clt_item(total, &v));
+    ck_assert_double_eq(v, 5.0);
+    clt_tensor_release(total);
+    clt_tensor_release(loss);
     clt_tensor_release(a);
     clt_tensor_release(b);
     clt_tensor_release(i2);

@@ -59,7 +59,7 @@ clt_status clt__same_shape(const char *op, const clt_tensor *a, const clt_tensor
 {
     int same = a->ndim == b->ndim;
     for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
-    if (same) return CLT_OK;
+    if (same || (a->numel == 1 && b->numel == 1)) return CLT_OK;
     char sa[128], sb[128];
     return clt__fail(CLT_ERR_SHAPE, "%s: shapes %s and %s differ", op, clt__shape_str(a, sa, sizeof sa),
                      clt__shape_str(b, sb, sizeof sb));
