@@ -6,6 +6,7 @@
 #include "../core/error.h"
 #include "../nn/nn_internal.h"
 #include "../ops/half.h"
+#include "../tensor/tensor_internal.h"
 #include "cltensor/ops.h"
 #include "cltensor/optim.h"
 
@@ -161,8 +162,10 @@ static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tenso
     if (s == CLT_OK) s = clt_tensor_set_category(g, CLT_MEM_GRADIENTS);
     if (s == CLT_OK) s = clt_zeros(&flag, clt_model_device(m), CLT_INT32, 1, &one);
     if (s == CLT_OK) s = clt__unscale_f16(g, m->grads, 1.0f / m->loss_scale, flag);
-    double overflow = 0;
-    if (s == CLT_OK) s = clt_item(flag, &overflow);
+    int32_t overflow = 0; /* the sync point is this call's, reading the flag */
+    if (s == CLT_OK)
+        s = clt__read_host(flag, &overflow, sizeof overflow,
+                           "clt_optimizer_step (reading the float16 gradients' overflow flag)");
     clt_tensor_release(flag);
     if (s != CLT_OK) {
         clt_tensor_release(g);
