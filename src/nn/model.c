@@ -7,6 +7,7 @@
 
 #include "../ops/half.h"
 #include "../tensor/tensor_internal.h"
+#include "cltensor/async.h"
 #include "cltensor/ops.h"
 #include "nn_internal.h"
 
@@ -395,6 +396,9 @@ static clt_status adopt(clt_model *m, clt_status s, clt_tensor *params, clt_tens
 clt_status clt_model_to(clt_model *m, clt_device dev)
 {
     CLT_TRY(need_built("clt_model_to", m));
+    if (clt_device_equal(dev, clt_pinned()))
+        return clt__fail(CLT_ERR_UNSUPPORTED, "clt_model_to: pinned memory is host memory where kernels do not run; "
+                         "move the model to a device");
     clt_tensor *params = NULL, *grads = NULL;
     CLT_TRY(clt_to(&params, m->params, dev));
     if (params == m->params) {
@@ -632,6 +636,7 @@ clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt)
     if (s == CLT_OK) s = clt_tensor_set_category(params, CLT_MEM_WEIGHTS);
     if (s == CLT_OK && m->grads) s = clt_to_dtype(&grads, m->grads, dt);
     if (s == CLT_OK && grads) s = clt_tensor_set_category(grads, CLT_MEM_GRADIENTS);
+    if (s == CLT_OK) m->conversions++;
     return adopt(m, s, params, grads);
 }
 
