@@ -219,6 +219,18 @@ static clt_status driver_alloc(void *allocator, size_t size, void **owner)
     return CLT_OK;
 }
 
+/* A cap set below what is reserved: the cached segments beyond it go back
+ * to the driver, and a request the cache could still serve fails when the
+ * tensors would then hold more than the cap, as on a device that small (the
+ * book asks the driver only within the cap). Lock held. */
+static int within_cap(clt__allocator *a, size_t nbytes)
+{
+    clt_memory_stats *s = &a->stats;
+    if (!s->cap || s->reserved <= s->cap) return 1;
+    clt__book_empty(&a->book);
+    return s->allocated + (int64_t)nbytes <= s->cap;
+}
+
 clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **out)
 {
     *out = NULL;
@@ -234,7 +246,7 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **ou
                          s->name);
     pthread_mutex_lock(&a->lock);
     clt__block *b;
-    clt_status st = clt__book_take(&a->book, nbytes, &b);
+    clt_status st = within_cap(a, nbytes) ? clt__book_take(&a->book, nbytes, &b) : CLT_ERR_OUT_OF_MEMORY;
     if (st == CLT_ERR_OUT_OF_MEMORY) {
         const char *why = clt_last_error();
         char reason[256];
