@@ -126,7 +126,7 @@ START_TEST(test_upload_in_flight_guard)
         ck_assert_ok(clt_event_wait(ev));
         ck_assert_int_eq(clt_sync_count(devs[i]), before + 1);
         ck_assert_int_eq(clt_sync_count(clt_pinned()), before_pinned);
-        clt_event_release(ev);
+        clt_event_free(ev);
         ck_assert_int_eq(clt_tensor_in_flight(p), 0);
         ck_assert_ok(clt_tensor_write(p, other, sizeof other, 0));
         float *h = clt_test_read(w);
@@ -194,7 +194,7 @@ START_TEST(test_download_delivers_after_wait)
         clt_test_open_gate(gate);
         ck_assert_ok(clt_event_wait(ev));
         ck_assert_int_eq(clt_sync_count(devs[i]), before + 1);
-        clt_event_release(ev);
+        clt_event_free(ev);
         float *x;
         ck_assert_ok(clt_tensor_host_ptr(h, 0, (void **)&x));
         for (int k = 0; k < N; k++) ck_assert_float_eq(x[k], 2.0f * data[k]);

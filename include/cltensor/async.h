@@ -51,7 +51,7 @@ clt_status clt_event_wait(clt_event *ev);
 /* *done = 1 when the command has finished; never waits. */
 clt_status clt_event_query(const clt_event *ev, int *done);
 /* Frees the handle (the command itself runs on); NULL does nothing. */
-void clt_event_release(clt_event *ev);
+void clt_event_free(clt_event *ev);
 
 /* Pinned (page-locked) host memory as a device ("pinned"), MXNet's
  * cpu_pinned(). Its buffers are allocated for host access in the context

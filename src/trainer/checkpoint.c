@@ -252,7 +252,7 @@ clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer
         info->batch = meta_int(f, "cltensor.batch");
     }
     list_free(&l);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     return s;
 }
 
@@ -278,6 +278,6 @@ clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64
         }
         *blocks = n;
     }
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     return s;
 }
