@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,11 +46,30 @@ typedef struct slot_programs {
     int nkernels, cap;
     program_variant *variants; /* built with extra options */
     int nvariants;
+    pthread_mutex_t lock;        /* the tables above */
+    pthread_mutex_t launch_lock; /* setting a kernel's arguments and enqueueing it */
 } slot_programs;
 
+/* One entry per device slot, each with its own locks: threads driving two
+ * devices never contend. */
 static slot_programs *table;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void make_table(void)
+{
+    int n = clt__slot_count();
+    table = calloc((size_t)(n ? n : 1), sizeof *table);
+    for (int i = 0; table && i < n; i++) {
+        pthread_mutex_init(&table[i].lock, NULL);
+        pthread_mutex_init(&table[i].launch_lock, NULL);
+    }
+}
+
+static slot_programs *programs_of(int slot)
+{
+    pthread_once(&table_once, make_table);
+    return table ? &table[slot] : NULL;
+}
 
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
@@ -142,7 +162,9 @@ static void write_binary(const char *path, cl_program p)
             *slash = '\0';
             make_dirs(dir);
         }
-        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+        /* Unique per write: two slots of one device share the path. */
+        static atomic_uint writes;
+        snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(), atomic_fetch_add(&writes, 1));
         FILE *f = fopen(tmp, "wb");
         if (f) {
             int ok = fwrite(bin, 1, size, f) == size;
@@ -279,18 +301,15 @@ static clt_status kernel_lookup(int slot, const char *program, const char *optio
     if (slot == clt__pinned_slot())
         return clt__fail(CLT_ERR_UNSUPPORTED, "kernel %s: pinned tensors hold host memory and kernels do not run "
                          "on them; move the tensor to a device with clt_to first", name);
-    pthread_mutex_lock(&lock);
+    slot_programs *sp = programs_of(slot);
+    if (!sp) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+    pthread_mutex_lock(&sp->lock);
     clt_status st = CLT_OK;
-    if (!table) {
-        table = calloc((size_t)clt__slot_count(), sizeof *table);
-        if (!table) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
-    }
-    slot_programs *sp = table ? &table[slot] : NULL;
-    for (int i = 0; st == CLT_OK && i < sp->nkernels; i++) {
+    for (int i = 0; i < sp->nkernels; i++) {
         if (strcmp(sp->kernels[i].name, name) == 0 && same_options(sp->kernels[i].options, options)) {
             *out = sp->kernels[i].kernel;
             *most = sp->kernels[i].most;
-            pthread_mutex_unlock(&lock);
+            pthread_mutex_unlock(&sp->lock);
             return CLT_OK;
         }
     }
@@ -327,7 +346,7 @@ static clt_status kernel_lookup(int slot, const char *program, const char *optio
             *most = wg;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&sp->lock);
     return st;
 }
 
@@ -360,8 +379,9 @@ clt_status clt__launch_opts(int slot, const char *program, const char *options, 
     cl_event ev;
     /* Threads launching the same kernel share its cl_kernel, on which
      * clSetKernelArg is not thread-safe: arguments and the enqueue that
-     * captures them go together under one lock. */
-    pthread_mutex_lock(&launch_lock);
+     * captures them go together under the slot's lock (kernels are per slot). */
+    slot_programs *sp = programs_of(slot);
+    pthread_mutex_lock(&sp->launch_lock);
     cl_int err = CL_SUCCESS;
     int bad_arg = -1;
     for (int i = 0; i < nargs && err == CL_SUCCESS; i++) {
@@ -371,7 +391,7 @@ clt_status clt__launch_opts(int slot, const char *program, const char *options, 
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(q, k, (cl_uint)dims, NULL, global, local, wait ? 1 : 0, wait ? &wait : NULL,
                                      &ev);
-    pthread_mutex_unlock(&launch_lock);
+    pthread_mutex_unlock(&sp->launch_lock);
     if (wait) clReleaseEvent(wait);
     if (bad_arg >= 0) return clt__cl_fail(err, "setting argument %d of kernel %s", bad_arg, name);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "enqueueing kernel %s on %s", name, clt__slot_get(slot)->name);
