@@ -19,7 +19,8 @@ extern "C" {
 /* A group of `world` processes of which this one is `rank`. allreduce_sum
  * replaces buf[0..n) on every rank by the elementwise sum over all ranks;
  * every rank calls it with the same n in the same order (it is collective).
- * It returns CLT_OK or an error status (and should set clt's message). */
+ * It returns CLT_OK or an error status, with a message set by
+ * clt_set_error (clt_parallel_fit's own message then ends with it). */
 typedef struct clt_collective {
     int rank, world;
     clt_status (*allreduce_sum)(void *ctx, float *buf, int64_t n);
@@ -36,7 +37,10 @@ clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device
 
 /* ---- Data parallel ----------------------------------------------------- */
 
-/* Trains `model` as clt_trainer_fit does, on several devices at once.
+/* Trains `model` with clt_trainer_fit's options on several devices at once,
+ * with these differences: opt->save_path is written once, when training
+ * ends (not at each epoch's end); clt_trainer_request_stop and
+ * opt->resume_path are not honoured.
  *
  * Devices: devices[0..num_devices) when devices is not NULL; otherwise the
  * first num_devices of clt_try_all_gpus (all of them when num_devices is 0).
