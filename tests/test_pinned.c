@@ -113,10 +113,15 @@ START_TEST(test_upload_in_flight_guard)
         ck_assert_status(clt_tensor_write(p, other, sizeof other, 0), CLT_ERR_BUSY);
         void *ptr;
         ck_assert_status(clt_tensor_host_ptr(p, 0, &ptr), CLT_ERR_BUSY);
+        ck_assert_ptr_nonnull(strstr(clt_last_error(), "or pass wait = 1"));
         ck_assert_ptr_null(ptr);
         clt_tensor *q;
         ck_assert_ok(clt_zeros(&q, clt_pinned(), CLT_FLOAT32, 1, shape));
         ck_assert_status(clt_copy_(p, q), CLT_ERR_BUSY);
+        /* clt_copy_ has no wait argument, and its message offers none. */
+        ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_event_wait"));
+        ck_assert_ptr_null(strstr(clt_last_error(), "wait = 1"));
+        ck_assert_ptr_null(strstr(clt_last_error(), "ask this call"));
         clt_tensor_release(q);
         /* Work on the destination queues behind the upload. */
         ck_assert_ok(clt_add_(w, d));

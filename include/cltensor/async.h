@@ -79,7 +79,10 @@ int clt_tensor_in_flight(const clt_tensor *t);
 /* The host address of a pinned tensor's first element. It fails with
  * CLT_ERR_BUSY while the tensor is in flight, unless wait is 1 (then it
  * waits: a synchronization point). CLT_ERR_UNSUPPORTED for tensors on other
- * devices. The pointer is valid while the tensor lives and is not in flight. */
+ * devices. The pointer is valid while the tensor lives and is not in flight:
+ * nothing guards writes through it, so writing through a pointer taken
+ * before a non-blocking copy while that copy runs corrupts the copy
+ * silently (take the pointer again after each copy). */
 clt_status clt_tensor_host_ptr(clt_tensor *t, int wait, void **out);
 
 /* Copies nbytes (the tensor's size) of host data into t. On a device this
