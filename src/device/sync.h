@@ -32,8 +32,9 @@ clt_status clt__host_wait(int slot, const char *why, cl_event ev);
 /* Every kernel, fill and transfer enqueued on a device queue passes its
  * event here right after the enqueue (the caller keeps its reference): the
  * trace records it, and blocking mode waits for it and returns its failure.
- * `name` is the kernel or command name. Barriers (they carry no work) and
- * the side queue's map and unmap of pinned memory do not pass it. */
+ * `name` is the kernel or command name. Barriers (they carry no work), the
+ * side queue's map and unmap of pinned memory, and the allocator's touch of
+ * a new buffer outside blocking mode do not pass it. */
 clt_status clt__after_enqueue(int slot, cl_event ev, const char *name);
 /* The same for a transfer: `what` names the direction ("gpu:0->gpu:1"). */
 clt_status clt__after_copy(int slot, cl_event ev, const char *what, size_t bytes);

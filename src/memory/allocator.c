@@ -154,7 +154,10 @@ static clt_status touch_device(clt__allocator *a, cl_mem m, size_t size)
     cl_int err = clEnqueueFillBuffer(q, m, &zero, 1, 0, size, 0, NULL, &ev);
     if (err != CL_SUCCESS)
         return clt__cl_fail(err, "touching a new buffer of %zu bytes on %s", size, clt__slot_get(a->slot)->name);
-    clt_status st = clt__after_enqueue(a->slot, ev, "touch new buffer");
+    /* Through the hook only in blocking mode: the enqueue includes the
+     * driver's allocation, and as a trace's first command on the device it
+     * would skew the mapping of device clocks (src/device/trace.c). */
+    clt_status st = clt_get_launch_blocking() ? clt__after_enqueue(a->slot, ev, "touch new buffer") : CLT_OK;
     clReleaseEvent(ev);
     return st;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../core/error.h"
+#include "../core/file.h"
 #include "../ops/half.h"
 #include "../trainer/board.h"
 #include "../trainer/progress.h"
@@ -268,6 +269,10 @@ static clt_status check_args(const clt_model *model, const clt_dataset *train, c
                          "%lld, limits %lld/%lld, optimizer %d)", op, opt->max_epochs, (long long)opt->batch_size,
                          opt->lr, opt->gradient_clip_val, (long long)opt->max_steps, (long long)opt->train_limit,
                          (long long)opt->val_limit, (int)opt->optimizer);
+    /* The lead's output paths, checked before any work (src/core/file.h). */
+    const char *const outputs[] = {opt->metrics_path, opt->plot_path, opt->save_path};
+    for (size_t i = 0; (!comm || comm->rank == 0) && i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
     return CLT_OK;
 }
 

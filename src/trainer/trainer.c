@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../core/error.h"
+#include "../core/file.h"
 #include "board.h"
 #include "cltensor/ops.h"
 #include "cltensor/trainer.h"
@@ -50,6 +51,11 @@ static clt_status check_options(const clt_trainer_options *o)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "max_steps, train_limit and val_limit must not be negative");
     if (o->optimizer != CLT_OPTIMIZER_SGD && o->optimizer != CLT_OPTIMIZER_ADAM)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "unknown optimizer %d", (int)o->optimizer);
+    /* Output paths checked before any work, so a bad --metrics or --plot is
+     * refused now instead of failing an epoch (and skipping its checkpoint). */
+    const char *const outputs[] = {o->metrics_path, o->plot_path, o->save_path};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
     return CLT_OK;
 }
 
@@ -256,6 +262,15 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
         r.steps = at.steps;
         first_batch = at.batch;
     }
+    /* Compilation before the clock: the epochs' times and images/s exclude it. */
+    clt_warmup_result warm;
+    clt__progress_compiling(&f.progress);
+    /* The largest batch the loader makes: no batch is larger than the data. */
+    int64_t warm_batch = clt_loader_num_examples(f.loader);
+    if (opt->batch_size < warm_batch) warm_batch = opt->batch_size;
+    if (s == CLT_OK) s = clt_model_warmup(model, warm_batch, opt->optimizer, opt->gradient_clip_val, 0, &warm);
+    clt__progress_end(&f.progress);
+    if (s == CLT_OK) clt__progress_warmup_log(opt->log, devname, &warm);
     int64_t total_examples = 0;
     for (int epoch = r.epochs + 1; s == CLT_OK && epoch <= opt->max_epochs; epoch++) {
         if (opt->max_steps && r.steps >= opt->max_steps) break;
