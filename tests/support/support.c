@@ -13,6 +13,22 @@
 
 #include "device/device_internal.h"
 
+#undef clt_cpu
+clt_device clt_test_cpu(void)
+{
+    clt_device d = clt_cpu();
+    if (clt_device_exists(d) || clt_device_count() == 0) return d;
+    ck_assert_ok(clt_device_from_list(clt_device_count() - 1, &d));
+    return d;
+}
+
+const char *clt_test_cpu_name(void)
+{
+    static _Thread_local char name[32];
+    ck_assert_ok(clt_device_name(clt_test_cpu(), name, sizeof name));
+    return name;
+}
+
 static uint64_t next(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

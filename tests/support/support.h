@@ -8,6 +8,15 @@
 
 #include "core/error.h" /* OpenCL's types, at the library's target version */
 
+/* The device the tests name clt_cpu(): cpu:0, or where no CPU device
+ * exists (CLT_CPU_AS_GPU=only, as on a GPU machine without pocl) the last
+ * device listed, so that a test pairing cpu:0 with gpu:0 still uses two
+ * devices when there are two. Elsewhere it is exactly clt_cpu(); a test
+ * about cpu:0 itself #undefs clt_cpu. clt_test_cpu_name() is its name. */
+clt_device clt_test_cpu(void);
+const char *clt_test_cpu_name(void);
+#define clt_cpu() clt_test_cpu()
+
 /* Fails the test with the status name and clt_last_error() unless expr is CLT_OK. */
 #define ck_assert_ok(expr)                                                                          \
     do {                                                                                            \
