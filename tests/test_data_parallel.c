@@ -352,8 +352,7 @@ static clt_status failing_allreduce(void *ctx, float *buf, int64_t n)
 {
     (void)ctx;
     (void)buf;
-    (void)n;
-    return CLT_ERR_IO;
+    return clt_set_error(CLT_ERR_IO, "transport down after %lld floats", (long long)n);
 }
 
 /* A one-rank collective goes through the host staging buffer once per step
@@ -377,6 +376,7 @@ START_TEST(test_collective_of_one)
     comm.allreduce_sum = failing_allreduce;
     ck_assert_status(clt_parallel_fit(par, &train, NULL, &o, &dev, 1, &comm, NULL), CLT_ERR_IO);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "allreduce_sum"));
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), ": transport down after ")); /* the callback's own message */
     free(a);
     free(b);
     clt_model_free(ref);

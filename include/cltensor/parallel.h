@@ -19,7 +19,8 @@ extern "C" {
 /* A group of `world` processes of which this one is `rank`. allreduce_sum
  * replaces buf[0..n) on every rank by the elementwise sum over all ranks;
  * every rank calls it with the same n in the same order (it is collective).
- * It returns CLT_OK or an error status (and should set clt's message). */
+ * It returns CLT_OK or an error status, with a message set by
+ * clt_set_error (clt_parallel_fit's own message then ends with it). */
 typedef struct clt_collective {
     int rank, world;
     clt_status (*allreduce_sum)(void *ctx, float *buf, int64_t n);

@@ -39,6 +39,15 @@ const char *clt_last_error(void);
 /* Forgets the calling thread's last message. */
 void clt_clear_error(void);
 
+/* Sets the calling thread's message (printf format) and returns s: for
+ * callbacks cltensor calls, such as a clt_collective's allreduce_sum, whose
+ * failure message the calling cltensor function then reports. */
+clt_status clt_set_error(clt_status s, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,6 +32,15 @@ const char *clt_last_error(void) { return last_message; }
 
 void clt_clear_error(void) { last_message[0] = '\0'; }
 
+clt_status clt_set_error(clt_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_message, sizeof last_message, fmt ? fmt : "", ap);
+    va_end(ap);
+    return s;
+}
+
 clt_status clt__fail(clt_status s, const char *fmt, ...)
 {
     va_list ap;

@@ -92,6 +92,7 @@ static clt_status ensure_gradients(clt_model *m, int64_t features)
 /* comm->allreduce_sum, its failure named. */
 static clt_status collective_sum(const clt_collective *comm, float *buf, int64_t n, const char *what)
 {
+    clt_clear_error(); /* so that an earlier failure's message is not taken for its own */
     clt_status s = comm->allreduce_sum(comm->ctx, buf, n);
     if (s == CLT_OK) return CLT_OK;
     char why[256];

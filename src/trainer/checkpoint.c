@@ -340,7 +340,7 @@ clt_status clt__checkpoint_load(const char *path, clt_model *model, clt_optimize
     }
     if (s == CLT_OK && partial) *partial = meta.partial;
     list_free(&l);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     return s;
 }
 
@@ -391,6 +391,6 @@ clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64
             s = clt__fail(CLT_ERR_FORMAT, "%s holds more than %d residual blocks (net.3 to net.%d and on)", path,
                           CLT_RESMLP_MAX_BLOCKS, CLT_RESMLP_MAX_BLOCKS + 3);
     }
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     return s;
 }
