@@ -21,11 +21,12 @@
 #include "../nn/nn_internal.h"
 
 /* The default tile of the CPU GEMM kernels: a transposed B is packed into
- * panels of TN columns for the call, and an A whose rows are 4 KiB apart
- * into panels of TM rows. A tuned tile (`clt tune`) can move a packed
- * buffer by less than one tile. */
+ * panels of TN columns for the call, an A whose rows are 4 KiB apart into
+ * panels of TM rows, and in blocked products A and B a block of depths at a
+ * time (clt__cpu_gemm_pack_a_bytes, _b_bytes). A tuned tile (`clt tune`) can
+ * move a packed buffer by less than one tile. */
+#define PACK_TILE CLT__TILE_DEFAULT
 #define PACK_TN CLT__TILE_DEFAULT.tn
-#define PACK_TM CLT__TILE_DEFAULT.tm
 
 typedef struct sim_layer {
     int saved, seg_input, seg_internal, seg_pos, seg_len, nbody;
@@ -181,10 +182,11 @@ static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x,
  * x, w and b to float32 first, frees them after the product and narrows y. */
 static int linear_product(sim *s, const clt__layer *l)
 {
-    int64_t panels = (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4;
+    int64_t panels = clt__cpu_gemm_pack_b_bytes(1, (size_t)s->rows, (size_t)l->out, (size_t)l->in, PACK_TILE);
     if (s->half && s->cpu) {
+        /* Float16 products are never blocked: w^T is packed whole. */
         int y = t_new(s, s->rows * l->out * 2);
-        t_transient(s, panels);
+        t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
         return y;
     }
     int x32 = -1, w32 = -1, b32 = -1;
@@ -195,7 +197,9 @@ static int linear_product(sim *s, const clt__layer *l)
     }
     int y = t_new(s, s->rows * l->out * 4);
     if (s->cpu)
-        t_transient2(s, clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->in, (size_t)l->in, PACK_TM), panels);
+        t_transient2(s, clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->out, (size_t)l->in, (size_t)l->in,
+                                                   PACK_TILE),
+                     panels);
     if (!s->half) return y;
     t_release(s, x32);
     t_release(s, w32);
@@ -205,16 +209,18 @@ static int linear_product(sim *s, const clt__layer *l)
     return yh;
 }
 
-/* The panels of dy a Linear's backward products pack on CPU devices: for
- * dw = dy^T x, then for dx = dy w when dx is wanted, one at a time. */
+/* The panels of dy (and, in blocked products, of x or w) a Linear's
+ * backward products pack on CPU devices: for dw = dy^T x, then for dx = dy w
+ * when dx is wanted, one product at a time. */
 static void linear_backward_packs(sim *s, const clt__layer *l, int want_dx)
 {
     if (!s->cpu) return;
-    size_t rows = (size_t)s->rows, out = (size_t)l->out;
-    int64_t dw = clt__cpu_gemm_pack_a_bytes(out, rows, out, PACK_TM);
-    int64_t dx = want_dx ? clt__cpu_gemm_pack_a_bytes(rows, out, out, PACK_TM) : 0;
-    t_transient(s, dw);
-    t_transient(s, dx);
+    size_t rows = (size_t)s->rows, out = (size_t)l->out, in = (size_t)l->in;
+    t_transient2(s, clt__cpu_gemm_pack_a_bytes(out, in, rows, out, PACK_TILE),
+                 clt__cpu_gemm_pack_b_bytes(0, out, in, rows, PACK_TILE));
+    if (want_dx)
+        t_transient2(s, clt__cpu_gemm_pack_a_bytes(rows, in, out, out, PACK_TILE),
+                     clt__cpu_gemm_pack_b_bytes(0, rows, in, out, PACK_TILE));
 }
 
 /* A float16 Linear's backward (clt__linear_backward_f16): on CPU devices
@@ -654,20 +660,31 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     fprintf(out, "predicted peak of one %s training step at batch %lld on %s%s:\n",
             half ? "float16 (mixed-precision)" : "float32", (long long)o->batch_size, dev,
             p.segment_size ? "" : ", no checkpointing");
-    if (p.segment_size) fprintf(out, "  (checkpointed segments of %d blocks)\n", p.segment_size);
+    if (p.segment_size)
+        fprintf(out, "  (activation checkpointing: segments of %d block%s%s)\n", p.segment_size,
+                p.segment_size == 1 ? "" : "s",
+                o->checkpoint_segments == CLT_CHECKPOINT_AUTO ? ", chosen by auto as about sqrt(blocks)" : "");
     fprintf(out, "  weights      %10.1f MiB\n  gradients    %10.1f MiB\n  optimizer    %10.1f MiB\n", p.weights / MIB,
             p.gradients / MIB, p.optimizer / MIB);
     fprintf(out, "  batch        %10.1f MiB\n  activations  %10.1f MiB (peak %.1f MiB)\n  temporaries  %10.1f MiB\n",
             p.batch / MIB, p.activations / MIB, p.peak_activations / MIB, p.temporaries / MIB);
     fprintf(out, "  total        %10.1f MiB\n", p.peak / MIB);
-    fprintf(out, "  reserved     %10.1f MiB (the allocator's segments, from the model's creation on)\n",
-            p.reserved / MIB);
-    if (budget <= 0) return CLT_OK;
+    if (budget <= 0) {
+        fprintf(out, "  reserved     %10.1f MiB (the allocator's segments, from the model's creation on)\n",
+                p.reserved / MIB);
+        return CLT_OK;
+    }
     /* Under the cap the allocator releases its cache on a miss: what it
-     * reserves there is what counts. */
+     * reserves there is what counts, and what the table shows. */
     clt_plan capped;
     int fits;
     CLT_TRY(plan_with(m, o, &d, budget, &capped, &fits));
+    if (fits)
+        fprintf(out, "  reserved     %10.1f MiB (the allocator's segments under the %.1f MiB cap, from the model's "
+                "creation on)\n", capped.reserved / MIB, budget / MIB);
+    else
+        fprintf(out, "  reserved     %10.1f MiB (the allocator's segments with no cap; under %.1f MiB a request "
+                "fails)\n", p.reserved / MIB, budget / MIB);
     fprintf(out, "%s: %.1f MiB available (tensors %.0f%%, reserved %.0f%%)\n", fits ? "fits" : "DOES NOT FIT",
             budget / MIB, 100.0 * (double)p.peak / (double)budget,
             100.0 * (double)(fits ? capped.reserved : p.reserved) / (double)budget);
