@@ -52,6 +52,10 @@ typedef struct clt_trainer_options {
     clt_checkpoint_info save_info; /* its metadata (epoch, batch and steps are filled in) */
     const char *resume_path;   /* continue from this checkpoint: parameters, optimizer state and
                                   position, so an interrupted run ends as an uninterrupted one */
+    const char *memory_plot_path; /* the memory of the first memory_plot_steps optimizer steps on the
+                                  training device, recorded and drawn (clt_memory_record_write_svg);
+                                  NULL: none. clt_trainer_fit only: clt_parallel_fit refuses it */
+    int memory_plot_steps;     /* 0: 2 */
     int progress;              /* -1: a bar on stderr when it is a terminal; 0: never; 1: always */
     FILE *log;                 /* a line per epoch; NULL: silent */
 } clt_trainer_options;

@@ -259,6 +259,8 @@ static clt_status check_args(const clt_model *model, const clt_dataset *train, c
     if (comm && (comm->world < 1 || comm->rank < 0 || comm->rank >= comm->world || !comm->allreduce_sum))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: collective with rank %d of world %d%s", op, comm->rank,
                          comm->world, comm->allreduce_sum ? "" : " and no allreduce_sum");
+    if (opt->memory_plot_path)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: memory_plot_path works with clt_trainer_fit, on one device", op);
     if (opt->max_epochs < 1 || opt->batch_size < 1 || !(opt->lr > 0) || !isfinite(opt->lr) ||
         !(opt->gradient_clip_val >= 0) || opt->max_steps < 0 || opt->train_limit < 0 || opt->val_limit < 0 ||
         (opt->optimizer != CLT_OPTIMIZER_SGD && opt->optimizer != CLT_OPTIMIZER_ADAM))

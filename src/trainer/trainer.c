@@ -76,15 +76,32 @@ static void step_release(step_tensors *t)
     memset(t, 0, sizeof *t);
 }
 
-/* One optimizer step on a batch; adds loss * batch to loss_sum on the device. */
-static clt_status train_step(clt_model *m, clt_optimizer *opt, step_tensors *t, clt_tensor *loss_sum, double clip)
+/* Names the step's phase in a memory record (clt_memory_record_mark);
+ * step 0 marks nothing. */
+static void mark(clt_model *m, int64_t step, const char *phase)
 {
+    char label[64];
+    if (!step) return;
+    snprintf(label, sizeof label, "step %lld %s", (long long)step, phase);
+    clt_memory_record_mark(clt_model_device(m), label);
+}
+
+/* One optimizer step on a batch; adds loss * batch to loss_sum on the
+ * device. A step number > 0 marks its phases for a memory record. */
+static clt_status train_step(clt_model *m, clt_optimizer *opt, step_tensors *t, clt_tensor *loss_sum, double clip,
+                             int64_t step)
+{
+    mark(m, step, "forward");
     CLT_TRY(clt_model_forward(m, t->x, &t->logits));
+    mark(m, step, "loss");
     CLT_TRY(clt_cross_entropy_forward(&t->loss, &t->dlogits, t->logits, t->y));
     CLT_TRY(clt_model_zero_grad(m));
+    mark(m, step, "backward");
     CLT_TRY(clt_model_backward(m, t->dlogits, NULL));
+    mark(m, step, "optimizer");
     if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(m, clip, NULL));
     CLT_TRY(clt_optimizer_step(opt));
+    mark(m, step, "frees"); /* what the caller releases after the step */
     return clt_axpy_(loss_sum, (float)clt_tensor_dim(t->x, 0), t->loss);
 }
 
@@ -147,7 +164,29 @@ typedef struct fit_state {
     clt_tensor *loss_sum;
     clt__board board;
     clt__progress progress;
+    int64_t record_until; /* recording memory until this many steps (0: not recording) */
 } fit_state;
+
+/* --memory-plot: records the first steps' memory on the training device. */
+static clt_status record_start(fit_state *f, const clt_trainer_options *o, int64_t steps)
+{
+    if (!o->memory_plot_path) return CLT_OK;
+    CLT_TRY(clt_memory_record_start(clt_model_device(f->model)));
+    f->record_until = steps + (o->memory_plot_steps > 0 ? o->memory_plot_steps : 2);
+    return CLT_OK;
+}
+
+/* Stops a recording and draws it (when s is CLT_OK); returns s or the drawing's status. */
+static clt_status record_finish(fit_state *f, const clt_trainer_options *o, clt_status s)
+{
+    if (!f->record_until) return s;
+    f->record_until = 0;
+    clt_memory_record *r = NULL;
+    clt_status rs = clt_memory_record_stop(clt_model_device(f->model), &r);
+    if (s == CLT_OK && rs == CLT_OK) rs = clt_memory_record_write_svg(r, o->memory_plot_path);
+    clt_memory_record_free(r);
+    return s == CLT_OK ? rs : s;
+}
 
 static void fit_release(fit_state *f)
 {
@@ -180,11 +219,13 @@ static clt_status run_epoch(fit_state *f, const clt_trainer_options *o, int epoc
         s = clt_loader_next(f->loader, &t.x, &t.y);
         if (s != CLT_OK || !t.x) break;
         int64_t b = clt_tensor_dim(t.x, 0);
-        s = train_step(f->model, f->opt, &t, f->loss_sum, o->gradient_clip_val);
+        int recording = f->record_until > *steps;
+        s = train_step(f->model, f->opt, &t, f->loss_sum, o->gradient_clip_val, recording ? *steps + 1 : 0);
         step_release(&t);
         if (s != CLT_OK) break;
         seen += b;
         (*steps)++;
+        if (recording && *steps >= f->record_until) s = record_finish(f, o, s);
         (*batch)++;
         if (clt__progress_due(&f->progress)) {
             double sum = 0;
@@ -256,6 +297,7 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
         r.steps = at.steps;
         first_batch = at.batch;
     }
+    if (s == CLT_OK) s = record_start(&f, opt, r.steps);
     int64_t total_examples = 0;
     for (int epoch = r.epochs + 1; s == CLT_OK && epoch <= opt->max_epochs; epoch++) {
         if (opt->max_steps && r.steps >= opt->max_steps) break;
@@ -295,6 +337,7 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
         if (s == CLT_OK && opt->plot_path) s = clt__board_write_svg(&f.board, opt->plot_path);
         if (s == CLT_OK) s = complete ? save(opt, &f, epoch, 0, r.steps) : save(opt, &f, epoch - 1, batch, r.steps);
     }
+    s = record_finish(&f, opt, s); /* fewer steps than asked for */
     r.images_per_second = r.seconds > 0 ? (double)total_examples / r.seconds : 0;
     if (out) *out = r;
     fit_release(&f);

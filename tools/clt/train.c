@@ -13,7 +13,7 @@
 #include "distributed.h"
 
 typedef struct train_args {
-    const char *data, *load, *save, *metrics, *plot, *trace, *resume;
+    const char *data, *load, *save, *metrics, *plot, *trace, *resume, *memory_plot;
     int epochs, num_gpus, have_device, shuffle, distributed;
     int hiddens_given, blocks_given, checkpoint_segments, plan, fp16;
     clt_device device;
@@ -57,7 +57,9 @@ static const char *train_usage =
     "  --save FILE             write a safetensors checkpoint at the end\n"
     "  --metrics FILE          per-epoch metrics as CSV\n"
     "  --plot FILE             per-epoch losses and accuracy as an SVG chart\n"
-    "  --trace FILE            a Chrome trace-event timeline of every command\n";
+    "  --trace FILE            a Chrome trace-event timeline of every command\n"
+    "  --memory-plot FILE      record the memory of the first 2 steps and draw it as an SVG\n"
+    "                          (allocated by category, reserved, the cap, the peak and its phase)\n";
 
 static const char *eval_usage =
     "usage: clt eval --load FILE [--data DIR] [--hiddens H --blocks K] [--device D] [--batch-size B]\n"
@@ -142,6 +144,8 @@ static int parse_args(int argc, char **argv, train_args *a, int eval)
             a->plot = v;
         } else if (strcmp(o, "--trace") == 0 && v) {
             a->trace = v;
+        } else if (strcmp(o, "--memory-plot") == 0 && v) {
+            a->memory_plot = v;
         } else if (strcmp(o, "--epochs") == 0) {
             if (!parse_int(o, v, 1, &n)) return 2;
             if (n > 1000000) {
@@ -335,11 +339,15 @@ static int train_run(train_args a, const clt_collective *comm)
         o.save_info = (clt_checkpoint_info){"resmlp", a.hiddens, a.blocks, 0, 0, 0};
         o.resume_path = a.resume;
         o.plot_path = a.plot;
+        o.memory_plot_path = a.memory_plot;
         o.log = stdout;
         clt_trainer_result r;
         int gpus = clt_num_gpus();
         if (a.resume && (comm || (!a.have_device && a.num_gpus > 1 && gpus > 1))) {
             fprintf(stderr, "clt train: --resume works on one device, not with --distributed or several GPUs\n");
+            rc = 2;
+        } else if (a.memory_plot && (comm || (!a.have_device && a.num_gpus > 1 && gpus > 1))) {
+            fprintf(stderr, "clt train: --memory-plot works on one device, not with --distributed or several GPUs\n");
             rc = 2;
         } else {
             if (fit(model, &train, &test, &a, &o, comm, &r) != CLT_OK) rc = fail("train", "training");
