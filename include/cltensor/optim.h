@@ -12,6 +12,12 @@
 extern "C" {
 #endif
 
+/* Which optimizer a trainer or a memory plan means. */
+typedef enum clt_optimizer_kind {
+    CLT_OPTIMIZER_SGD = 0,  /* plain SGD, the chapter's default */
+    CLT_OPTIMIZER_ADAM = 1  /* Adam with PyTorch's betas and eps */
+} clt_optimizer_kind;
+
 typedef struct clt_optimizer clt_optimizer;
 
 /* SGD as PyTorch's: g = grad + weight_decay * param; with momentum,

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "nn.h"
-#include "trainer.h"
+#include "optim.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -14,11 +14,6 @@
 extern "C" {
 #endif
 
-typedef enum clt_optimizer_kind {
-    CLT_OPTIMIZER_SGD = 0,  /* plain SGD, the chapter's default */
-    CLT_OPTIMIZER_ADAM = 1  /* Adam with PyTorch's betas and eps */
-} clt_optimizer_kind;
-
 /* Metadata written beside the tensors (any field may be 0 / NULL). */
 typedef struct clt_checkpoint_info {
     const char *arch;          /* "resmlp" */

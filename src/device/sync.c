@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cltensor/async.h"
-#include "../tensor/pinned.h"
+#include "../core/clock.h"
 #include "device_internal.h"
+#include "trace.h"
 
 static atomic_ullong *counts;
 static cl_command_queue *side_queues;
@@ -20,6 +20,15 @@ static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t side_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int debug_mode = -1;
 static atomic_int launch_blocking = -1;
+static _Atomic(clt__after_wait_hook) after_wait;
+
+void clt__sync_set_after_wait(clt__after_wait_hook hook) { atomic_store(&after_wait, hook); }
+
+static void run_after_wait(void)
+{
+    clt__after_wait_hook hook = atomic_load(&after_wait);
+    if (hook) hook();
+}
 
 static void make_tables(void)
 {
@@ -32,13 +41,6 @@ static int tables_ready(int slot)
 {
     pthread_once(&tables_once, make_tables);
     return counts && side_queues && slot >= 0 && slot < clt__slot_count();
-}
-
-uint64_t clt__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 clt_sync_debug clt_get_sync_debug(void)
@@ -135,7 +137,7 @@ clt_status clt__sync_wait_only(int slot, const char *api, cl_uint n, const cl_ev
     uint64_t t0 = clt__now_ns();
     clt_status s = wait_events(slot, api, n, evs);
     clt__trace_host(slot, api, "sync", t0, clt__now_ns());
-    clt__pinned_reclaim();
+    run_after_wait();
     return s;
 }
 
@@ -147,7 +149,7 @@ clt_status clt__sync_queue(int slot, const char *api)
     uint64_t t0 = clt__now_ns();
     cl_int err = clFinish(q);
     clt__trace_host(slot, api, "sync", t0, clt__now_ns());
-    clt__pinned_reclaim();
+    run_after_wait();
     if (err != CL_SUCCESS) return clt__cl_fail(err, "%s: clFinish on %s", api, slot_name(slot));
     return CLT_OK;
 }

@@ -19,6 +19,12 @@ clt_status clt__sync_wait_only(int slot, const char *api, cl_uint n, const cl_ev
 /* clt__sync_point, then waits for everything queued on the slot. */
 clt_status clt__sync_queue(int slot, const char *api);
 
+/* A function the layer above registers to run on the waiting thread after
+ * each synchronization point (the tensor layer frees pinned blocks whose
+ * transfers have finished). NULL removes it. */
+typedef void (*clt__after_wait_hook)(void);
+void clt__sync_set_after_wait(clt__after_wait_hook hook);
+
 /* A short host wait that does not drain the pipeline (a command on a side
  * queue): traced, not counted. */
 clt_status clt__host_wait(int slot, const char *why, cl_event ev);
@@ -45,14 +51,5 @@ clt_status clt__bridge_event(cl_event ev, cl_context ctx, cl_event *out);
 
 /* A public handle on ev (retained); *out is NULL when ev is NULL. */
 clt_status clt__event_new(cl_event ev, int slot, clt_event **out);
-
-/* Trace internals shared with src/trace. */
-uint64_t clt__now_ns(void);
-void clt__trace_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes);
-/* cat: "sync" for a counted synchronization point, "wait" for other host waits. */
-void clt__trace_host(int slot, const char *what, const char *cat, uint64_t start_ns, uint64_t end_ns);
-int clt__trace_on(void);
-/* Starts the trace named by CLT_TRACE, once (at the first queue creation). */
-void clt__trace_from_env(void);
 
 #endif

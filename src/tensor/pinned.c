@@ -151,6 +151,8 @@ static void free_after(int slot, clt__block *block, int n, const cl_event *evs)
         return;
     }
     d->block = block;
+    /* Waits elsewhere reclaim it too (the device layer cannot call up). */
+    clt__sync_set_after_wait(clt__pinned_reclaim);
     /* One extra count held while callbacks are registered, so none frees early. */
     atomic_init(&d->left, n + 1);
     for (int i = 0; i < n; i++) {

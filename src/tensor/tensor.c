@@ -429,8 +429,8 @@ clt_status clt__read_host(const clt_tensor *t, void *dst, size_t nbytes, const c
         return clt__cl_fail(err, "clEnqueueReadBuffer of %zu bytes from %s", need, clt__slot_get(slot)->name);
     char name[32];
     snprintf(name, sizeof name, "%s->host", clt__slot_get(slot)->name);
-    clt__trace_command(slot, ev, name, "copy", need);
-    clt_status s = clt__sync_wait_only(slot, api, 1, &ev);
+    clt_status s = clt__after_copy(slot, ev, name, need);
+    if (s == CLT_OK) s = clt__sync_wait_only(slot, api, 1, &ev);
     clReleaseEvent(ev);
     return s;
 }

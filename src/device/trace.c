@@ -11,8 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../device/device_internal.h"
-#include "../device/sync.h"
+#include "trace.h"
+
+#include "../core/clock.h"
+#include "device_internal.h"
+#include "sync.h"
 
 /* Completed commands are harvested once this many are waiting, so a long
  * run does not hold every event alive. */

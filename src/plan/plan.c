@@ -17,7 +17,7 @@
 #include "../ops/tune.h"
 #include "cltensor/memory.h"
 #include "cltensor/plan.h"
-#include "nn_internal.h"
+#include "../nn/nn_internal.h"
 
 /* The default tile of the CPU GEMM kernels: a transposed B is packed into
  * panels of TN columns for the call, and an A whose rows are 4 KiB apart
