@@ -67,34 +67,189 @@ static const char *eval_usage =
     "Prints the test loss and accuracy of a ResMLP checkpoint. The architecture\n"
     "is read from the checkpoint; --hiddens and --blocks, when given, must agree.\n";
 
-static int parse_int(const char *opt, const char *text, int64_t lo, int64_t *out)
+/* The option handlers print their own message, prefixed with the command
+ * ("clt train: ..."), and return 0 to refuse the value. */
+static int parse_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t *out)
 {
     char *end;
     errno = 0;
-    long long v = strtoll(text ? text : "", &end, 10);
-    if (!text || *text == '\0' || *end != '\0' || errno || v < lo) {
-        fprintf(stderr, "clt: %s needs an integer >= %lld, not '%s'\n", opt, (long long)lo, text ? text : "");
+    long long v = strtoll(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || errno || v < lo) {
+        fprintf(stderr, "clt %s: %s needs an integer >= %lld, not '%s'\n", cmd, opt, (long long)lo, text);
         return 0;
     }
     *out = v;
     return 1;
 }
 
-static int parse_double(const char *opt, const char *text, double *out)
+/* An integer option clamped to `hi` (a ceiling the tool applies silently). */
+static int parse_clamped(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi, int *out)
+{
+    int64_t n;
+    if (!parse_int(cmd, opt, text, lo, &n)) return 0;
+    *out = n > hi ? (int)hi : (int)n;
+    return 1;
+}
+
+static int parse_double(const char *cmd, const char *opt, const char *text, double *out)
 {
     char *end;
     errno = 0;
-    double v = strtod(text ? text : "", &end);
-    if (!text || *text == '\0' || *end != '\0' || errno || !isfinite(v) || v <= 0) {
-        fprintf(stderr, "clt: %s needs a positive number, not '%s'\n", opt, text ? text : "");
+    double v = strtod(text, &end);
+    if (*text == '\0' || *end != '\0' || errno || !isfinite(v) || v <= 0) {
+        fprintf(stderr, "clt %s: %s needs a positive number, not '%s'\n", cmd, opt, text);
         return 0;
     }
     *out = v;
     return 1;
 }
 
-/* Returns 0 to go on, else the exit status. */
-static int parse_args(int argc, char **argv, train_args *a, int eval)
+/* One handler per option: a takes the value v (NULL for a flag). */
+typedef int (*option_fn)(train_args *a, const char *cmd, const char *opt, const char *v);
+
+static int opt_data(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->data = v; return 1; }
+static int opt_load(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->load = v; return 1; }
+static int opt_resume(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->resume = v; return 1; }
+static int opt_save(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->save = v; return 1; }
+static int opt_metrics(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->metrics = v; return 1; }
+static int opt_plot(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->plot = v; return 1; }
+static int opt_trace(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->trace = v; return 1; }
+static int opt_memory_plot(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->memory_plot = v; return 1; }
+
+static int opt_hiddens(train_args *a, const char *c, const char *o, const char *v)
+{
+    a->hiddens_given = 1;
+    return parse_int(c, o, v, 1, &a->hiddens);
+}
+
+static int opt_blocks(train_args *a, const char *c, const char *o, const char *v)
+{
+    a->blocks_given = 1;
+    return parse_int(c, o, v, 0, &a->blocks);
+}
+
+static int opt_batch_size(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_int(c, o, v, 1, &a->batch_size);
+}
+
+static int opt_device(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (clt_device_parse(v, &a->device) != CLT_OK) {
+        fprintf(stderr, "clt %s: %s: %s\n", c, o, clt_last_error());
+        return 0;
+    }
+    a->have_device = 1;
+    return 1;
+}
+
+static int opt_epochs(train_args *a, const char *c, const char *o, const char *v)
+{
+    int64_t n;
+    if (!parse_int(c, o, v, 1, &n)) return 0;
+    if (n > 1000000) {
+        fprintf(stderr, "clt %s: %s %lld is too many\n", c, o, (long long)n);
+        return 0;
+    }
+    a->epochs = (int)n;
+    return 1;
+}
+
+static int opt_num_gpus(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_clamped(c, o, v, 0, 1024, &a->num_gpus);
+}
+
+static int opt_lr(train_args *a, const char *c, const char *o, const char *v) { return parse_double(c, o, v, &a->lr); }
+
+static int opt_optimizer(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (strcmp(v, "sgd") == 0) a->optimizer = CLT_OPTIMIZER_SGD;
+    else if (strcmp(v, "adam") == 0) a->optimizer = CLT_OPTIMIZER_ADAM;
+    else {
+        fprintf(stderr, "clt %s: %s takes sgd or adam, not '%s'\n", c, o, v);
+        return 0;
+    }
+    return 1;
+}
+
+static int opt_segments(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (strcmp(v, "auto") == 0) {
+        a->checkpoint_segments = CLT_CHECKPOINT_AUTO;
+        return 1;
+    }
+    return parse_clamped(c, o, v, 0, 1000000, &a->checkpoint_segments);
+}
+
+static int opt_seed(train_args *a, const char *c, const char *o, const char *v)
+{
+    int64_t n;
+    if (!parse_int(c, o, v, 0, &n)) return 0;
+    a->seed = (uint64_t)n;
+    return 1;
+}
+
+static int opt_steps(train_args *a, const char *c, const char *o, const char *v) { return parse_int(c, o, v, 1, &a->steps); }
+
+static int opt_train_limit(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_int(c, o, v, 1, &a->train_limit);
+}
+
+static int opt_val_limit(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_int(c, o, v, 1, &a->val_limit);
+}
+
+static int opt_distributed(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->distributed = 1; return 1; }
+static int opt_plan(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->plan = 1; return 1; }
+static int opt_fp16(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fp16 = 1; return 1; }
+static int opt_no_shuffle(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->shuffle = 0; return 1; }
+
+/* Every option of clt train; `eval` marks those clt eval takes too. Order
+ * does not matter: a name appears once. */
+static const struct option_spec {
+    const char *name;
+    int value; /* 1: takes the next argument */
+    int eval;
+    option_fn apply;
+} options[] = {
+    {"--data", 1, 1, opt_data},
+    {"--load", 1, 1, opt_load},
+    {"--hiddens", 1, 1, opt_hiddens},
+    {"--blocks", 1, 1, opt_blocks},
+    {"--batch-size", 1, 1, opt_batch_size},
+    {"--device", 1, 1, opt_device},
+    {"--resume", 1, 0, opt_resume},
+    {"--save", 1, 0, opt_save},
+    {"--metrics", 1, 0, opt_metrics},
+    {"--plot", 1, 0, opt_plot},
+    {"--trace", 1, 0, opt_trace},
+    {"--memory-plot", 1, 0, opt_memory_plot},
+    {"--epochs", 1, 0, opt_epochs},
+    {"--num-gpus", 1, 0, opt_num_gpus},
+    {"--lr", 1, 0, opt_lr},
+    {"--optimizer", 1, 0, opt_optimizer},
+    {"--checkpoint-segments", 1, 0, opt_segments},
+    {"--seed", 1, 0, opt_seed},
+    {"--steps", 1, 0, opt_steps},
+    {"--train-limit", 1, 0, opt_train_limit},
+    {"--val-limit", 1, 0, opt_val_limit},
+    {"--distributed", 0, 0, opt_distributed},
+    {"--plan", 0, 0, opt_plan},
+    {"--fp16", 0, 0, opt_fp16},
+    {"--no-shuffle", 0, 0, opt_no_shuffle},
+};
+
+static const struct option_spec *find_option(const char *name, int eval)
+{
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+        if (strcmp(options[i].name, name) == 0 && (options[i].eval || !eval)) return &options[i];
+    return NULL;
+}
+
+static void defaults(train_args *a)
 {
     memset(a, 0, sizeof *a);
     a->data = "data/fashion-mnist";
@@ -105,106 +260,44 @@ static int parse_args(int argc, char **argv, train_args *a, int eval)
     a->hiddens = 256;
     a->blocks = 2;
     a->lr = 0.1;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t n;
-        int takes = 1;
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-            fputs(eval ? eval_usage : train_usage, stdout);
-            return -1;
-        } else if (strcmp(o, "--data") == 0 && v) {
-            a->data = v;
-        } else if (strcmp(o, "--load") == 0 && v) {
-            a->load = v;
-        } else if (strcmp(o, "--hiddens") == 0) {
-            if (!parse_int(o, v, 1, &a->hiddens)) return 2;
-            a->hiddens_given = 1;
-        } else if (strcmp(o, "--blocks") == 0) {
-            if (!parse_int(o, v, 0, &a->blocks)) return 2;
-            a->blocks_given = 1;
-        } else if (strcmp(o, "--batch-size") == 0) {
-            if (!parse_int(o, v, 1, &a->batch_size)) return 2;
-        } else if (strcmp(o, "--device") == 0 && v) {
-            if (clt_device_parse(v, &a->device) != CLT_OK) {
-                fprintf(stderr, "clt: --device: %s\n", clt_last_error());
-                return 2;
-            }
-            a->have_device = 1;
-        } else if (eval) {
-            fprintf(stderr, "clt eval: unknown option or missing value: '%s'\n%s", o, eval_usage);
-            return 2;
-        } else if (strcmp(o, "--resume") == 0 && v) {
-            a->resume = v;
-        } else if (strcmp(o, "--save") == 0 && v) {
-            a->save = v;
-        } else if (strcmp(o, "--metrics") == 0 && v) {
-            a->metrics = v;
-        } else if (strcmp(o, "--plot") == 0 && v) {
-            a->plot = v;
-        } else if (strcmp(o, "--trace") == 0 && v) {
-            a->trace = v;
-        } else if (strcmp(o, "--memory-plot") == 0 && v) {
-            a->memory_plot = v;
-        } else if (strcmp(o, "--epochs") == 0) {
-            if (!parse_int(o, v, 1, &n)) return 2;
-            if (n > 1000000) {
-                fprintf(stderr, "clt: --epochs %lld is too many\n", (long long)n);
-                return 2;
-            }
-            a->epochs = (int)n;
-        } else if (strcmp(o, "--num-gpus") == 0) {
-            if (!parse_int(o, v, 0, &n)) return 2;
-            a->num_gpus = n > 1024 ? 1024 : (int)n;
-        } else if (strcmp(o, "--lr") == 0) {
-            if (!parse_double(o, v, &a->lr)) return 2;
-        } else if (strcmp(o, "--optimizer") == 0 && v) {
-            if (strcmp(v, "sgd") == 0) a->optimizer = CLT_OPTIMIZER_SGD;
-            else if (strcmp(v, "adam") == 0) a->optimizer = CLT_OPTIMIZER_ADAM;
-            else {
-                fprintf(stderr, "clt: --optimizer takes sgd or adam, not '%s'\n", v);
-                return 2;
-            }
-        } else if (strcmp(o, "--checkpoint-segments") == 0) {
-            if (v && strcmp(v, "auto") == 0) a->checkpoint_segments = CLT_CHECKPOINT_AUTO;
-            else if (!parse_int(o, v, 0, &n)) return 2;
-            else a->checkpoint_segments = n > 1000000 ? 1000000 : (int)n;
-        } else if (strcmp(o, "--seed") == 0) {
-            if (!parse_int(o, v, 0, &n)) return 2;
-            a->seed = (uint64_t)n;
-        } else if (strcmp(o, "--steps") == 0) {
-            if (!parse_int(o, v, 1, &a->steps)) return 2;
-        } else if (strcmp(o, "--train-limit") == 0) {
-            if (!parse_int(o, v, 1, &a->train_limit)) return 2;
-        } else if (strcmp(o, "--val-limit") == 0) {
-            if (!parse_int(o, v, 1, &a->val_limit)) return 2;
-        } else if (strcmp(o, "--distributed") == 0) {
-            a->distributed = 1;
-            takes = 0;
-        } else if (strcmp(o, "--plan") == 0) {
-            a->plan = 1;
-            takes = 0;
-        } else if (strcmp(o, "--fp16") == 0) {
-            a->fp16 = 1;
-            takes = 0;
-        } else if (strcmp(o, "--no-shuffle") == 0) {
-            a->shuffle = 0;
-            takes = 0;
-        } else {
-            fprintf(stderr, "clt train: unknown option or missing value: '%s'\n%s", o, train_usage);
-            return 2;
-        }
-        i += takes;
-    }
+}
+
+/* What the options say together (after all of them are read). */
+static int check_args(const train_args *a, const char *cmd, int eval)
+{
     if (a->load && a->resume) {
-        fprintf(stderr, "clt train: --load and --resume exclude each other (--resume restores the optimizer too)\n");
+        fprintf(stderr, "clt %s: --load and --resume exclude each other (--resume restores the optimizer too)\n", cmd);
         return 2;
     }
     if (eval && !a->load) {
-        fprintf(stderr, "clt eval: --load FILE is required\n%s", eval_usage);
+        fprintf(stderr, "clt %s: --load FILE is required\n%s", cmd, eval_usage);
         return 2;
     }
     return 0;
+}
+
+/* Returns 0 to go on, -1 after --help, else the exit status (2). */
+static int parse_args(int argc, char **argv, train_args *a, int eval)
+{
+    const char *cmd = eval ? "eval" : "train";
+    defaults(a);
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            fputs(eval ? eval_usage : train_usage, stdout);
+            return -1;
+        }
+        const struct option_spec *spec = find_option(o, eval);
+        const char *v = spec && spec->value && i + 1 < argc ? argv[i + 1] : NULL;
+        if (!spec || (spec->value && !v)) {
+            if (spec) fprintf(stderr, "clt %s: %s needs a value\n%s", cmd, o, eval ? eval_usage : train_usage);
+            else fprintf(stderr, "clt %s: unknown option '%s'\n%s", cmd, o, eval ? eval_usage : train_usage);
+            return 2;
+        }
+        if (!spec->apply(a, cmd, o, v)) return 2;
+        i += spec->value;
+    }
+    return check_args(a, cmd, eval);
 }
 
 static int fail(const char *cmd, const char *what)
