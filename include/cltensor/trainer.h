@@ -33,6 +33,11 @@ typedef struct clt_trainer_options {
     int use_device;            /* 1: train on `device`, whatever num_gpus says */
     clt_device device;
     int64_t batch_size;        /* global batch */
+    int accumulate;            /* gradient accumulation: each optimizer step sums the gradients of this
+                                  many micro-batches (row views of the batch; the first batch % accumulate
+                                  get one more example), each scaled by its size over the batch's, so the
+                                  step equals one on the whole batch; 0 or 1: none. clt_parallel_fit:
+                                  each replica accumulates over its shard */
     float lr;
     clt_optimizer_kind optimizer;
     uint64_t seed;             /* shuffling order */

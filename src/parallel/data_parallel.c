@@ -12,6 +12,7 @@
 
 #include "../core/error.h"
 #include "../ops/half.h"
+#include "../trainer/accumulate.h"
 #include "../trainer/board.h"
 #include "../trainer/progress.h"
 #include "cltensor/ops.h"
@@ -159,7 +160,7 @@ static clt_status broadcast(dp_state *d)
 }
 
 /* One optimizer step on a global batch of global_n examples, its shards already loaded. */
-static clt_status dp_step(dp_state *d, int64_t global_n, double clip)
+static clt_status dp_step(dp_state *d, int64_t global_n, double clip, int accumulate)
 {
     clt_model *primary = d->r[0].model;
     /* Issue every device's work before waiting on any. */
@@ -167,6 +168,11 @@ static clt_status dp_step(dp_state *d, int64_t global_n, double clip)
     for (int i = 0; i < d->k; i++) {
         replica *r = &d->r[i];
         if (r->n == 0) continue;
+        if (accumulate > 1) {
+            CLT_TRY(clt_model_zero_grad(r->model));
+            CLT_TRY(clt__accumulate(r->model, r->x, r->y, accumulate, global_n, r->loss_sum, 0));
+            continue;
+        }
         CLT_TRY(clt_model_forward(r->model, r->x, &r->logits));
         CLT_TRY(clt_cross_entropy_forward(&r->loss, &r->dlogits, r->logits, r->y));
         /* dlogits is the shard's mean gradient; n/N makes the sum over shards the global mean. */
@@ -222,7 +228,7 @@ static clt_status run_epoch(dp_state *d, const clt_trainer_options *o, int epoch
         if (s != CLT_OK || done) break;
         int64_t start_ex = batch * o->batch_size;
         int64_t global_n = d->examples - start_ex < o->batch_size ? d->examples - start_ex : o->batch_size;
-        s = dp_step(d, global_n, o->gradient_clip_val);
+        s = dp_step(d, global_n, o->gradient_clip_val, o->accumulate);
         for (int i = 0; i < d->k; i++) batch_release(&d->r[i]);
         if (s != CLT_OK) break;
         seen += global_n;
@@ -259,6 +265,9 @@ static clt_status check_args(const clt_model *model, const clt_dataset *train, c
     if (comm && (comm->world < 1 || comm->rank < 0 || comm->rank >= comm->world || !comm->allreduce_sum))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: collective with rank %d of world %d%s", op, comm->rank,
                          comm->world, comm->allreduce_sum ? "" : " and no allreduce_sum");
+    if (opt->accumulate < 0 || opt->accumulate > opt->batch_size)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: accumulate is %d; it must be 0 to batch_size (%lld)", op,
+                         opt->accumulate, (long long)opt->batch_size);
     if (opt->memory_plot_path)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: memory_plot_path works with clt_trainer_fit, on one device", op);
     if (opt->max_epochs < 1 || opt->batch_size < 1 || !(opt->lr > 0) || !isfinite(opt->lr) ||

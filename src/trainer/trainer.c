@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../core/error.h"
+#include "accumulate.h"
 #include "board.h"
 #include "cltensor/ops.h"
 #include "cltensor/trainer.h"
@@ -50,6 +51,9 @@ static clt_status check_options(const clt_trainer_options *o)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "max_steps, train_limit and val_limit must not be negative");
     if (o->optimizer != CLT_OPTIMIZER_SGD && o->optimizer != CLT_OPTIMIZER_ADAM)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "unknown optimizer %d", (int)o->optimizer);
+    if (o->accumulate < 0 || o->accumulate > o->batch_size)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "accumulate is %d; it must be 0 to batch_size (%lld)", o->accumulate,
+                         (long long)o->batch_size);
     return CLT_OK;
 }
 
@@ -89,8 +93,17 @@ static void mark(clt_model *m, int64_t step, const char *phase)
 /* One optimizer step on a batch; adds loss * batch to loss_sum on the
  * device. A step number > 0 marks its phases for a memory record. */
 static clt_status train_step(clt_model *m, clt_optimizer *opt, step_tensors *t, clt_tensor *loss_sum, double clip,
-                             int64_t step)
+                             int64_t step, int accumulate)
 {
+    if (accumulate > 1) {
+        CLT_TRY(clt_model_zero_grad(m));
+        CLT_TRY(clt__accumulate(m, t->x, t->y, accumulate, clt_tensor_dim(t->x, 0), loss_sum, step));
+        mark(m, step, "optimizer");
+        if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(m, clip, NULL));
+        CLT_TRY(clt_optimizer_step(opt));
+        mark(m, step, "frees");
+        return CLT_OK;
+    }
     mark(m, step, "forward");
     CLT_TRY(clt_model_forward(m, t->x, &t->logits));
     mark(m, step, "loss");
@@ -220,7 +233,8 @@ static clt_status run_epoch(fit_state *f, const clt_trainer_options *o, int epoc
         if (s != CLT_OK || !t.x) break;
         int64_t b = clt_tensor_dim(t.x, 0);
         int recording = f->record_until > *steps;
-        s = train_step(f->model, f->opt, &t, f->loss_sum, o->gradient_clip_val, recording ? *steps + 1 : 0);
+        s = train_step(f->model, f->opt, &t, f->loss_sum, o->gradient_clip_val, recording ? *steps + 1 : 0,
+                       o->accumulate);
         step_release(&t);
         if (s != CLT_OK) break;
         seen += b;

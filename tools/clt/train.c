@@ -15,7 +15,7 @@
 typedef struct train_args {
     const char *data, *load, *save, *metrics, *plot, *trace, *resume, *memory_plot;
     int epochs, num_gpus, have_device, shuffle, distributed;
-    int hiddens_given, blocks_given, checkpoint_segments, plan, fp16;
+    int hiddens_given, blocks_given, checkpoint_segments, plan, fp16, accumulate, fit;
     clt_device device;
     int64_t batch_size, hiddens, blocks, steps, train_limit, val_limit;
     double lr;
@@ -47,6 +47,12 @@ static const char *train_usage =
     "                          it fits the device (or its memory cap), the largest batch\n"
     "                          that fits with and without checkpointing; train nothing\n"
     "  --fp16                  float16 weights and activations, float32 master weights\n"
+    "  --accumulate N          gradient accumulation: each step sums N micro-batches of about\n"
+    "                          batch-size/N examples, equal to one step on the whole batch\n"
+    "  --fit                   before training, pick the fewest micro-batches (then no\n"
+    "                          checkpointing, then the segment size) predicted to fit the\n"
+    "                          device or its cap, print the choice; fail when nothing fits\n"
+    "  --fit=any               the same, and float16 when no float32 configuration fits\n"
     "  --seed S                initialisation and shuffling seed (default 0)\n"
     "  --no-shuffle            batches in file order\n"
     "  --steps N               stop after N optimizer steps\n"
@@ -204,6 +210,14 @@ static int opt_val_limit(train_args *a, const char *c, const char *o, const char
 
 static int opt_distributed(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->distributed = 1; return 1; }
 static int opt_plan(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->plan = 1; return 1; }
+static int opt_fit(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fit = 1; return 1; }
+static int opt_fit_any(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fit = 2; return 1; }
+
+static int opt_accumulate(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_clamped(c, o, v, 1, 1 << 30, &a->accumulate);
+}
+
 static int opt_fp16(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fp16 = 1; return 1; }
 static int opt_no_shuffle(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->shuffle = 0; return 1; }
 
@@ -239,6 +253,9 @@ static const struct option_spec {
     {"--distributed", 0, 0, opt_distributed},
     {"--plan", 0, 0, opt_plan},
     {"--fp16", 0, 0, opt_fp16},
+    {"--accumulate", 1, 0, opt_accumulate},
+    {"--fit", 0, 0, opt_fit},
+    {"--fit=any", 0, 0, opt_fit_any},
     {"--no-shuffle", 0, 0, opt_no_shuffle},
 };
 
@@ -338,6 +355,34 @@ static int make_model(const char *cmd, train_args *a, clt_model **out)
 
 static int train_run(train_args a, const clt_collective *comm);
 
+/* Where training runs, and its budget: the memory cap when one is set, else the device's memory. */
+static clt_device train_device(const train_args *a)
+{
+    return a->have_device ? a->device : clt_num_gpus() > 0 ? clt_gpu(0) : clt_cpu();
+}
+
+static clt_status budget_of(clt_device dev, int64_t *budget)
+{
+    clt_memory_stats st;
+    int64_t free_bytes, total = 0;
+    clt_status s = clt_memory_stats_get(dev, &st);
+    if (s == CLT_OK && !st.cap) s = clt_mem_get_info(dev, &free_bytes, &total);
+    *budget = st.cap ? st.cap : total;
+    return s;
+}
+
+static clt_plan_options plan_options(const train_args *a)
+{
+    clt_plan_options o = clt_plan_default_options();
+    o.batch_size = a->batch_size;
+    o.optimizer = a->optimizer;
+    o.checkpoint_segments = a->checkpoint_segments;
+    o.dtype = a->fp16 ? CLT_FLOAT16 : CLT_FLOAT32;
+    o.device = train_device(a);
+    o.accumulate = a->accumulate;
+    return o;
+}
+
 /* --plan: the memory planner's prediction for one step on the training
  * device, against its memory cap when one is set, else its memory. */
 static int plan_run(train_args *a)
@@ -345,20 +390,37 @@ static int plan_run(train_args *a)
     clt_model *model = NULL;
     int rc = make_model("train", a, &model);
     if (rc) return rc;
-    clt_device dev = a->have_device ? a->device : clt_num_gpus() > 0 ? clt_gpu(0) : clt_cpu();
-    clt_plan_options o = clt_plan_default_options();
-    o.batch_size = a->batch_size;
-    o.optimizer = a->optimizer;
-    o.checkpoint_segments = a->checkpoint_segments;
-    o.dtype = a->fp16 ? CLT_FLOAT16 : CLT_FLOAT32;
-    o.device = dev;
-    clt_memory_stats st;
-    int64_t free_bytes, total = 0;
-    clt_status s = clt_memory_stats_get(dev, &st);
-    if (s == CLT_OK && !st.cap) s = clt_mem_get_info(dev, &free_bytes, &total);
-    if (s == CLT_OK) s = clt_plan_report(model, &o, st.cap ? st.cap : total, (int64_t)1 << 24, stdout);
+    clt_plan_options o = plan_options(a);
+    int64_t budget = 0;
+    clt_status s = budget_of(o.device, &budget);
+    if (s == CLT_OK) s = clt_plan_report(model, &o, budget, (int64_t)1 << 24, stdout);
     clt_model_free(model);
     return s == CLT_OK ? 0 : fail("train", "planning");
+}
+
+/* --fit: the planner picks micro-batches, checkpointing (and with
+ * --fit=any float16) for the batch on the training device; prints it. */
+static int fit_run(train_args *a, const clt_model *model)
+{
+    clt_plan_options o = plan_options(a);
+    int64_t budget = 0;
+    clt_plan_fit_result r;
+    if (budget_of(o.device, &budget) != CLT_OK || clt_plan_fit(model, &o, budget, a->fit == 2, &r) != CLT_OK)
+        return fail("train", "--fit");
+    char dev[32] = "";
+    clt_device_name(o.device, dev, sizeof dev);
+    printf("fit: batch %lld as %d micro-batch%s of %lld%s, ", (long long)a->batch_size, r.accumulate,
+           r.accumulate == 1 ? "" : "es", (long long)((a->batch_size + r.accumulate - 1) / r.accumulate),
+           r.accumulate * ((a->batch_size + r.accumulate - 1) / r.accumulate) == a->batch_size ? "" : " or one less");
+    if (r.checkpoint_segments) printf("checkpointed segments of %d blocks, ", r.checkpoint_segments);
+    else printf("no checkpointing, ");
+    printf("%s; predicted peak %.1f MiB allocated, %.1f MiB reserved, of %.1f MiB on %s (%.1f MiB kept as a margin)\n",
+           clt_dtype_name(r.dtype), r.plan.peak / 1048576.0, r.plan.reserved / 1048576.0, budget / 1048576.0, dev,
+           r.margin / 1048576.0);
+    a->accumulate = r.accumulate;
+    a->checkpoint_segments = r.checkpoint_segments;
+    a->fp16 = r.dtype == CLT_FLOAT16;
+    return 0;
 }
 
 int clt_cmd_train(int argc, char **argv)
@@ -411,11 +473,13 @@ static int train_run(train_args a, const clt_collective *comm)
     /* Before the model: queues made while tracing carry kernel times. */
     rc = a.trace && clt_trace_start(a.trace) != CLT_OK ? fail("train", "starting the trace") : 0;
     if (rc == 0) rc = make_model("train", &a, &model);
+    if (rc == 0 && a.fit) rc = fit_run(&a, model);
     if (rc == 0) {
         clt_trainer_options o = clt_trainer_default_options();
         o.max_epochs = a.epochs;
         o.checkpoint_segments = a.checkpoint_segments;
         o.fp16 = a.fp16;
+        o.accumulate = a.accumulate;
         o.num_gpus = a.num_gpus;
         o.use_device = a.have_device;
         o.device = a.device;
