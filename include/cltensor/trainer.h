@@ -60,8 +60,9 @@ typedef struct clt_trainer_options {
     FILE *log;                 /* a line per epoch; NULL: silent */
 } clt_trainer_options;
 
-/* One epoch, batch 256, SGD lr 0.1, shuffled with seed 0, num_gpus 1,
- * progress automatic, log to stderr. */
+/* One epoch, batch 256, SGD lr 0.1, shuffled with seed 0, num_gpus 1, no
+ * progress bar and no log (the library prints nothing unless asked: set
+ * progress and log). */
 clt_trainer_options clt_trainer_default_options(void);
 
 typedef struct clt_trainer_result {
@@ -73,6 +74,7 @@ typedef struct clt_trainer_result {
     double images_per_second;
     char device[32];           /* where it trained, e.g. "gpu:0" */
     int stopped;               /* 1 when clt_trainer_request_stop ended training early */
+    int64_t skipped_steps;     /* steps a float16 run skipped (gradients overflowed), of `steps` */
 } clt_trainer_result;
 
 /* Trains model on train (and evaluates on val after each epoch; val may be

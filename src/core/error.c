@@ -23,6 +23,7 @@ const char *clt_status_string(clt_status s)
     case CLT_ERR_UNSUPPORTED: return "CLT_ERR_UNSUPPORTED";
     case CLT_ERR_IO: return "CLT_ERR_IO";
     case CLT_ERR_FORMAT: return "CLT_ERR_FORMAT";
+    case CLT_ERR_DIVERGED: return "CLT_ERR_DIVERGED";
     }
     return "unknown status";
 }

@@ -493,7 +493,7 @@ static int train_run(train_args a, const clt_collective *comm)
         o.val_limit = a.val_limit;
         o.metrics_path = a.metrics;
         o.save_path = a.save;
-        o.save_info = (clt_checkpoint_info){"resmlp", a.hiddens, a.blocks, 0, 0, 0};
+        o.save_info = (clt_checkpoint_info){.arch = "resmlp", .hiddens = a.hiddens, .blocks = a.blocks};
         o.resume_path = a.resume;
         o.plot_path = a.plot;
         o.memory_plot_path = a.memory_plot;
