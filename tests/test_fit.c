@@ -14,7 +14,8 @@ static char out[1 << 16];
 #define run(...) clt_test_shell(out, sizeof out, __VA_ARGS__)
 #define MIB (1024 * 1024)
 
-/* The example: a 32 MiB cap, 8 blocks of 256, batch 4096. */
+/* The issue's example: a 32 MiB cap on the training device (cpu:0, or gpu:0 under
+ * CLT_CPU_AS_GPU=1, not on the loader's pinned staging), 8 blocks of 256, batch 4096. */
 START_TEST(test_fit_trains_where_plain_fails)
 {
     char dir[64];
@@ -22,10 +23,10 @@ START_TEST(test_fit_trains_where_plain_fails)
     clt_test_write_idx_split(dir, "train", 8192, 1, 0);
     clt_test_write_idx_split(dir, "t10k", 64, 2, 0);
     const char *args = "--hiddens 256 --blocks 8 --batch-size 4096 --steps 2 --val-limit 64";
-    int rc = run("CLT_MEMORY_CAP=32M %s train --data %s %s", clt_test_clt_path(), dir, args);
+    int rc = run("CLT_MEMORY_CAP=cpu:0=32M,gpu:0=32M %s train --data %s %s", clt_test_clt_path(), dir, args);
     ck_assert_msg(rc == 1, "the plain run did not fail (%d): %s", rc, out);
     ck_assert_msg(strstr(out, "CLT_ERR_OUT_OF_MEMORY") || strstr(out, "out of memory"), "%s", out);
-    rc = run("CLT_MEMORY_CAP=32M %s train --data %s %s --fit --memory-plot %s/m.svg", clt_test_clt_path(), dir, args,
+    rc = run("CLT_MEMORY_CAP=cpu:0=32M,gpu:0=32M %s train --data %s %s --fit --memory-plot %s/m.svg", clt_test_clt_path(), dir, args,
              dir);
     ck_assert_msg(rc == 0, "clt train --fit failed (%d): %s", rc, out);
     printf("%s", out);
