@@ -116,7 +116,8 @@ clt_status clt_memory_record_sample(const clt_memory_record *r, int64_t i, clt_m
  * record owns it; NULL out of range). */
 int clt_memory_record_num_phases(const clt_memory_record *r);
 const char *clt_memory_record_phase(const clt_memory_record *r, int i);
-/* The sample with the highest allocated (the first of equals; -1 when empty). */
+/* The sample with the highest allocated; of equal ones in a row (a tensor
+ * made, then retagged), the last; -1 when empty. */
 int64_t clt_memory_record_peak(const clt_memory_record *r);
 /* The device's memory cap when recording started (0: none), and its name. */
 int64_t clt_memory_record_cap(const clt_memory_record *r);

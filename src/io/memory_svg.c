@@ -129,7 +129,7 @@ static void draw_axes(const chart *c)
     for (int k = 0; k <= 5; k++) {
         double v = c->ymax * k / 5, y = py(c, v);
         fprintf(c->f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>\n", LEFT - 4, y, LEFT, y);
-        fprintf(c->f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n", LEFT - 6, y + 4, v / MIB);
+        fprintf(c->f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", LEFT - 6, y + 4, v / MIB);
     }
     fprintf(c->f, "<text x=\"16\" y=\"%.0f\" transform=\"rotate(-90 16 %.0f)\" text-anchor=\"middle\">MiB</text>\n",
             TOP + c->ph / 2, TOP + c->ph / 2);
@@ -204,8 +204,9 @@ static void draw(chart *c)
         if ((double)s.reserved > top) top = (double)s.reserved;
         if ((double)s.allocated > top) top = (double)s.allocated;
     }
-    double step = MIB / 5;
-    while (top * 1.05 > 5 * step) step *= step < 10 * MIB ? 2 : 5;
+    /* Five ticks of 1, 2 or 5 times a power of ten MiB. */
+    double step = 0.01 * MIB;
+    for (int k = 0; top * 1.05 > 5 * step; k++) step *= k % 3 == 1 ? 2.5 : 2;
     c->ymax = 5 * step;
     fprintf(c->f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
                   "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);

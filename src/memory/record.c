@@ -172,8 +172,10 @@ const char *clt_memory_record_phase(const clt_memory_record *r, int i)
 int64_t clt_memory_record_peak(const clt_memory_record *r)
 {
     int64_t best = -1;
-    for (int64_t i = 0; r && i < r->n; i++)
-        if (best < 0 || r->samples[i].allocated > r->samples[best].allocated) best = i;
+    for (int64_t i = 0; r && i < r->n; i++) {
+        int64_t a = r->samples[i].allocated, b = best < 0 ? -1 : r->samples[best].allocated;
+        if (a > b || (a == b && i == best + 1)) best = i;
+    }
     return best;
 }
 
