@@ -724,6 +724,39 @@ clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t b
                      allow_fp16 || o->dtype == CLT_FLOAT16 ? "" : ", or allow float16 (--fit=any)");
 }
 
+/* The allocated peak at batch b of o with segment size seg (0: off). */
+static clt_status peak_at(const clt_model *m, const clt_plan_options *o, const plan_device *d, int seg, int64_t b,
+                          int64_t *peak)
+{
+    clt_plan_options q = *o;
+    q.batch_size = b;
+    q.checkpoint_segments = seg;
+    clt_plan p;
+    CLT_TRY(plan_with(m, &q, d, 0, &p, NULL));
+    *peak = p.peak;
+    return CLT_OK;
+}
+
+/* Exercise 2's "why": what a step holds per example with and without
+ * checkpointing (the slope of the allocated peak from batch 1 to the
+ * largest that fits) beside what does not grow with the batch. */
+static clt_status why_further(const clt_model *m, const clt_plan_options *o, const plan_device *d, int64_t b_plain,
+                              int64_t b_ckpt, FILE *out)
+{
+    int seg = o->checkpoint_segments ? o->checkpoint_segments : CLT_CHECKPOINT_AUTO;
+    int64_t p1, pb, c1, cb;
+    CLT_TRY(peak_at(m, o, d, 0, 1, &p1));
+    CLT_TRY(peak_at(m, o, d, 0, b_plain + 1, &pb));
+    CLT_TRY(peak_at(m, o, d, seg, 1, &c1));
+    CLT_TRY(peak_at(m, o, d, seg, b_ckpt + 1, &cb));
+    double per_plain = (double)(pb - p1) / (double)b_plain, per_ckpt = (double)(cb - c1) / (double)b_ckpt;
+    fprintf(out, "checkpointing goes %.2fx as far: per example a step holds %.1f KiB without checkpointing, %.1f KiB "
+                 "with (%.2fx less); %.1f MiB does not grow with the batch\n",
+            (double)b_ckpt / (double)b_plain, per_plain / 1024, per_ckpt / 1024, per_plain / per_ckpt,
+            (double)(p1 - (int64_t)per_plain) / MIB);
+    return CLT_OK;
+}
+
 clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch_size,
                            FILE *out)
 {
@@ -735,8 +768,10 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     char dev[32];
     CLT_TRY(clt_device_name(o->device, dev, sizeof dev));
     int half = o->dtype == CLT_FLOAT16;
-    fprintf(out, "predicted peak of one %s training step at batch %lld on %s%s:\n",
-            half ? "float16 (mixed-precision)" : "float32", (long long)o->batch_size, dev,
+    char micro[48] = "";
+    if (o->accumulate > 1) snprintf(micro, sizeof micro, " in %d micro-batches", o->accumulate);
+    fprintf(out, "predicted peak of one %s training step at batch %lld%s on %s%s:\n",
+            half ? "float16 (mixed-precision)" : "float32", (long long)o->batch_size, micro, dev,
             p.segment_size ? "" : ", no checkpointing");
     if (p.segment_size) fprintf(out, "  (checkpointed segments of %d blocks)\n", p.segment_size);
     fprintf(out, "  weights      %10.1f MiB\n  gradients    %10.1f MiB\n  optimizer    %10.1f MiB\n", p.weights / MIB,
@@ -764,8 +799,15 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     const char *more = " (or more)";
     fprintf(out, "largest batch that fits: %lld without checkpointing%s, %lld with%s\n", (long long)b_plain,
             b_plain == max_batch_size ? more : "", (long long)b_ckpt, b_ckpt == max_batch_size ? more : "");
+    if (b_plain > 0 && b_ckpt > b_plain && b_ckpt < max_batch_size) CLT_TRY(why_further(m, o, &d, b_plain, b_ckpt, out));
     if (fits) return CLT_OK;
     fprintf(out, "to fit:\n");
+    clt_plan_fit_result fit;
+    if (o->batch_size > 1 && clt_plan_fit(m, o, budget, 0, &fit) == CLT_OK && fit.accumulate > 1) {
+        fprintf(out, "  - keep the batch of %lld (--fit): %d micro-batches", (long long)o->batch_size, fit.accumulate);
+        if (fit.checkpoint_segments) fprintf(out, ", checkpointed segments of %d blocks", fit.checkpoint_segments);
+        fprintf(out, ", predicted peak %.1f MiB\n", fit.plan.peak / MIB);
+    }
     if (b_plain > 0) fprintf(out, "  - lower the batch size to %lld\n", (long long)b_plain);
     if (b_ckpt >= o->batch_size && m->nlayers > 0 && clt_model_num_blocks(m) > 0)
         fprintf(out, "  - checkpoint activations (--checkpoint-segments auto)\n");
