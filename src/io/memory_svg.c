@@ -11,12 +11,12 @@
 #include "cltensor/memory.h"
 
 #define W 960
-#define H 520
+#define H 540
 #define LEFT 70
 #define RIGHT 200
 #define TOP 56
-#define BOTTOM 120
-#define MAX_COLUMNS 1200
+#define BOTTOM 140
+#define MAX_COLUMNS 600
 #define MIB (1024.0 * 1024.0)
 
 /* Bottom up: the plateaus that last, then what comes and goes. */
@@ -95,10 +95,12 @@ static void draw_reserved(const chart *c)
     fputs("\"/>\n", c->f);
 }
 
-/* Alternating bands behind the chart, one per major phase, labelled below. */
+/* Alternating bands behind the chart, one per major phase, labelled below
+ * where a label has room (14 px from the one before). */
 static void draw_phases(const chart *c)
 {
     int np = clt_memory_record_num_phases(c->r), band = 0;
+    double last_label = -1e9;
     for (int i = 0; i < np; i++) {
         if (!clt__record_phase_is_major(c->r, i)) continue;
         int64_t start = clt__record_phase_start(c->r, i), end = c->n;
@@ -115,8 +117,10 @@ static void draw_phases(const chart *c)
         fprintf(c->f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#bbb\"/>\n", x0, TOP, x0,
                 TOP + c->ph + 4);
         double xm = (x0 + x1) / 2, yl = TOP + c->ph + 14;
+        if (xm - last_label < 14) continue;
+        last_label = xm;
         fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
-                      "transform=\"rotate(-35 %.1f %.1f)\">", xm, yl, xm, yl);
+                      "transform=\"rotate(-60 %.1f %.1f)\">", xm, yl, xm, yl);
         put_escaped(c->f, clt_memory_record_phase(c->r, i));
         fputs("</text>\n", c->f);
     }
@@ -133,8 +137,8 @@ static void draw_axes(const chart *c)
     }
     fprintf(c->f, "<text x=\"16\" y=\"%.0f\" transform=\"rotate(-90 16 %.0f)\" text-anchor=\"middle\">MiB</text>\n",
             TOP + c->ph / 2, TOP + c->ph / 2);
-    fprintf(c->f, "<text x=\"%.0f\" y=\"%d\" text-anchor=\"middle\">allocator event (%lld in all)</text>\n",
-            LEFT + c->pw / 2, H - 8, (long long)c->n);
+    fprintf(c->f, "<text x=\"%.0f\" y=\"%.0f\">allocator events: %lld</text>\n", LEFT + c->pw + 8,
+            TOP + c->ph + 4, (long long)c->n);
 }
 
 static void legend_row(const chart *c, int row, const char *swatch, const char *name)
