@@ -716,11 +716,12 @@ clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t b
     char dev[32] = "";
     clt_device_name(o->device, dev, sizeof dev);
     return clt__fail(CLT_ERR_OUT_OF_MEMORY,
-                     "no configuration of a %s step at batch %lld fits %.1f MiB on %s (less a margin of %.1f MiB): "
-                     "the weights, gradients and optimizer state alone need %.1f MiB and the batch %.1f MiB, "
+                     "no configuration of a %s%s step at batch %lld fits %.1f MiB on %s (less a margin of %.1f MiB): "
+                     "the %s weights, gradients and optimizer state alone need %.1f MiB and the batch %.1f MiB, "
                      "beside the allocator's segments; use a smaller model or batch%s, or a larger device",
-                     clt_dtype_name(o->dtype), (long long)o->batch_size, budget / MIB, dev, out->margin / MIB,
-                     (p.weights + p.gradients + p.optimizer) / MIB, p.batch / MIB,
+                     clt_dtype_name(o->dtype), allow_fp16 && o->dtype != CLT_FLOAT16 ? " or float16" : "",
+                     (long long)o->batch_size, budget / MIB, dev, out->margin / MIB,
+                     clt_dtype_name(o->dtype), (p.weights + p.gradients + p.optimizer) / MIB, p.batch / MIB,
                      allow_fp16 || o->dtype == CLT_FLOAT16 ? "" : ", or allow float16 (--fit=any)");
 }
 
