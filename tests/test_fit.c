@@ -147,6 +147,65 @@ START_TEST(test_accumulated_plan_exact)
 }
 END_TEST
 
+/* --plan names an accumulated step, says why checkpointing goes further
+ * (its ratio is the printed batches'), and lists --fit's choice. */
+START_TEST(test_plan_report_lines)
+{
+    int rc = run("CLT_MEMORY_CAP=cpu:0=32M,gpu:0=32M %s train --plan --hiddens 256 --blocks 8 --batch-size 4096",
+                 clt_test_clt_path());
+    ck_assert_msg(rc == 0, "%s", out);
+    long plain = 0, ckpt = 0;
+    double ratio = 0, per_plain = 0, per_ckpt = 0;
+    const char *at = strstr(out, "largest batch that fits: ");
+    ck_assert_ptr_nonnull(at);
+    ck_assert_int_eq(sscanf(at, "largest batch that fits: %ld without checkpointing, %ld with", &plain, &ckpt), 2);
+    at = strstr(out, "checkpointing goes ");
+    ck_assert_msg(at != NULL, "%s", out);
+    ck_assert_int_eq(sscanf(at, "checkpointing goes %lfx as far: per example a step holds %lf KiB without "
+                                "checkpointing, %lf KiB with", &ratio, &per_plain, &per_ckpt), 3);
+    ck_assert_double_eq_tol(ratio, (double)ckpt / (double)plain, 0.006);
+    ck_assert_double_gt(per_plain, per_ckpt);
+    ck_assert_msg(strstr(out, "  - keep the batch of 4096 (--fit): 13 micro-batches, checkpointed segments of 2 blocks"),
+                  "%s", out);
+    rc = run("CLT_MEMORY_CAP=cpu:0=32M,gpu:0=32M %s train --plan --hiddens 256 --blocks 8 --batch-size 4096 "
+             "--accumulate 13 --checkpoint-segments 2", clt_test_clt_path());
+    ck_assert_msg(rc == 0, "%s", out);
+    ck_assert_msg(strstr(out, "training step at batch 4096 in 13 micro-batches on "), "%s", out);
+    ck_assert_msg(strstr(out, "  total              25.3 MiB"), "%s", out);
+    ck_assert_msg(strstr(out, "\nfits: 32.0 MiB"), "%s", out);
+}
+END_TEST
+
+/* --fit=any keeps float32 where float32 fits, and names both dtypes when neither does. */
+START_TEST(test_fit_any)
+{
+    clt_model *m;
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 512, 8, 10, 0));
+    clt_plan_options o = clt_plan_default_options();
+    o.device = clt_cpu();
+    o.batch_size = 4096;
+    o.optimizer = CLT_OPTIMIZER_ADAM;
+    clt_plan_fit_result r;
+    ck_assert_ok(clt_plan_fit(m, &o, 256 * MIB, 1, &r));
+    ck_assert_int_eq(r.dtype, CLT_FLOAT32);
+    ck_assert_status(clt_plan_fit(m, &o, 48 * MIB, 1, &r), CLT_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "no configuration of a float32 or float16 step at batch 4096 fits "
+                                                   "48.0 MiB"));
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "alone need 70.3 MiB and the batch 12.3 MiB"));
+    /* A budget just above the step at one example per micro-batch finds a configuration within it. */
+    o.batch_size = 100;
+    clt_model_free(m);
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 256, 2, 10, 0));
+    clt_plan one;
+    clt_plan_options q = o;
+    q.accumulate = 100;
+    ck_assert_ok(clt_plan_step(m, &q, &one));
+    ck_assert_ok(clt_plan_fit(m, &o, one.reserved + 2 * MIB + (one.reserved + 3 * MIB) / 31, 0, &r));
+    ck_assert_int_le(r.plan.reserved, r.budget - r.margin);
+    clt_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fit");
@@ -155,6 +214,8 @@ int main(void)
     tcase_add_test(tc, test_nothing_fits);
     tcase_add_test(tc, test_fit_order);
     tcase_add_test(tc, test_accumulated_plan_exact);
+    tcase_add_test(tc, test_plan_report_lines);
+    tcase_add_test(tc, test_fit_any);
     tcase_add_test(tc, test_fit_trains_where_plain_fails);
     suite_add_tcase(s, tc);
     return clt_test_run(s);

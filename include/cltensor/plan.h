@@ -81,7 +81,8 @@ typedef struct clt_plan_fit_result {
 } clt_plan_fit_result;
 
 /* Searches the configurations that keep o's batch and its result: the
- * micro-batch count N (1 to 64, then doubling up to the batch size),
+ * micro-batch count N (1 to 64, then doubling, then the batch size: one
+ * example each),
  * activation checkpointing (off, then each segment size of 1 up to the
  * model's blocks), and, with allow_fp16, float16 after every float32 one
  * fails; o's own accumulate and checkpoint_segments are ignored. The first

@@ -642,11 +642,15 @@ clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int
 
 #define MIB (1024.0 * 1024.0)
 
-/* The micro-batch counts clt_plan_fit tries, in order; 0 after the last. */
+/* The micro-batch counts clt_plan_fit tries, in order: 1 to 64, then
+ * doubling, then the batch size itself (micro-batches of one example);
+ * 0 after the last. */
 static int next_micro(int n, int64_t batch)
 {
-    int next = n < 64 ? n + 1 : 2 * n;
-    return next > batch || next > (1 << 30) ? 0 : next;
+    int64_t cap = batch < (1 << 30) ? batch : (1 << 30);
+    int64_t next = n < 64 ? n + 1 : 2 * (int64_t)n;
+    if (next > cap) next = n < cap ? cap : 0;
+    return (int)next;
 }
 
 /* The segment size with the lowest predicted peak that fits (0: none). */
