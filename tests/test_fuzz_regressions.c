@@ -13,7 +13,9 @@
 #define CLT_FUZZ_NO_ENTRY
 #include "fuzz/fuzz_args.c"
 #include "fuzz/fuzz_clblast_params.c"
+#include "fuzz/fuzz_env.c"
 #include "fuzz/fuzz_idx.c"
+#include "fuzz/fuzz_model_shape.c"
 #include "fuzz/fuzz_safetensors.c"
 
 #include "support.h"
@@ -84,6 +86,12 @@ END_TEST
 START_TEST(test_replay_clblast_params) { replay("clblast_params", fuzz_clblast_params); }
 END_TEST
 
+START_TEST(test_replay_env) { replay("env", fuzz_env); }
+END_TEST
+
+START_TEST(test_replay_model_shape) { replay("model_shape", fuzz_model_shape); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fuzz_regressions");
@@ -92,6 +100,8 @@ int main(void)
     tcase_add_test(tc, test_replay_safetensors);
     tcase_add_test(tc, test_replay_args);
     tcase_add_test(tc, test_replay_clblast_params);
+    tcase_add_test(tc, test_replay_env);
+    tcase_add_test(tc, test_replay_model_shape);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -51,13 +51,22 @@ int clt_device_equal(clt_device a, clt_device b);
  * when buf is NULL or too small. */
 clt_status clt_device_name(clt_device dev, char *buf, size_t len);
 
-/* Parses "cpu", "cpu:0", "gpu", "gpu:1", "pinned" or "P:D". */
+/* Parses "cpu", "cpu:0", "gpu", "gpu:1", "pinned" or "P:D" (lower case,
+ * indices of at most 9 digits). */
 clt_status clt_device_parse(const char *text, clt_device *out);
 
 /* The default device of the calling thread: set by clt_set_default_device,
- * else CLT_DEVICE=P:D (or a name) from the environment, else cpu(). */
+ * else CLT_DEVICE=P:D (or a name) from the environment, else cpu() (also
+ * when CLT_DEVICE is malformed, which clt_check_environment reports). */
 clt_device clt_get_default_device(void);
 void clt_set_default_device(clt_device dev);
+
+/* Checks every CLT_* environment variable the library reads (the README's
+ * table; docs/reliability.md has the grammar). The first call decides and
+ * later calls repeat its answer; every call that uses a device makes it
+ * first, so a malformed value fails that call. CLT_ERR_INVALID_ARGUMENT
+ * naming the variable, its value and what it accepts. */
+clt_status clt_check_environment(void);
 
 /* What `clt devices` prints about one device. */
 typedef struct clt_device_info {

@@ -70,7 +70,8 @@ clt_status clt_memory_report(clt_device dev, FILE *out);
  * cap). Beyond it allocations fail exactly as if the device were that small.
  * The environment sets caps too: CLT_MEMORY_CAP=512M caps every device, and
  * CLT_MEMORY_CAP="gpu:0=1G,cpu:0=0.5" caps each (a fraction <= 1 is of the
- * device's global memory; suffixes K, M, G are powers of 1024). */
+ * device's global memory; suffixes K, M, G, T are powers of 1024, with an
+ * optional B or iB; a malformed value fails clt_check_environment). */
 clt_status clt_set_memory_cap(clt_device dev, int64_t bytes);
 /* The same, as a fraction (0 < fraction <= 1) of the device's memory. */
 clt_status clt_set_memory_fraction(clt_device dev, double fraction);

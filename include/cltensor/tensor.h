@@ -58,6 +58,9 @@ clt_status clt_ones_like(clt_tensor **out, const clt_tensor *src);
 clt_tensor *clt_tensor_retain(clt_tensor *t);
 void clt_tensor_release(clt_tensor *t);
 
+/* The accessors below take NULL too: clt_tensor_device(NULL) is clt_cpu(),
+ * clt_tensor_dtype(NULL) CLT_FLOAT32, clt_tensor_category(NULL) CLT_MEM_OTHER
+ * and the counts (ndim, dim, shape, numel, nbytes) are 0. */
 clt_device clt_tensor_device(const clt_tensor *t);
 clt_dtype clt_tensor_dtype(const clt_tensor *t);
 int clt_tensor_ndim(const clt_tensor *t);
@@ -86,7 +89,8 @@ clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t le
  * the transfer (clt_to_async in cltensor/async.h does not). */
 clt_status clt_to(clt_tensor **out, clt_tensor *t, clt_device dev);
 clt_status clt_copy_to(clt_tensor **out, clt_tensor *t, clt_device dev);
-/* Copies src's elements into dst (same dtype and element count, same device). */
+/* Copies src's elements into dst (same dtype and element count, same device);
+ * CLT_ERR_INVALID_ARGUMENT when the two overlap in memory (clt_copy_(x, x)). */
 clt_status clt_copy_(clt_tensor *dst, const clt_tensor *src);
 
 /* Reads the tensor into host memory of at least nbytes (a synchronization

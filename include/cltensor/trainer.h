@@ -115,7 +115,10 @@ clt_status clt_checkpoint_save(const char *path, const clt_model *model, const c
 clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt,
                                clt_checkpoint_info *info);
 /* Reads a ResMLP checkpoint's architecture (hidden width and block count)
- * from its tensor names and shapes, without loading it. */
+ * from its tensor names and shapes, without loading it. CLT_ERR_FORMAT when
+ * net.1.weight is not 2-D with each side 1..2^31-1, or the file holds more
+ * than CLT_RESMLP_MAX_BLOCKS blocks. */
+#define CLT_RESMLP_MAX_BLOCKS 1000
 clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64_t *blocks);
 
 #ifdef __cplusplus

@@ -1,5 +1,7 @@
 #include "fault.h"
 
+#include "env.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -12,10 +14,10 @@ static atomic_llong counts[CLT__FAULT_KINDS], at[CLT__FAULT_KINDS];
 static atomic_int sticky[CLT__FAULT_KINDS];
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
-static int apply(const char *spec)
+/* Reads spec into new_at and new_sticky; 1 when it is well formed. */
+static int parse(const char *spec, long long *new_at, int *new_sticky)
 {
-    long long new_at[CLT__FAULT_KINDS] = {0};
-    int new_sticky[CLT__FAULT_KINDS] = {0}, ok = 1;
+    int ok = 1;
     for (const char *p = spec; p && *p && ok;) {
         const char *colon = strchr(p, ':');
         ok = 0;
@@ -34,6 +36,20 @@ static int apply(const char *spec)
             break;
         }
     }
+    return ok;
+}
+
+int clt__fault_valid(const char *spec)
+{
+    long long new_at[CLT__FAULT_KINDS] = {0};
+    int new_sticky[CLT__FAULT_KINDS] = {0};
+    return parse(spec, new_at, new_sticky);
+}
+
+static int apply(const char *spec)
+{
+    long long new_at[CLT__FAULT_KINDS] = {0};
+    int new_sticky[CLT__FAULT_KINDS] = {0}, ok = parse(spec, new_at, new_sticky);
     for (int k = 0; k < CLT__FAULT_KINDS; k++) {
         atomic_store(&at[k], ok ? new_at[k] : 0);
         atomic_store(&sticky[k], ok ? new_sticky[k] : 0);
@@ -42,7 +58,7 @@ static int apply(const char *spec)
     return ok ? 0 : -1;
 }
 
-static void read_env(void) { apply(getenv("CLT_FAULT")); }
+static void read_env(void) { apply(clt__env_text(CLT__ENV_FAULT)); }
 
 int clt__fault_set(const char *spec)
 {

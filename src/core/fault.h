@@ -1,5 +1,6 @@
 /* Internal: fault injection, for tests of the error paths. The environment
- * variable CLT_FAULT (read at the first hook) or clt__fault_set takes a
+ * variable CLT_FAULT (read at the first hook; a malformed one is no plan,
+ * and clt__env_check reports it) or clt__fault_set takes a
  * comma-separated list of KIND:N (the N-th event of that kind fails, counted
  * from 1) or KIND:N+ (the N-th and every later one fail), e.g.
  * CLT_FAULT=alloc:3,write:1+. Kinds:
@@ -29,6 +30,9 @@ int clt__fault(clt__fault_kind kind);
 /* Replaces the plan (NULL or "" for none) and zeroes the counters. Returns
  * 0, or -1 for a malformed spec (which leaves no plan). */
 int clt__fault_set(const char *spec);
+
+/* 1 when spec is a well-formed plan (CLT_FAULT's grammar). */
+int clt__fault_valid(const char *spec);
 
 /* Events of kind counted since the last clt__fault_set. */
 int64_t clt__fault_count(clt__fault_kind kind);

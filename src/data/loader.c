@@ -93,7 +93,9 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
     l->dev = dev;
     l->opt = *opt;
     l->n = opt->limit > 0 && opt->limit < ds->n ? opt->limit : ds->n;
-    l->num_batches = (l->n + opt->batch_size - 1) / opt->batch_size;
+    /* Rounded up without n + batch_size - 1, which overflows for a batch
+     * near INT64_MAX (a batch larger than the data is one batch of all). */
+    l->num_batches = l->n / opt->batch_size + (l->n % opt->batch_size != 0);
     l->pixels = ds->rows * ds->cols;
     int64_t most = opt->batch_size < l->n ? opt->batch_size : l->n; /* the largest shard */
     l->order = malloc((size_t)(l->n ? l->n : 1) * sizeof *l->order);

@@ -2,6 +2,7 @@
  * contexts and in-order queues, created once per device when first used. */
 #include "device_internal.h"
 #include "sync.h"
+#include "../core/env.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -21,11 +22,6 @@ static int pinned_slot = -1;
 static pthread_once_t enumerate_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int env_flag(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
 
 static int is_cpu(cl_device_id d)
 {
@@ -55,7 +51,7 @@ static void enumerate(void)
         free(plats);
         return;
     }
-    int cpu_as_gpu = env_flag("CLT_CPU_AS_GPU");
+    int cpu_as_gpu = clt__env_int(CLT__ENV_CPU_AS_GPU, 0);
     int cap = 0, n = 0, ncpu = 0, ngpu = 0;
     clt__slot *tab = NULL;
     int first_cpu = -1;
@@ -185,8 +181,19 @@ static int count_type(clt_device_type t)
     return c;
 }
 
+static int device_parse(const char *text, clt_device *out);
+
+static int device_text_ok(const char *text)
+{
+    clt_device d;
+    return device_parse(text, &d);
+}
+
+clt_status clt_check_environment(void) { return clt__env_check(device_text_ok); }
+
 clt_status clt__resolve(clt_device dev, int *slot)
 {
+    CLT_TRY(clt_check_environment());
     int i = find_slot(dev);
     if (i >= 0) {
         *slot = i;
@@ -262,27 +269,44 @@ clt_status clt_device_name(clt_device dev, char *buf, size_t len)
     return CLT_OK;
 }
 
+/* A decimal index of at most 9 digits (no sign, no space) ending at *end. */
+static int index_at(const char *p, const char **end, int *out)
+{
+    int n = 0, v = 0;
+    for (; *p >= '0' && *p <= '9' && n < 9; p++, n++) v = v * 10 + (*p - '0');
+    *end = p;
+    *out = v;
+    return n > 0;
+}
+
+/* cpu, gpu, pinned, each optionally with :N, or P:D; 1 when text is one of
+ * them. */
+static int device_parse(const char *text, clt_device *out)
+{
+    static const struct { const char *word; clt_device_type type; } words[] = {
+        {"cpu", CLT_DEVICE_CPU}, {"gpu", CLT_DEVICE_GPU}, {"pinned", CLT_DEVICE_PINNED}};
+    const char *p;
+    int a, b;
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+        size_t n = strlen(words[w].word);
+        if (strncmp(text, words[w].word, n) != 0) continue;
+        if (text[n] == '\0') a = 0;
+        else if (text[n] != ':' || !index_at(text + n + 1, &p, &a) || *p != '\0') return 0;
+        if (words[w].type == CLT_DEVICE_PINNED && a != 0) return 0;
+        *out = (clt_device){words[w].type, a, 0};
+        return 1;
+    }
+    if (!index_at(text, &p, &a) || *p != ':' || !index_at(p + 1, &p, &b) || *p != '\0') return 0;
+    *out = clt_device_at(a, b);
+    return 1;
+}
+
 clt_status clt_device_parse(const char *text, clt_device *out)
 {
     if (!text || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_parse: NULL argument");
-    int a, b, used = 0;
-    if (strcmp(text, "cpu") == 0) {
-        *out = clt_cpu();
-    } else if (strcmp(text, "gpu") == 0) {
-        *out = clt_gpu(0);
-    } else if (strcmp(text, "pinned") == 0 || strcmp(text, "pinned:0") == 0) {
-        *out = clt_pinned();
-    } else if (sscanf(text, "cpu:%d%n", &a, &used) == 1 && text[used] == '\0' && a >= 0) {
-        *out = (clt_device){CLT_DEVICE_CPU, a, 0};
-    } else if (sscanf(text, "gpu:%d%n", &a, &used) == 1 && text[used] == '\0' && a >= 0) {
-        *out = clt_gpu(a);
-    } else if (sscanf(text, "%d:%d%n", &a, &b, &used) == 2 && text[used] == '\0' && a >= 0 && b >= 0) {
-        *out = clt_device_at(a, b);
-    } else {
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
-                         "cannot parse device \"%s\": expected cpu, cpu:N, gpu, gpu:N, pinned or P:D", text);
-    }
-    return CLT_OK;
+    if (device_parse(text, out)) return CLT_OK;
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                     "cannot parse device \"%s\": expected cpu, cpu:N, gpu, gpu:N, pinned or P:D", text);
 }
 
 static _Thread_local int default_set;
@@ -292,11 +316,10 @@ clt_device clt_get_default_device(void)
 {
     if (default_set) return default_device;
     clt_device d = clt_cpu();
-    const char *env = getenv("CLT_DEVICE");
-    if (env && *env) {
-        clt_device parsed;
-        if (clt_device_parse(env, &parsed) == CLT_OK) d = parsed;
-    }
+    const char *env = clt__env_text(CLT__ENV_DEVICE);
+    clt_device parsed;
+    /* A malformed value gives cpu(); clt_check_environment reports it. */
+    if (env && device_parse(env, &parsed)) d = parsed;
     return d;
 }
 

@@ -11,6 +11,7 @@
 
 #include "cltensor/async.h"
 #include "../core/clock.h"
+#include "../core/env.h"
 #include "device_internal.h"
 #include "trace.h"
 
@@ -47,10 +48,8 @@ clt_sync_debug clt_get_sync_debug(void)
 {
     int m = atomic_load(&debug_mode);
     if (m >= 0) return (clt_sync_debug)m;
-    const char *v = getenv("CLT_SYNC_DEBUG");
-    m = !v ? CLT_SYNC_DEBUG_OFF : strcmp(v, "warn") == 0 ? CLT_SYNC_DEBUG_WARN
-        : strcmp(v, "error") == 0                        ? CLT_SYNC_DEBUG_ERROR
-                                                         : CLT_SYNC_DEBUG_OFF;
+    /* off, warn, error: the words' order is the enum's. */
+    m = clt__env_int(CLT__ENV_SYNC_DEBUG, CLT_SYNC_DEBUG_OFF);
     int unset = -1;
     atomic_compare_exchange_strong(&debug_mode, &unset, m);
     return (clt_sync_debug)atomic_load(&debug_mode);
@@ -62,8 +61,7 @@ int clt_get_launch_blocking(void)
 {
     int m = atomic_load(&launch_blocking);
     if (m >= 0) return m;
-    const char *v = getenv("CLT_LAUNCH_BLOCKING");
-    m = v && *v && strcmp(v, "0") != 0;
+    m = clt__env_int(CLT__ENV_LAUNCH_BLOCKING, 0);
     int unset = -1;
     atomic_compare_exchange_strong(&launch_blocking, &unset, m);
     return atomic_load(&launch_blocking);

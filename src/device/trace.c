@@ -14,6 +14,7 @@
 #include "trace.h"
 
 #include "../core/clock.h"
+#include "../core/env.h"
 #include "device_internal.h"
 #include "sync.h"
 
@@ -281,8 +282,8 @@ clt_status clt_trace_stop(void)
 
 static void start_from_env(void)
 {
-    const char *path = getenv("CLT_TRACE");
-    if (path && *path) clt_trace_start(path);
+    const char *path = clt__env_text(CLT__ENV_TRACE);
+    if (path) clt_trace_start(path);
 }
 
 void clt__trace_from_env(void) { pthread_once(&env_once, start_from_env); }

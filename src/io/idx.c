@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../core/checked.h"
 #include "../core/error.h"
 #include "../tensor/tensor_internal.h"
 #include "atomic_file.h"
@@ -80,20 +81,17 @@ static clt_status read_header(gzFile gz, const char *path, clt_idx *out)
     if (got < 0) return read_error(gz, path);
     if (got < 4 * ndim)
         return clt__fail(CLT_ERR_FORMAT, "%s: truncated inside the %d dimension sizes", path, ndim);
-    uint64_t total = 1;
-    for (int i = 0; i < ndim; i++) {
-        uint64_t d = (uint64_t)be[4 * i] << 24 | (uint64_t)be[4 * i + 1] << 16 | (uint64_t)be[4 * i + 2] << 8 |
-                     be[4 * i + 3];
-        out->dims[i] = (int64_t)d;
-        if (d > 0 && total > (uint64_t)INT64_MAX / d) {
-            char dims[200];
-            format_dims(dims, sizeof dims, i + 1, out->dims);
-            return clt__fail(CLT_ERR_FORMAT, "%s: dimensions %s... multiply past 64 bits", path, dims);
-        }
-        total *= d;
+    for (int i = 0; i < ndim; i++)
+        out->dims[i] = (int64_t)((uint64_t)be[4 * i] << 24 | (uint64_t)be[4 * i + 1] << 16 |
+                                 (uint64_t)be[4 * i + 2] << 8 | be[4 * i + 3]);
+    /* Every dimension counts, a zero one as 1 (core/checked.h), so that no
+     * product of dimensions a reader forms later can overflow. */
+    int64_t numel, total;
+    if (clt__shape_bytes(ndim, out->dims, 1, &numel, &total) != 0) {
+        char dims[200];
+        format_dims(dims, sizeof dims, ndim, out->dims);
+        return clt__fail(CLT_ERR_FORMAT, "%s: dimensions %s multiply past 64 bits", path, dims);
     }
-    if (total > SIZE_MAX) return clt__fail(CLT_ERR_FORMAT, "%s: %llu bytes do not fit in memory", path,
-                                           (unsigned long long)total);
     out->ndim = ndim;
     out->nbytes = (size_t)total;
     return CLT_OK;

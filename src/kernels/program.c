@@ -14,9 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/env.h"
 #include "../core/fault.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
@@ -60,8 +62,8 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 
 static int cache_dir(char *buf, size_t len)
 {
-    const char *dir = getenv("CLT_CACHE_DIR");
-    if (dir && strcmp(dir, "off") == 0) return 0;
+    const char *dir = clt__env_text(CLT__ENV_CACHE_DIR);
+    if (dir && strcasecmp(dir, "off") == 0) return 0;
     int n;
     if (dir && *dir) n = snprintf(buf, len, "%s", dir);
     else if ((dir = getenv("XDG_CACHE_HOME")) && *dir) n = snprintf(buf, len, "%s/cltensor", dir);

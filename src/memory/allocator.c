@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/env.h"
 #include "../core/fault.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
@@ -36,40 +37,10 @@ typedef struct clt__allocator {
 static clt__allocator **allocators;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Parses "512M", "2G", "1048576" or a fraction such as "0.5" of `total`. */
-static int parse_cap(const char *text, int64_t total, int64_t *out)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || v < 0) return 0;
-    double mult = 1;
-    switch (*end) {
-    case 'K': case 'k': mult = 1024.0; end++; break;
-    case 'M': case 'm': mult = MIB; end++; break;
-    case 'G': case 'g': mult = MIB * 1024.0; end++; break;
-    default: break;
-    }
-    if (*end != '\0' && *end != ',') return 0;
-    if (mult == 1 && v > 0 && v <= 1 && memchr(text, '.', (size_t)(end - text))) v *= (double)total;
-    else v *= mult;
-    *out = (int64_t)v;
-    return 1;
-}
-
-/* CLT_MEMORY_CAP="512M" caps every device; "gpu:0=1G,cpu:0=0.5" each one. */
-static int64_t cap_from_env(const clt__slot *s)
-{
-    const char *env = getenv("CLT_MEMORY_CAP");
-    if (!env || !*env) return 0;
-    int64_t cap = 0;
-    if (!strchr(env, '=')) return parse_cap(env, (int64_t)s->global_mem, &cap) ? cap : 0;
-    size_t nlen = strlen(s->name);
-    for (const char *p = env; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
-        if (strncmp(p, s->name, nlen) == 0 && p[nlen] == '=')
-            return parse_cap(p + nlen + 1, (int64_t)s->global_mem, &cap) ? cap : 0;
-    }
-    return 0;
-}
+/* CLT_MEMORY_CAP="512M" caps every device; "gpu:0=1G,cpu:0=0.5" each one
+ * (core/env.c parses it; a malformed value is no cap, reported by
+ * clt_check_environment before any allocator is made). */
+static int64_t cap_from_env(const clt__slot *s) { return clt__env_memory_cap(s->name, (int64_t)s->global_mem); }
 
 /* CLT_ALLOC_EXACT=1 gives every tensor a driver buffer of exactly its size,
  * freed with the tensor: slow, but a checker such as oclgrind then sees an
@@ -79,8 +50,7 @@ int clt__alloc_exact(void)
     static atomic_int mode = -1;
     int m = atomic_load(&mode);
     if (m < 0) {
-        const char *env = getenv("CLT_ALLOC_EXACT");
-        m = env && strcmp(env, "1") == 0;
+        m = clt__env_int(CLT__ENV_ALLOC_EXACT, 0);
         atomic_store(&mode, m);
     }
     return m;

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/env.h"
 #include "../device/device_internal.h"
 
 #define PUB_MAGIC 0x31544c43u /* "CLT1": bumped whenever the layout changes */
@@ -124,8 +125,7 @@ static pub_header *create_in(const char *dir, size_t size)
 
 static void setup_locked(void)
 {
-    const char *off = getenv("CLT_NO_PUBLISH");
-    if (off && *off && strcmp(off, "0") != 0) return;
+    if (clt__env_int(CLT__ENV_NO_PUBLISH, 0)) return;
     int nslots = clt__slot_count();
     if (nslots <= 0) return;
     uint32_t ndev = nslots < CLT__PUBLISH_MAX_DEVICES ? (uint32_t)nslots : CLT__PUBLISH_MAX_DEVICES;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/env.h"
 #include "../device/device_internal.h"
 #include "../memory/record.h"
 #include "../ops/half.h"
@@ -55,8 +56,7 @@ static int has_params(const clt__layer *l) { return l->kind == CLT__LINEAR || l-
 
 int clt__fuse_enabled(void)
 {
-    const char *env = getenv("CLT_FUSE");
-    return !env || strcmp(env, "0") != 0;
+    return clt__env_int(CLT__ENV_FUSE, 1);
 }
 
 static int is_f32_linear(const clt__layer *l)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/checked.h"
 #include "../ops/half.h"
 #include "cltensor/ops.h"
 #include "nn_internal.h"
@@ -284,14 +285,21 @@ clt_status clt_model_init(clt_model *m, clt_device dev, uint64_t seed)
     m->linears = calloc((size_t)n + 1, sizeof *m->linears);
     if (!m->linears) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_model_init: out of host memory");
     collect_linears(m, m->layers, m->nlayers);
-    int64_t total = 0;
+    int64_t total = 0, bytes = 0;
     for (int k = 0; k < n; k++) {
-        m->linears[k]->offset = total;
-        total += m->linears[k]->out * m->linears[k]->in + m->linears[k]->out;
+        clt__layer *l = m->linears[k];
+        l->offset = total;
+        if (clt__muladd_i64(&total, l->out, l->in) != 0 || clt__add_i64(total, l->out, &total) != 0 ||
+            clt__mul_i64(total, (int64_t)sizeof(float), &bytes) != 0 || (uint64_t)bytes >= SIZE_MAX) {
+            unbuild(m);
+            return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_init: %s (%lld x %lld) brings the model past %lld "
+                             "parameters, whose bytes do not fit an int64_t", l->name, (long long)l->out,
+                             (long long)l->in, (long long)(INT64_MAX / (int64_t)sizeof(float)));
+        }
     }
     m->nparams = total;
     clt_status s = build_names(m);
-    float *host = s == CLT_OK ? malloc((size_t)total * sizeof *host + 1) : NULL;
+    float *host = s == CLT_OK ? malloc((size_t)bytes + 1) : NULL;
     if (s == CLT_OK && !host)
         s = clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_model_init: out of host memory for %lld parameters",
                       (long long)total);

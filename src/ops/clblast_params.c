@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../core/env.h"
 #include "../device/device_internal.h"
 #include "clblast_params.h"
 
@@ -248,8 +249,8 @@ static clt_status apply_file(const clt__slot *s, const char *devname, const char
 
 static clt_status apply_all(const clt__slot *s)
 {
-    const char *env = getenv("CLT_CLBLAST_PARAMS");
-    if (!env || !*env) return CLT_OK;
+    const char *env = clt__env_text(CLT__ENV_CLBLAST_PARAMS);
+    if (!env) return CLT_OK;
     size_t size = 0;
     cl_int err = clGetDeviceInfo(s->device, CL_DEVICE_NAME, 0, NULL, &size);
     if (err != CL_SUCCESS) return clt__cl_fail(err, PRE "querying the name of %s", s->name);

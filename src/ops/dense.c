@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/env.h"
 #include "../core/fault.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
@@ -169,11 +170,10 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
  * (also when CLT_CPU_AS_GPU presents it as a GPU). */
 clt_status clt__dense_cpu(int slot, int *out)
 {
-    const char *env = getenv("CLT_DENSE");
-    if (env && *env) {
-        if (strcmp(env, "cpu") != 0 && strcmp(env, "clblast") != 0)
-            return clt__fail(CLT_ERR_INVALID_ARGUMENT, "CLT_DENSE=%s: expected cpu or clblast", env);
-        *out = strcmp(env, "cpu") == 0;
+    /* The words cpu, clblast are 0, 1; a malformed value fails clt__resolve first. */
+    int forced = clt__env_int(CLT__ENV_DENSE, -1);
+    if (forced >= 0) {
+        *out = forced == 0;
         return CLT_OK;
     }
     cl_device_type type;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../core/env.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
 #include "../io/atomic_file.h"
@@ -214,8 +215,7 @@ static clt_status tune_shape(int slot, int ta, int tb, size_t m, size_t n, size_
 
 static int tune_env(void)
 {
-    const char *env = getenv("CLT_TUNE");
-    return env && strcmp(env, "1") == 0;
+    return clt__env_int(CLT__ENV_TUNE, 0);
 }
 
 clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,

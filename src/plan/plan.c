@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/checked.h"
 #include "../device/device_internal.h"
 #include "../memory/allocator.h"
 #include "../memory/book.h"
@@ -528,6 +529,30 @@ static void replay_step(sim *s, const clt_model *m, sim_layer *sl, const clt__la
     for (int i = 0; i < 3; i++) t_release(s, kept[i]);
 }
 
+/* Layers (nested ones too) and their widest Linear side. */
+static void extent(const clt__layer *l, int n, int64_t *layers, int64_t *widest)
+{
+    for (int i = 0; i < n; i++) {
+        (*layers)++;
+        if (l[i].kind == CLT__LINEAR && l[i].in > *widest) *widest = l[i].in;
+        if (l[i].kind == CLT__LINEAR && l[i].out > *widest) *widest = l[i].out;
+        if (l[i].body) extent(l[i].body, l[i].nbody, layers, widest);
+    }
+}
+
+/* 0 when no byte count of a step at this batch can overflow: each layer's
+ * replay holds a few tensors of (rows, width) float32 values, the step a
+ * few of the parameters' size. Bounded generously (64 bytes per row, width
+ * and layer, 32 per parameter) and checked, so that no sum below wraps. */
+static int step_bound(const clt_model *m, int64_t rows)
+{
+    int64_t layers = 4, widest = m->features > 1 ? m->features : 1, per_row, all, params;
+    extent(m->layers, m->nlayers, &layers, &widest);
+    return clt__mul_i64(rows + 1, widest + PACK_TN, &per_row) != 0 || clt__mul_i64(per_row, layers, &all) != 0 ||
+           clt__mul_i64(all, 64, &all) != 0 || clt__mul_i64(m->nparams + PACK_TN * (widest + 1), 32, &params) != 0 ||
+           clt__add_i64(all, params, &all) != 0;
+}
+
 /* Replays the model's creation and two training steps, the second the
  * steady state the allocated peak is of; cap (0: none) bounds reserved
  * memory as clt_set_memory_cap does, and *fits says whether every request
@@ -542,6 +567,9 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the model must be initialised and have a Linear", op);
     if (o->batch_size < 1)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch size %lld (must be >= 1)", op, (long long)o->batch_size);
+    if (step_bound(m, o->batch_size))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch size %lld is too large to plan: a step's byte counts "
+                         "for this model would overflow an int64_t", op, (long long)o->batch_size);
     if (o->checkpoint_segments < 0 && o->checkpoint_segments != CLT_CHECKPOINT_AUTO)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: segment size %d", op, o->checkpoint_segments);
     if (o->accumulate < 0)
@@ -616,6 +644,8 @@ static clt_status max_batch(const clt_model *m, const clt_plan_options *o, const
     clt_plan_options q = *o;
     clt_plan p;
     int64_t lo = 0; /* the largest known to fit */
+    /* Batches too large to plan (step_bound) do not fit any budget. */
+    while (hi > 0 && step_bound(m, hi)) hi /= 2;
     while (lo < hi) {
         q.batch_size = lo + (hi - lo + 1) / 2;
         int fits;

@@ -144,6 +144,11 @@ clt_status clt_copy_(clt_tensor *dst, const clt_tensor *src)
     if (dst->dtype != src->dtype || dst->numel != src->numel)
         return clt__fail(CLT_ERR_SHAPE, "clt_copy_: %lld %s elements into %lld %s elements", (long long)src->numel,
                          clt_dtype_name(src->dtype), (long long)dst->numel, clt_dtype_name(dst->dtype));
+    size_t n = clt_tensor_nbytes(src);
+    if (dst->st == src->st && n > 0 && dst->offset < src->offset + n && src->offset < dst->offset + n)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_copy_: source and destination overlap (bytes %zu..%zu and "
+                         "%zu..%zu of one storage); copy through clt_copy_to", src->offset, src->offset + n,
+                         dst->offset, dst->offset + n);
     if (clt__is_pinned(dst)) return clt__copy_via_host(dst, (clt_tensor *)src, 0, NULL, "clt_copy_");
     return copy_same_context(dst, src);
 }

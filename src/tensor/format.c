@@ -55,7 +55,7 @@ static void put_dim(out_buf *o, const fmt_ctx *c, int dim, int64_t base, int ind
     /* As PyTorch: blocks of three or more dimensions are set apart by blank lines. */
     int blank = t->ndim - dim - 2;
     put(o, "[");
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n && !o->overflow; i++) {
         if (c->summarise && n > 2 * EDGE && i == EDGE) {
             put(o, "...,");
             if (dim == t->ndim - 1) put(o, " ");
@@ -95,7 +95,10 @@ clt_status clt_tensor_format(const clt_tensor *t, char *buf, size_t len)
         free(data);
         data = w;
     }
+    /* Long dimensions are summarised even when empty: a (2^60, 0) tensor
+     * prints six rows, not 2^60. */
     fmt_ctx c = {t, data, t->dtype != CLT_INT32, t->numel > SUMMARY_THRESHOLD};
+    for (int d = 0; d < t->ndim; d++) c.summarise |= t->shape[d] > SUMMARY_THRESHOLD;
     for (int64_t i = 0; c.integral && i < t->numel; i++) {
         float v = ((const float *)data)[i];
         c.integral = isfinite(v) && v == floorf(v) && fabsf(v) < 1e8f;

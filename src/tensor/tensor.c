@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../device/device_internal.h"
+#include "../core/checked.h"
 #include "../device/sync.h"
 #include "pinned.h"
 
@@ -41,17 +42,18 @@ clt_status clt__check_shape(int ndim, const int64_t *shape, clt_dtype dt, int64_
     if (ndim > 0 && !shape) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "shape is NULL for %d dimensions", ndim);
     size_t es = clt_dtype_size(dt);
     if (es == 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "unknown dtype %d", (int)dt);
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
+    for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
             return clt__fail(CLT_ERR_SHAPE, "dimension %d has negative size %lld", i, (long long)shape[i]);
-        if (shape[i] > 0 && n > INT64_MAX / (int64_t)es / shape[i])
-            return clt__fail(CLT_ERR_SHAPE, "shape overflows: dimension %d (%lld) makes more than %lld bytes",
-                             i, (long long)shape[i], (long long)INT64_MAX);
-        n *= shape[i];
-    }
+    int64_t n = 1, bytes = (int64_t)es;
+    /* Every dimension counts (a zero one as 1), so no product of some of
+     * them overflows later; the message names the first one too many. */
+    for (int i = 0; i < ndim; i++)
+        if (clt__shape_bytes(i + 1, shape, (int64_t)es, &n, &bytes) != 0)
+            return clt__fail(CLT_ERR_SHAPE, "shape overflows: dimension %d (%lld) makes more than %lld bytes", i,
+                             (long long)shape[i], (long long)INT64_MAX);
     *numel = n;
-    *nbytes = (size_t)n * es;
+    *nbytes = (size_t)bytes;
     return CLT_OK;
 }
 
@@ -266,24 +268,26 @@ void clt_tensor_release(clt_tensor *t)
     free(t);
 }
 
-clt_device clt_tensor_device(const clt_tensor *t) { return clt__slot_device(t->st->slot); }
-clt_dtype clt_tensor_dtype(const clt_tensor *t) { return t->dtype; }
-int clt_tensor_ndim(const clt_tensor *t) { return t->ndim; }
+clt_device clt_tensor_device(const clt_tensor *t) { return t ? clt__slot_device(t->st->slot) : clt_cpu(); }
+clt_dtype clt_tensor_dtype(const clt_tensor *t) { return t ? t->dtype : CLT_FLOAT32; }
+int clt_tensor_ndim(const clt_tensor *t) { return t ? t->ndim : 0; }
 
 int64_t clt_tensor_dim(const clt_tensor *t, int i)
 {
+    if (!t) return 0;
     if (i < 0) i += t->ndim;
     return i >= 0 && i < t->ndim ? t->shape[i] : 0;
 }
 
 int clt_tensor_shape(const clt_tensor *t, int64_t *shape)
 {
+    if (!t) return 0;
     for (int i = 0; i < t->ndim && shape; i++) shape[i] = t->shape[i];
     return t->ndim;
 }
 
-int64_t clt_tensor_numel(const clt_tensor *t) { return t->numel; }
-size_t clt_tensor_nbytes(const clt_tensor *t) { return (size_t)t->numel * clt_dtype_size(t->dtype); }
+int64_t clt_tensor_numel(const clt_tensor *t) { return t ? t->numel : 0; }
+size_t clt_tensor_nbytes(const clt_tensor *t) { return t ? (size_t)t->numel * clt_dtype_size(t->dtype) : 0; }
 
 clt_status clt_tensor_set_category(clt_tensor *t, clt_category c)
 {
@@ -295,7 +299,7 @@ clt_status clt_tensor_set_category(clt_tensor *t, clt_category c)
     return CLT_OK;
 }
 
-clt_category clt_tensor_category(const clt_tensor *t) { return t->st->cat; }
+clt_category clt_tensor_category(const clt_tensor *t) { return t ? t->st->cat : CLT_MEM_OTHER; }
 
 static clt_status view(clt_tensor **out, clt_tensor *t, size_t offset, int ndim, const int64_t *shape, int64_t numel)
 {
@@ -347,6 +351,17 @@ clt_status clt_reshape(clt_tensor **out, clt_tensor *t, int ndim, const int64_t 
     return view(out, t, t->offset, ndim, s, known);
 }
 
+/* The message's own arithmetic is checked too: start + length may overflow. */
+static clt_status narrow_fail(int64_t start, int64_t length, int64_t rows)
+{
+    int64_t end;
+    if (clt__add_i64(start, length, &end) != 0)
+        return clt__fail(CLT_ERR_SHAPE, "clt_narrow: %lld rows from row %lld are outside 0..%lld", (long long)length,
+                         (long long)start, (long long)rows);
+    return clt__fail(CLT_ERR_SHAPE, "clt_narrow: rows [%lld, %lld) outside 0..%lld", (long long)start,
+                     (long long)end, (long long)rows);
+}
+
 clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t length)
 {
     CLT_TRY(clt__need("clt_narrow", "out", out));
@@ -354,8 +369,7 @@ clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t le
     CLT_TRY(clt__need("clt_narrow", "t", t));
     if (t->ndim == 0) return clt__fail(CLT_ERR_SHAPE, "clt_narrow: a scalar has no rows");
     if (start < 0 || length < 0 || start > t->shape[0] || length > t->shape[0] - start)
-        return clt__fail(CLT_ERR_SHAPE, "clt_narrow: rows [%lld, %lld) outside 0..%lld", (long long)start,
-                         (long long)(start + length), (long long)t->shape[0]);
+        return narrow_fail(start, length, t->shape[0]);
     int64_t row = t->shape[0] ? t->numel / t->shape[0] : 0;
     int64_t shape[CLT_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];

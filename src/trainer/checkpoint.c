@@ -349,6 +349,17 @@ clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer
     return clt__checkpoint_load(path, model, opt, info, NULL);
 }
 
+/* The block of a name "net.<3 + b>.body.0.weight", else -1. */
+static int64_t block_of(const char *name)
+{
+    const char *p = name + 4, *tail = ".body.0.weight";
+    if (strncmp(name, "net.", 4) != 0 || *p < '0' || *p > '9' || (*p == '0' && p[1] != '.')) return -1;
+    int64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if (v > CLT_RESMLP_MAX_BLOCKS + 3 || (v = v * 10 + (*p - '0')) < 0) return -1;
+    return strcmp(p, tail) == 0 && v >= 3 ? v - 3 : -1;
+}
+
 clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64_t *blocks)
 {
     if (!path || !hiddens || !blocks)
@@ -360,16 +371,25 @@ clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64
     clt_safetensors_info fi;
     if (k < 0 || clt_safetensors_info_get(f, k, &fi) != CLT_OK || fi.ndim != 2) {
         s = clt__fail(CLT_ERR_FORMAT, "%s: not a ResMLP checkpoint (no 2-D tensor net.1.weight)", path);
+    } else if (fi.shape[0] < 1 || fi.shape[0] > INT32_MAX || fi.shape[1] < 1 || fi.shape[1] > INT32_MAX) {
+        s = clt__fail(CLT_ERR_FORMAT, "%s: net.1.weight has shape (%lld, %lld), not a layer's (each side 1..%d)",
+                      path, (long long)fi.shape[0], (long long)fi.shape[1], INT32_MAX);
     } else {
-        *hiddens = fi.shape[0];
-        int64_t n = 0;
-        char name[64];
-        for (;;) {
-            snprintf(name, sizeof name, "net.%lld.body.0.weight", (long long)(3 + n));
-            if (clt_safetensors_find(f, name) < 0) break;
-            n++;
+        /* One pass over the names (a lookup per block is quadratic): the
+         * blocks are net.3 on, up to the first one missing. */
+        unsigned char seen[CLT_RESMLP_MAX_BLOCKS + 2] = {0};
+        for (int i = 0; i < clt_safetensors_count(f); i++) {
+            clt_safetensors_info bi;
+            int64_t b = clt_safetensors_info_get(f, i, &bi) == CLT_OK ? block_of(bi.name) : -1;
+            if (b >= 0 && b <= CLT_RESMLP_MAX_BLOCKS) seen[b] = 1;
         }
+        int64_t n = 0;
+        while (n <= CLT_RESMLP_MAX_BLOCKS && seen[n]) n++;
+        *hiddens = fi.shape[0];
         *blocks = n;
+        if (n > CLT_RESMLP_MAX_BLOCKS)
+            s = clt__fail(CLT_ERR_FORMAT, "%s holds more than %d residual blocks (net.3 to net.%d and on)", path,
+                          CLT_RESMLP_MAX_BLOCKS, CLT_RESMLP_MAX_BLOCKS + 3);
     }
     clt_safetensors_close(f);
     return s;

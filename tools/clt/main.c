@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cltensor.h>
+
 #include "commands.h"
 
 static const struct {
@@ -37,8 +39,15 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(cmd, commands[i].name) != 0) continue;
+        /* A malformed CLT_* variable is a usage error of every command. */
+        if (clt_check_environment() != CLT_OK) {
+            fprintf(stderr, "clt %s: %s\n", cmd, clt_last_error());
+            return 2;
+        }
+        return commands[i].run(argc - 1, argv + 1);
+    }
     fprintf(stderr, "clt: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
