@@ -17,6 +17,7 @@
 #include "fuzz/fuzz_idx.c"
 #include "fuzz/fuzz_model_shape.c"
 #include "fuzz/fuzz_safetensors.c"
+#include "fuzz/fuzz_smi.c"
 
 #include "support.h"
 
@@ -92,6 +93,9 @@ END_TEST
 START_TEST(test_replay_model_shape) { replay("model_shape", fuzz_model_shape); }
 END_TEST
 
+START_TEST(test_replay_smi) { replay("smi", fuzz_smi); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fuzz_regressions");
@@ -102,6 +106,7 @@ int main(void)
     tcase_add_test(tc, test_replay_clblast_params);
     tcase_add_test(tc, test_replay_env);
     tcase_add_test(tc, test_replay_model_shape);
+    tcase_add_test(tc, test_replay_smi);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -189,7 +189,7 @@ START_TEST(test_dense_env_invalid)
     ck_assert_ok(clt_zeros(&c, dev(), CLT_FLOAT32, 2, s));
     use_impl("cuda");
     ck_assert_status(clt_gemm(0, 0, 1.0f, a, a, 0.0f, c), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_ptr_nonnull(strstr(clt_last_error(), "CLT_DENSE=cuda"));
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "CLT_DENSE=\"cuda\""));
     unsetenv("CLT_DENSE");
     ck_assert_ok(clt_gemm(0, 0, 1.0f, a, a, 0.0f, c));
     float *got = clt_test_read(c);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "support.h"
 
@@ -217,6 +218,11 @@ START_TEST(test_svg_names_the_peak)
     ck_assert_ptr_nonnull(strstr(svg, ">reserved<"));
     ck_assert_ptr_null(strstr(svg, "memory cap")); /* no cap: no cap line */
     free(svg);
+    char link[160];
+    snprintf(link, sizeof link, "%s/link.svg", dir);
+    ck_assert_int_eq(symlink(path, link), 0);
+    ck_assert_status(clt_memory_record_write_svg(r, link), CLT_ERR_IO); /* a link is refused */
+    unlink(link);
     snprintf(path, sizeof path, "%s/none/m.svg", dir);
     ck_assert_status(clt_memory_record_write_svg(r, path), CLT_ERR_IO);
     clt_memory_record_free(r);

@@ -93,7 +93,12 @@ clt_status clt_tensor_write(clt_tensor *t, const void *src, size_t nbytes, int w
  * process exits. CLT_TRACE=path starts it at the first device use. Queues
  * record device times only when created while tracing is on (start before
  * using a device, or set CLT_TRACE); later queues' commands show host times.
- * CLT_ERR_INVALID_ARGUMENT when a trace is already running. */
+ * CLT_ERR_INVALID_ARGUMENT when a trace is already running; CLT_ERR_IO
+ * naming path when it could not be written (its directory is missing or
+ * not writable, or path is not a regular file), checked now rather than
+ * when the trace is written. A CLT_TRACE path that fails this check makes
+ * every device's first use fail with that status and a message naming
+ * CLT_TRACE. */
 clt_status clt_trace_start(const char *path);
 /* Waits for the recorded commands (not a counted synchronization point),
  * writes the file (a temporary name renamed into place) and stops. CLT_OK

@@ -6,9 +6,12 @@
  * CLT_ERR_FORMAT and a message naming the file and what is wrong, and no
  * reader allocates more than the file can hold. A file that cannot be opened
  * or read fails with CLT_ERR_IO naming the path and the system's reason.
- * Writers replace their target atomically: they write a temporary file in
- * the target's directory, flush it to disk and rename it over the target, so
- * the target is always either the old or the new complete file. */
+ * Writers replace their target atomically: they write a new temporary file
+ * (random name, exclusive creation) in the target's directory, flush it to
+ * disk and rename it over the target, so the target is always either the
+ * old or the new complete file, with the old file's mode. A target that is
+ * not a regular file (a symbolic link, FIFO, device or directory) is refused
+ * with CLT_ERR_IO naming it and is left as it is. */
 #ifndef CLTENSOR_IO_H
 #define CLTENSOR_IO_H
 

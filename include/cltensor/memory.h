@@ -128,8 +128,9 @@ const char *clt_memory_record_device(const clt_memory_record *r);
  * against the event index (weights at the bottom, then optimizer state,
  * gradients, activations, other), reserved memory as a line, the cap as a
  * dashed line when there is one, the major phases as labelled bands, and
- * the peak marked and named with its phase. Written atomically (the old
- * file stays whole on failure); CLT_ERR_IO naming the path. */
+ * the peak marked and named with its phase. Written as every file the
+ * library writes (atomically, the old file whole on failure; a link or a
+ * non-regular target refused); CLT_ERR_IO naming the path. */
 clt_status clt_memory_record_write_svg(const clt_memory_record *r, const char *path);
 
 #ifdef __cplusplus

@@ -81,7 +81,10 @@ typedef struct clt_trainer_result {
  * NULL) with the options. The model is moved to the training device first
  * and stays there. out may be NULL.
  * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named), device and
- * memory errors from the step, CLT_ERR_IO writing metrics, plot or checkpoint. */
+ * memory errors from the step, CLT_ERR_IO writing metrics, plot or
+ * checkpoint. The three output paths are checked before any work (directory
+ * writable, target absent or a regular file): a bad one is CLT_ERR_IO
+ * naming it, before the first epoch. */
 clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
                            const clt_trainer_options *opt, clt_trainer_result *out);
 

@@ -223,6 +223,27 @@ static int row_ok(const row *r, const char *text, int (*device_ok)(const char *)
     return 0;
 }
 
+/* Records the message about a malformed value of row v. */
+static void describe(char *buf, size_t len, int v, const char *text)
+{
+    char value[300];
+    shown(text, value, sizeof value);
+    snprintf(buf, len, "environment variable %s=\"%s\" is not valid: expected %s", rows[v].name, value,
+             rows[v].accepted);
+}
+
+clt_status clt__env_get(clt__env_var v, int dflt, int *out)
+{
+    *out = dflt;
+    const char *text = clt__env_text(v);
+    if (!text || (rows[v].kind != BOOL && rows[v].kind != WORDS)) return CLT_OK;
+    if (parse_words(&rows[v], text, out) == 0) return CLT_OK;
+    *out = dflt;
+    char msg[512];
+    describe(msg, sizeof msg, v, text);
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s", msg);
+}
+
 static atomic_int checked; /* 0 not yet, 1 fine, 2 failed (message below) */
 static char failure[512];
 static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -238,10 +259,7 @@ clt_status clt__env_check(int (*device_ok)(const char *text))
             for (int v = 0; v < CLT__ENV_COUNT && !bad; v++) {
                 const char *text = clt__env_text((clt__env_var)v);
                 if (!text || row_ok(&rows[v], text, device_ok)) continue;
-                char value[300];
-                shown(text, value, sizeof value);
-                snprintf(failure, sizeof failure, "environment variable %s=\"%s\" is not valid: expected %s",
-                         rows[v].name, value, rows[v].accepted);
+                describe(failure, sizeof failure, v, text);
                 bad = 1;
             }
             atomic_store_explicit(&checked, bad ? 2 : 1, memory_order_release);

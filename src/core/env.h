@@ -9,8 +9,9 @@
  *   text   anything (paths, lists the owner parses)
  * An unset or empty variable has its default. A malformed value gets the
  * default at the use and is reported by clt__env_check, which every call
- * that uses a device runs (clt__resolve): CLT_ERR_INVALID_ARGUMENT naming the
- * variable, the value and what it accepts. docs/reliability.md is the user's
+ * that uses a device runs (clt__resolve), and by clt__env_get where a read
+ * site returns a status: CLT_ERR_INVALID_ARGUMENT naming the variable, the
+ * value and what it accepts. docs/reliability.md is the user's
  * version of this grammar. */
 #ifndef CLT_CORE_ENV_H
 #define CLT_CORE_ENV_H
@@ -44,6 +45,11 @@ const char *clt__env_text(clt__env_var v);
 /* A bool's 0/1, or a words variable's value (its word's index in the row,
  * 0/1 for a bool word); dflt when unset, empty or malformed. */
 int clt__env_int(clt__env_var v, int dflt);
+
+/* The same for a read site that can report: CLT_ERR_INVALID_ARGUMENT with
+ * clt__env_check's message (and dflt in *out) when malformed, whatever the
+ * first check found (the value may have changed since). */
+clt_status clt__env_get(clt__env_var v, int dflt, int *out);
 
 /* CLT_MEMORY_CAP for the device named name ("gpu:0") with total bytes of
  * memory: 0 (no cap) when unset, malformed or naming other devices only. */

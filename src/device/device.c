@@ -3,6 +3,7 @@
 #include "device_internal.h"
 #include "sync.h"
 #include "../core/env.h"
+#include "trace.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -436,6 +437,7 @@ clt_status clt__slot_queue(int slot, cl_command_queue *out)
     }
     cl_context ctx;
     CLT_TRY(clt__slot_context(slot, &ctx));
+    CLT_TRY(clt__trace_env_status());
     pthread_mutex_lock(&create_lock);
     clt_status st = CLT_OK;
     if (!queues[slot]) {

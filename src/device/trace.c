@@ -15,6 +15,7 @@
 
 #include "../core/clock.h"
 #include "../core/env.h"
+#include "../core/file.h"
 #include "device_internal.h"
 #include "sync.h"
 
@@ -196,19 +197,10 @@ static clt_status write_file(void)
         json_t *e = event_json(&recs[i]);
         if (e) json_array_append_new(events, e);
     }
-    size_t len = strlen(out_path) + 32;
-    char *tmp = malloc(len);
-    if (!tmp) {
-        json_decref(root);
-        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory writing the trace");
-    }
-    snprintf(tmp, len, "%s.%ld.tmp", out_path, (long)getpid());
-    clt_status s = CLT_OK;
-    if (json_dump_file(root, tmp, JSON_COMPACT) != 0 || rename(tmp, out_path) != 0) {
-        remove(tmp);
-        s = clt__fail(CLT_ERR_IO, "cannot write the trace to %s", out_path);
-    }
-    free(tmp);
+    char *text = json_dumps(root, JSON_COMPACT);
+    clt_status s = text ? clt__file_write(out_path, text, strlen(text))
+                        : clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory writing the trace to %s", out_path);
+    free(text);
     json_decref(root);
     return s;
 }
@@ -245,6 +237,8 @@ static void at_exit(void)
 clt_status clt_trace_start(const char *path)
 {
     if (!path || !*path) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trace_start: path is NULL or empty");
+    /* Refused now, not at the end of the run when the events are written. */
+    CLT_TRY(clt__file_check_target(path));
     int n = clt__slot_count();
     pthread_mutex_lock(&lock);
     clt_status s = CLT_OK;
@@ -280,10 +274,23 @@ clt_status clt_trace_stop(void)
     return s;
 }
 
+/* CLT_TRACE's outcome: a path that cannot be written fails every queue's
+ * creation with this message, so the run stops at its first device use. */
+static clt_status env_status;
+static char env_message[1200];
+
 static void start_from_env(void)
 {
     const char *path = clt__env_text(CLT__ENV_TRACE);
-    if (path) clt_trace_start(path);
+    if (!path || !*path) return;
+    env_status = clt_trace_start(path);
+    if (env_status != CLT_OK) snprintf(env_message, sizeof env_message, "CLT_TRACE=%s: %s", path, clt_last_error());
 }
 
 void clt__trace_from_env(void) { pthread_once(&env_once, start_from_env); }
+
+clt_status clt__trace_env_status(void)
+{
+    pthread_once(&env_once, start_from_env);
+    return env_status == CLT_OK ? CLT_OK : clt__fail(env_status, "%s", env_message);
+}

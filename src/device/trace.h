@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <CL/cl.h>
+#include "cltensor/status.h"
 
 void clt__trace_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes);
 /* cat: "sync" for a counted synchronization point, "wait" for other host waits. */
@@ -15,5 +16,8 @@ void clt__trace_host(int slot, const char *what, const char *cat, uint64_t start
 int clt__trace_on(void);
 /* Starts the trace named by CLT_TRACE, once (at the first queue creation). */
 void clt__trace_from_env(void);
+/* CLT_OK, or the status and message of a CLT_TRACE that could not start
+ * (checked before each queue is made). */
+clt_status clt__trace_env_status(void);
 
 #endif

@@ -13,7 +13,7 @@
 #include "../core/checked.h"
 #include "../core/error.h"
 #include "../tensor/tensor_internal.h"
-#include "atomic_file.h"
+#include "../core/file.h"
 
 #define IDX_UBYTE 0x08
 /* Memory grows from this size as data arrives. */

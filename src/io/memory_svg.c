@@ -1,13 +1,13 @@
 /* clt_memory_record_write_svg: a memory record drawn as a stacked-area
- * chart, written through the atomic-file helper. */
+ * chart, written through the one file writer (src/core/file.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/error.h"
+#include "../core/file.h"
 #include "../memory/record.h"
-#include "atomic_file.h"
 #include "cltensor/memory.h"
 
 #define W 960
@@ -246,13 +246,7 @@ clt_status clt_memory_record_write_svg(const clt_memory_record *r, const char *p
     if (!c.f) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory drawing %s", path);
     draw(&c);
     clt_status s = fclose(c.f) ? clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory drawing %s", path) : CLT_OK;
-    clt__afile a;
-    if (s == CLT_OK) s = clt__afile_open(&a, path);
-    if (s == CLT_OK) {
-        s = clt__afile_write(&a, buf, len);
-        if (s == CLT_OK) s = clt__afile_commit(&a);
-        else clt__afile_abort(&a);
-    }
+    if (s == CLT_OK) s = clt__file_write(path, buf, len);
     free(buf);
     return s;
 }

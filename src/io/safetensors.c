@@ -13,7 +13,7 @@
 #include "../core/error.h"
 #include "../ops/half.h"
 #include "../tensor/tensor_internal.h"
-#include "atomic_file.h"
+#include "../core/file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this host is not"

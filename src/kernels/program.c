@@ -20,6 +20,7 @@
 
 #include "../core/env.h"
 #include "../core/fault.h"
+#include "../core/file.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
 #include "sources.h"
@@ -110,7 +111,7 @@ static int cache_path(int slot, const char *options, const char *source, char *b
 
 static unsigned char *read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = clt__file_open_read(path);
     if (!f) return NULL;
     unsigned char *data = NULL;
     long n = -1;
@@ -126,7 +127,8 @@ static unsigned char *read_file(const char *path, size_t *len)
     return data;
 }
 
-/* Writes to a temporary name then renames, so a reader never sees half a file. */
+/* Writes through the safe writer (src/core/file.h), so a reader never sees
+ * half a file and a link or device planted at the cache path is left alone. */
 static void write_binary(const char *path, cl_program p)
 {
     size_t size = 0;
@@ -135,20 +137,18 @@ static void write_binary(const char *path, cl_program p)
     if (!bin) return;
     unsigned char *bins[1] = {bin};
     if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
-        char dir[1024], tmp[1100];
+        char dir[1024];
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');
         if (slash) {
             *slash = '\0';
             make_dirs(dir);
         }
-        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-        FILE *f = fopen(tmp, "wb");
-        if (f) {
-            int ok = fwrite(bin, 1, size, f) == size;
-            ok = (fclose(f) == 0) && ok;
-            if (!ok || rename(tmp, path) != 0) remove(tmp);
-        }
+        /* A cache: a failure only means the next run compiles again, and
+         * must not replace the caller's last error. */
+        char saved[1024];
+        snprintf(saved, sizeof saved, "%s", clt_last_error());
+        if (clt__file_write(path, bin, size) != CLT_OK) clt__fail(CLT_OK, "%s", saved);
     }
     free(bin);
 }

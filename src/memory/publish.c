@@ -204,51 +204,121 @@ static int pid_of_name(const char *name)
     return *end == '\0' && pid > 0 && pid <= 0x7fffffff ? (int)pid : 0;
 }
 
+/* Whether the NUL-terminated string fits in its field of len bytes. */
+static int terminated(const char *field, size_t len) { return memchr(field, '\0', len) != NULL; }
+
+static int counter_ok(int64_t v) { return v >= 0 && v <= CLT__PUBLISH_MAX_BYTES; }
+
+/* A record refused after part of it was copied: nothing of it is kept. */
+static int refuse(clt__published_process *p)
+{
+    memset(p, 0, sizeof *p);
+    return 0;
+}
+
+int clt__publish_parse(const void *buf, size_t len, int pid, uint64_t start_time, clt__published_process *p)
+{
+    memset(p, 0, sizeof *p);
+    /* Copied out first: the fields are checked on this copy, never re-read. */
+    union {
+        pub_header h;
+        char bytes[sizeof(pub_header) + CLT__PUBLISH_MAX_DEVICES * sizeof(pub_device)];
+    } copy;
+    if (len < sizeof(pub_header) || len > sizeof copy) return 0;
+    memcpy(copy.bytes, buf, len);
+    const pub_header *h = &copy.h;
+    if (atomic_load_explicit(&h->magic, memory_order_relaxed) != PUB_MAGIC) return 0; /* still being made */
+    if (h->ndevices < 1 || h->ndevices > CLT__PUBLISH_MAX_DEVICES) return 0;
+    if (len != sizeof(pub_header) + h->ndevices * sizeof(pub_device)) return 0;
+    if (pid <= 0 || h->pid != pid) return 0;
+    /* Both start times known and equal: the record belongs to this very
+     * process, not to an earlier one with its pid (stale) or to none. */
+    if (h->start_time == 0 || start_time == 0) return 0;
+    if (h->start_time != start_time) return -1;
+    if (!terminated(h->command, sizeof h->command)) return 0;
+    p->pid = pid;
+    memcpy(p->command, h->command, sizeof p->command);
+    for (uint32_t i = 0; i < h->ndevices; i++) {
+        const pub_device *d = &h->devices[i];
+        int32_t used = atomic_load_explicit(&d->used, memory_order_relaxed);
+        int64_t allocated = atomic_load_explicit(&d->allocated, memory_order_relaxed);
+        int64_t reserved = atomic_load_explicit(&d->reserved, memory_order_relaxed);
+        int64_t peak = atomic_load_explicit(&d->peak_allocated, memory_order_relaxed);
+        if (used != 0 && used != 1) return refuse(p);
+        if (!terminated(d->name, sizeof d->name) || !terminated(d->device_name, sizeof d->device_name)) return refuse(p);
+        int host = d->platform_index == -1 && d->device_index == -1;
+        if (!host && (d->platform_index < 0 || d->platform_index > CLT__PUBLISH_MAX_INDEX || d->device_index < 0 ||
+                      d->device_index > CLT__PUBLISH_MAX_INDEX))
+            return refuse(p);
+        if (!counter_ok(allocated) || !counter_ok(reserved) || !counter_ok(peak)) return refuse(p);
+        if (!used) continue;
+        clt__published_device *o = &p->devices[p->ndevices++];
+        memcpy(o->name, d->name, sizeof o->name);
+        o->platform_index = d->platform_index;
+        o->device_index = d->device_index;
+        memcpy(o->device_name, d->device_name, sizeof o->device_name);
+        o->allocated = allocated;
+        o->reserved = reserved;
+        o->peak_allocated = peak;
+    }
+    return 1;
+}
+
+/* The owner of /proc/<pid> (the process's effective uid), or -1. */
+static long long uid_of(int pid)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d", pid);
+    struct stat st;
+    return stat(p, &st) == 0 ? (long long)st.st_uid : -1;
+}
+
 /* Reads one file into *p. Returns 1 when it describes a live process, 0 to
- * skip it (unreadable or still being made), -1 when it is stale. */
+ * skip it (unreadable, still being made, malformed, or not made by that
+ * process), -1 when it is stale. The bytes are read (not mapped), so a file
+ * that shrinks meanwhile is only short, never a SIGBUS. */
 static int read_file(const char *file, int pid, clt__published_process *p)
 {
     if (!pid_alive(pid)) return -1;
-    int fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted under the name does not hang the reader. */
+    int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return 0;
     struct stat st;
-    void *m = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size >= sizeof(pub_header))
-        m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    char buf[sizeof(pub_header) + CLT__PUBLISH_MAX_DEVICES * sizeof(pub_device) + 1];
+    size_t len = 0;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size < sizeof buf;
+    while (ok && len < sizeof buf) {
+        ssize_t n = pread(fd, buf + len, sizeof buf - len, (off_t)len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        len += (size_t)n;
+    }
     close(fd);
-    if (m == MAP_FAILED) return 0;
-    const pub_header *h = m;
-    int r = 0;
-    if (atomic_load_explicit(&h->magic, memory_order_acquire) == PUB_MAGIC && h->pid == pid) {
-        uint64_t now = start_time_of(pid);
-        if (h->start_time && now && h->start_time != now) {
-            r = -1;
+    if (!ok) return 0;
+    /* A file made by another user than the process's is forged: not listed
+     * under that pid (and not removed: it is not this reader's to judge). */
+    if (uid_of(pid) != (long long)st.st_uid) return 0;
+    return clt__publish_parse(buf, len, pid, start_time_of(pid), p);
+}
+
+void clt__publish_escape(const char *in, char *out, size_t outlen)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    if (outlen == 0) return;
+    for (const unsigned char *c = (const unsigned char *)in; *c; c++) {
+        if (*c >= 0x20 && *c < 0x7f && *c != '\\') {
+            if (o + 1 >= outlen) break;
+            out[o++] = (char)*c;
         } else {
-            size_t fit = ((size_t)st.st_size - sizeof(pub_header)) / sizeof(pub_device);
-            size_t ndev = h->ndevices < fit ? h->ndevices : fit;
-            memset(p, 0, sizeof *p);
-            p->pid = pid;
-            memcpy(p->command, h->command, sizeof p->command);
-            p->command[sizeof p->command - 1] = '\0';
-            for (size_t i = 0; i < ndev && p->ndevices < CLT__PUBLISH_MAX_DEVICES; i++) {
-                const pub_device *d = &h->devices[i];
-                if (!atomic_load_explicit(&d->used, memory_order_relaxed)) continue;
-                clt__published_device *o = &p->devices[p->ndevices++];
-                memcpy(o->name, d->name, sizeof o->name);
-                o->name[sizeof o->name - 1] = '\0';
-                o->platform_index = d->platform_index;
-                o->device_index = d->device_index;
-                memcpy(o->device_name, d->device_name, sizeof o->device_name);
-                o->device_name[sizeof o->device_name - 1] = '\0';
-                o->allocated = atomic_load_explicit(&d->allocated, memory_order_relaxed);
-                o->reserved = atomic_load_explicit(&d->reserved, memory_order_relaxed);
-                o->peak_allocated = atomic_load_explicit(&d->peak_allocated, memory_order_relaxed);
-            }
-            r = 1;
+            if (o + 4 >= outlen) break;
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[*c >> 4];
+            out[o++] = hex[*c & 15];
         }
     }
-    munmap(m, (size_t)st.st_size);
-    return r;
+    out[o] = '\0';
 }
 
 static int by_pid(const void *a, const void *b)

@@ -3,6 +3,7 @@
 #ifndef CLT_MEMORY_PUBLISH_H
 #define CLT_MEMORY_PUBLISH_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "cltensor/memory.h"
 
@@ -17,6 +18,11 @@ void clt__publish_update(int slot, const clt_memory_stats *s);
 const char *clt__publish_path(void);
 
 #define CLT__PUBLISH_MAX_DEVICES 32
+/* What a record may claim, beyond which it is refused as malformed: byte
+ * counters up to 2^52 (4 PiB; a sum of 2^11 of them still fits an int64),
+ * platform and device indices up to 2^16. */
+#define CLT__PUBLISH_MAX_BYTES (INT64_C(1) << 52)
+#define CLT__PUBLISH_MAX_INDEX 65535
 
 /* One device as a process published it. */
 typedef struct clt__published_device {
@@ -34,8 +40,25 @@ typedef struct clt__published_process {
     clt__published_device devices[CLT__PUBLISH_MAX_DEVICES];
 } clt__published_process;
 
+/* Parses len bytes of a published file as the record of the live process
+ * pid started at start_time (field 22 of /proc/<pid>/stat). Every field is
+ * checked: the magic, the device count (1..CLT__PUBLISH_MAX_DEVICES) against
+ * len, the pid, both start times (known and equal), each string terminated
+ * in its field, each index and counter in range. Returns 1 with *p filled,
+ * 0 for a record to skip (in the making or malformed; *p zeroed), -1 for a
+ * stale one (an earlier process with this pid). Strings are copied as they
+ * are: print them through clt__publish_escape. */
+int clt__publish_parse(const void *buf, size_t len, int pid, uint64_t start_time, clt__published_process *p);
+
+/* Copies in to out (outlen >= 1, always terminated, truncated to fit),
+ * writing each byte outside printable ASCII, and the backslash, as \xHH:
+ * a command name cannot move the cursor or recolour a terminal. */
+void clt__publish_escape(const char *in, char *out, size_t outlen);
+
 /* Reads every live process's file into a new array sorted by pid (the caller
- * frees it) and removes the files of processes that have exited. Returns the
+ * frees it) and removes the files of processes that have exited. A file is
+ * listed only when clt__publish_parse accepts it and its owner is the
+ * process's owner (a forged file is never listed under another's pid). Returns the
  * number of processes, or -1 when memory runs out. */
 int clt__publish_read(clt__published_process **out);
 

@@ -170,8 +170,9 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
  * (also when CLT_CPU_AS_GPU presents it as a GPU). */
 clt_status clt__dense_cpu(int slot, int *out)
 {
-    /* The words cpu, clblast are 0, 1; a malformed value fails clt__resolve first. */
-    int forced = clt__env_int(CLT__ENV_DENSE, -1);
+    /* The words cpu, clblast are 0, 1. */
+    int forced;
+    CLT_TRY(clt__env_get(CLT__ENV_DENSE, -1, &forced));
     if (forced >= 0) {
         *out = forced == 0;
         return CLT_OK;

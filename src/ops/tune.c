@@ -18,7 +18,7 @@
 #include "../core/env.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
-#include "../io/atomic_file.h"
+#include "../core/file.h"
 #include "ops_internal.h"
 #include "tune.h"
 
@@ -98,7 +98,7 @@ static void load(int slot, slot_tuning *t)
     t->loaded = 1;
     char path[1024];
     if (!tune_path(slot, path, sizeof path)) return;
-    FILE *f = fopen(path, "r");
+    FILE *f = clt__file_open_read(path);
     if (!f) return;
     char line[256];
     while (fgets(line, sizeof line, f)) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../core/error.h"
+#include "../core/file.h"
 #include "../ops/half.h"
 #include "../trainer/accumulate.h"
 #include "../trainer/engine.h"
@@ -282,6 +283,10 @@ static clt_status check_args(const clt_model *model, const clt_dataset *train, c
                          opt->accumulate, (long long)opt->batch_size);
     if (opt->memory_plot_path)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: memory_plot_path works with clt_trainer_fit, on one device", op);
+    /* The lead's output paths, checked before any work (src/core/file.h). */
+    const char *const outputs[] = {opt->metrics_path, opt->plot_path, opt->save_path};
+    for (size_t i = 0; (!comm || comm->rank == 0) && i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
     return clt__fit_check(op, train, opt);
 }
 

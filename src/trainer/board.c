@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "../core/error.h"
-#include "../io/atomic_file.h"
+#include "../core/file.h"
 
 clt_status clt__board_add(clt__board *b, const clt__epoch_row *row)
 {
@@ -32,8 +32,8 @@ void clt__board_clear(clt__board *b)
     memset(b, 0, sizeof *b);
 }
 
-/* Text built in memory, then written through the atomic-file helper: the
- * target is always the old or the new complete file. */
+/* Text built in memory, then written by the safe writer (src/core/file.h):
+ * the target is always the old or the new complete file. */
 typedef struct text {
     FILE *f;
     char *buf;
@@ -53,13 +53,7 @@ static clt_status text_commit(text *t, const char *path)
 {
     int bad = fclose(t->f) != 0;
     clt_status s = bad ? clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory formatting %s", path) : CLT_OK;
-    clt__afile a;
-    if (s == CLT_OK) s = clt__afile_open(&a, path);
-    if (s == CLT_OK) {
-        s = clt__afile_write(&a, t->buf, t->len);
-        if (s == CLT_OK) s = clt__afile_commit(&a);
-        else clt__afile_abort(&a);
-    }
+    if (s == CLT_OK) s = clt__file_write(path, t->buf, t->len);
     free(t->buf);
     return s;
 }
@@ -166,7 +160,7 @@ static double field(char **p)
 
 clt_status clt__board_read_csv(clt__board *b, const char *path, int max_epoch)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = clt__file_open_read(path);
     if (!f) return CLT_OK;
     char line[512];
     clt_status s = CLT_OK;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../core/error.h"
+#include "../core/file.h"
 #include "cltensor/ops.h"
 #include "cltensor/trainer.h"
 #include "accumulate.h"
@@ -246,6 +247,11 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
     if (opt->accumulate < 0 || opt->accumulate > opt->batch_size)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trainer_fit: accumulate is %d; it must be 0 to batch_size (%lld)",
                          opt->accumulate, (long long)opt->batch_size);
+    /* Output paths checked before any work, so a bad --metrics or --plot is
+     * refused now instead of failing an epoch (and skipping its checkpoint). */
+    const char *const outputs[] = {opt->metrics_path, opt->plot_path, opt->save_path, opt->memory_plot_path};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
     one_device d = {.model = model, .clip = opt->gradient_clip_val, .accumulate = opt->accumulate};
     clt__fit_backend b = {.op = "clt_trainer_fit", .lead = 1, .begin_epoch = one_begin, .step = one_step,
                           .loss_sum = one_loss, .running_loss = one_running};

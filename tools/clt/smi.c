@@ -40,9 +40,12 @@ static void usage(FILE *out)
             "\n"
             "Processes publish their counters in /dev/shm/cltensor.<pid> (else\n"
             "$XDG_RUNTIME_DIR, else /tmp); files of processes that have exited are\n"
-            "removed. CLT_NO_PUBLISH=1 keeps a process out of this list.\n");
+            "removed. A file is listed only when every field checks out and its owner\n"
+            "is the process's owner; names are shown with unprintable bytes as \\xHH.\n"
+            "CLT_NO_PUBLISH=1 keeps a process out of this list.\n");
 }
 
+/* Negative: unknown (or a sum past INT64_MAX). */
 static void fmt_size(char *buf, size_t len, int64_t v, int bytes)
 {
     if (v < 0) snprintf(buf, len, "unknown");
@@ -109,10 +112,11 @@ static int show(int bytes)
                 s = &devs[ndevs++];
                 s->platform_index = pd->platform_index;
                 s->device_index = pd->device_index;
-                snprintf(s->device_name, sizeof s->device_name, "%s", pd->device_name);
+                clt__publish_escape(pd->device_name, s->device_name, sizeof s->device_name);
                 s->free = s->total = -1;
             }
-            s->used += pd->reserved;
+            /* Checked: the counters are bounded, but not the number of files. */
+            if (s->used >= 0 && __builtin_add_overflow(s->used, pd->reserved, &s->used)) s->used = -1;
             s->processes++;
         }
     }
@@ -143,7 +147,11 @@ static int show(int bytes)
             fmt_size(a, sizeof a, d->allocated, bytes);
             fmt_size(r, sizeof r, d->reserved, bytes);
             fmt_size(p, sizeof p, d->peak_allocated, bytes);
-            printf("%-8d %-6s %-7s %12s %12s %12s  %.60s\n", procs[i].pid, pd, d->name, a, r, p, procs[i].command);
+            /* Another process wrote these bytes: escaped, never sent raw to the terminal. */
+            char name[4 * sizeof d->name], command[61];
+            clt__publish_escape(d->name, name, sizeof name);
+            clt__publish_escape(procs[i].command, command, sizeof command);
+            printf("%-8d %-6s %-7s %12s %12s %12s  %s\n", procs[i].pid, pd, name, a, r, p, command);
             rows++;
         }
     }

@@ -6,9 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cltensor.h>
 #include <jansson.h>
 
 #include "commands.h"
+#include "core/file.h"
 
 #define WIDTH 1200
 #define LEFT 90
@@ -104,13 +106,15 @@ int clt_cmd_timeline(int argc, char **argv)
         fprintf(stderr, "clt timeline: %s: no commands recorded\n", argv[1]);
         rc = 1;
     }
-    char tmp[4096];
+    /* Drawn in memory, then written by the library's safe writer
+     * (src/core/file.h): a link, FIFO or device at OUT.svg is refused. */
+    char *text = NULL;
+    size_t text_len = 0;
     FILE *f = NULL;
     if (rc == 0) {
-        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", argv[2], (long)getpid());
-        f = fopen(tmp, "w");
+        f = open_memstream(&text, &text_len);
         if (!f) {
-            fprintf(stderr, "clt timeline: cannot write %s: %s\n", tmp, strerror(errno));
+            fprintf(stderr, "clt timeline: out of memory drawing %s\n", argv[2]);
             rc = 1;
         }
     }
@@ -144,11 +148,14 @@ int clt_cmd_timeline(int argc, char **argv)
                    "orange; %d commands over %.2f ms</text>\n</svg>\n", LEFT, nspans, span_us / 1000.0);
         int bad = ferror(f);
         bad |= fclose(f) != 0;
-        if (bad || rename(tmp, argv[2]) != 0) {
-            fprintf(stderr, "clt timeline: cannot write %s: %s\n", argv[2], strerror(errno));
-            remove(tmp);
+        if (bad) {
+            fprintf(stderr, "clt timeline: out of memory drawing %s\n", argv[2]);
+            rc = 1;
+        } else if (clt__file_write(argv[2], text, text_len) != CLT_OK) {
+            fprintf(stderr, "clt timeline: %s\n", clt_last_error());
             rc = 1;
         }
+        free(text);
     }
     free(spans);
     json_decref(root);
