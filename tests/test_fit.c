@@ -47,6 +47,12 @@ START_TEST(test_fit_trains_where_plain_fails)
     double measured = atof(out);
     ck_assert_msg(measured > 0 && measured <= 32.0, "measured peak %g MiB under a 32 MiB cap", measured);
     ck_assert_msg(measured >= peak - 0.05 && measured <= peak + 0.05, "measured %g MiB, predicted %g", measured, peak);
+    snprintf(cmd, sizeof cmd, "sed -n 's/.*reserved: at most \\([0-9.]*\\) MiB.*/\\1/p' %s/m.svg", dir);
+    ck_assert_int_eq(run("%s", cmd), 0);
+    double measured_reserved = atof(out);
+    ck_assert_msg(measured_reserved > 0 && measured_reserved <= 32.0, "reserved %g MiB", measured_reserved);
+    ck_assert_msg(measured_reserved <= reserved + 0.05 && measured_reserved >= reserved - 0.05,
+                  "reserved %g MiB, predicted %g", measured_reserved, reserved);
     clt_test_remove_dir(dir);
 }
 END_TEST

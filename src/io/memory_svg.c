@@ -196,6 +196,11 @@ static void draw_peak(const chart *c)
         first = 0;
     }
     fprintf(c->f, ")</text>\n");
+    int64_t most = 0;
+    for (int64_t k = 0; k < c->n; k++)
+        if (clt_memory_record_sample(c->r, k, &s) == CLT_OK && s.reserved > most) most = s.reserved;
+    fprintf(c->f, "<text id=\"reserved\" x=\"%.0f\" y=\"22\" text-anchor=\"end\">reserved: at most %.1f MiB</text>\n",
+            LEFT + c->pw, (double)most / MIB);
 }
 
 static void draw(chart *c)
