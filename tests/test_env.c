@@ -1,10 +1,12 @@
 /* The environment parser (src/core/env.c): its grammar (booleans, sizes,
  * per-device caps, words), the library reporting a malformed value through
  * the status of the first call that uses a device, the value each variable
- * then takes, and every `clt` command exiting 2 on a malformed value. */
+ * then takes (in a child process where it is read once per process), and
+ * every `clt` command exiting 2 on a malformed value. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/env.h"
 #include "device/sync.h"
@@ -149,7 +151,7 @@ END_TEST
 START_TEST(test_values_taken)
 {
     /* Each of these was read another way before: "no" meant on, "true"
-     * and "yes" meant off, "false" kept fusion on, "ERROR" was off. */
+     * meant off, "false" kept fusion on. */
     setenv("CLT_CPU_AS_GPU", "no", 1);
     ck_assert_int_eq(clt__env_int(CLT__ENV_CPU_AS_GPU, -1), 0);
     setenv("CLT_CPU_AS_GPU", "On", 1);
@@ -166,13 +168,6 @@ START_TEST(test_values_taken)
     setenv("CLT_FUSE", "", 1); /* empty is unset: the default, on */
     ck_assert_int_eq(clt__fuse_enabled(), 1);
     unsetenv("CLT_FUSE");
-    setenv("CLT_ALLOC_EXACT", "yes", 1);
-    ck_assert_int_eq(clt__alloc_exact(), 1); /* read once per process: this is the first */
-    unsetenv("CLT_ALLOC_EXACT");
-    setenv("CLT_SYNC_DEBUG", "ERROR", 1);
-    ck_assert_int_eq(clt_get_sync_debug(), CLT_SYNC_DEBUG_ERROR); /* the first read too */
-    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
-    unsetenv("CLT_SYNC_DEBUG");
     setenv("CLT_DENSE", "CLBlast", 1);
     ck_assert_int_eq(clt__env_int(CLT__ENV_DENSE, -1), 1);
     unsetenv("CLT_DENSE");
@@ -184,20 +179,39 @@ START_TEST(test_values_taken)
 }
 END_TEST
 
-/* CLT_MEMORY_CAP=512MB is a 512 MiB cap (the allocator reads it once, at
- * its first use in this process). */
-START_TEST(test_cap_512MB)
+/* The values read once per process (CLT_ALLOC_EXACT, CLT_SYNC_DEBUG and the
+ * allocator's CLT_MEMORY_CAP) are checked in a new process, this binary run
+ * again with CLT_TEST_ENV_CHILD set, so the suite also holds when Check runs
+ * every test in one process (CK_FORK=no, as under valgrind). */
+static int child_checks(void)
 {
-    setenv("CLT_MEMORY_CAP", "512MB", 1);
-    clt__env_forget();
+    int bad = 0;
+    /* "yes" used to be off, "ERROR" off, "512MB" no cap at all. */
+    if (clt__alloc_exact() != 1) bad |= fprintf(stderr, "CLT_ALLOC_EXACT=yes is off\n") > 0;
+    if (clt_get_sync_debug() != CLT_SYNC_DEBUG_ERROR)
+        bad |= fprintf(stderr, "CLT_SYNC_DEBUG=ERROR is not error\n") > 0;
+    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
     clt_tensor *t;
     int64_t shape[1] = {4};
-    ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_FLOAT32, 1, shape));
-    clt_memory_stats st;
-    ck_assert_ok(clt_memory_stats_get(clt_cpu(), &st));
-    ck_assert_int_eq(st.cap, 512 * MIB);
-    clt_tensor_release(t);
-    unsetenv("CLT_MEMORY_CAP");
+    clt_memory_stats st = {0};
+    if (clt_zeros(&t, clt_cpu(), CLT_FLOAT32, 1, shape) != CLT_OK || clt_memory_stats_get(clt_cpu(), &st) != CLT_OK)
+        bad |= fprintf(stderr, "allocating: %s\n", clt_last_error()) > 0;
+    else
+        clt_tensor_release(t);
+    if (st.cap != 512 * MIB) bad |= fprintf(stderr, "CLT_MEMORY_CAP=512MB gave a cap of %lld\n", (long long)st.cap) > 0;
+    return bad;
+}
+
+START_TEST(test_values_read_once)
+{
+    char self[4096], out[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    ck_assert_int_gt(len, 0);
+    self[len] = '\0';
+    int rc = clt_test_shell(out, sizeof out,
+                            "CLT_TEST_ENV_CHILD=1 CLT_ALLOC_EXACT=yes CLT_SYNC_DEBUG=ERROR CLT_MEMORY_CAP=512MB '%s'",
+                            self);
+    ck_assert_msg(rc == 0, "child exited %d: %s", rc, out);
 }
 END_TEST
 
@@ -229,6 +243,7 @@ END_TEST
 
 int main(void)
 {
+    if (getenv("CLT_TEST_ENV_CHILD")) return child_checks();
     Suite *s = suite_create("env");
     TCase *tc = clt_test_tcase("grammar");
     tcase_add_test(tc, test_bool_grammar);
@@ -236,7 +251,7 @@ int main(void)
     tcase_add_test(tc, test_memory_cap_lists);
     tcase_add_test(tc, test_library_reports_malformed_values);
     tcase_add_test(tc, test_values_taken);
-    tcase_add_test(tc, test_cap_512MB);
+    tcase_add_test(tc, test_values_read_once);
     tcase_add_test(tc, test_clt_exit_codes);
     suite_add_tcase(s, tc);
     return clt_test_run(s);

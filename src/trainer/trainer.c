@@ -12,6 +12,7 @@
 #include "cltensor/trainer.h"
 #include "accumulate.h"
 #include "engine.h"
+#include "progress.h"
 
 /* No log: the library never prints; a program that wants the epoch lines
  * sets opt.log (clt train sets stdout). */
@@ -230,6 +231,15 @@ static clt_status one_setup(one_device *d, clt__fit_backend *b, const clt_datase
     CLT_TRY(clt_loader_create(&d->loader, train, dev, &lo));
     int64_t one = 1;
     CLT_TRY(clt_zeros(&d->loss_sum, dev, CLT_FLOAT32, 1, &one));
+    /* Compilation before the clock: the epochs' times and images/s exclude
+     * it. The largest (micro-)batch a step runs: no batch is larger than the
+     * data, no micro-batch than batch / accumulate rounded up. */
+    int64_t warm_batch = clt_loader_num_examples(d->loader), micro = opt->batch_size;
+    if (opt->accumulate > 1) micro = (opt->batch_size + opt->accumulate - 1) / opt->accumulate;
+    if (micro < warm_batch) warm_batch = micro;
+    clt_warmup_result warm;
+    CLT_TRY(clt_model_warmup(d->model, warm_batch, opt->optimizer, opt->gradient_clip_val, 0, &warm));
+    clt__progress_warmup_log(opt->log, b->device, &warm);
     CLT_TRY(record_start(d, opt));
     b->ctx = d;
     b->model = d->model;
