@@ -10,7 +10,10 @@
  *   + gradients        activations freed, 4N bytes of gradients
  *   + optimizer state  8N bytes: Adam's two moments, created at the first step
  *
- * Usage: four_plateaus [--batch N] [--hidden H]   (defaults 4096 and 4096)
+ * Usage: four_plateaus [--batch N] [--hidden H] [--memory-plot FILE.svg]
+ * (defaults 4096 and 4096). --memory-plot records the device's memory from
+ * before the model is built to after the step (clt_memory_record_start)
+ * and draws it (clt_memory_record_write_svg).
  * Exits with status 1 when a reading is more than 1% off the accounting. */
 #include <cltensor.h>
 #include <math.h>
@@ -49,13 +52,16 @@ int main(int argc, char **argv)
 {
     int64_t B = 4096, H = 4096;
     const int64_t IN = 1024, OUT = 10;
+    const char *plot = NULL;
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && strcmp(argv[i], "--batch") == 0 && parse_positive(argv[i + 1], &B) == 0) {
             i++;
         } else if (i + 1 < argc && strcmp(argv[i], "--hidden") == 0 && parse_positive(argv[i + 1], &H) == 0) {
             i++;
+        } else if (i + 1 < argc && strcmp(argv[i], "--memory-plot") == 0) {
+            plot = argv[++i];
         } else {
-            fprintf(stderr, "usage: four_plateaus [--batch N] [--hidden H]\n");
+            fprintf(stderr, "usage: four_plateaus [--batch N] [--hidden H] [--memory-plot FILE.svg]\n");
             return 2;
         }
     }
@@ -69,6 +75,8 @@ int main(int argc, char **argv)
     clt_tensor *X = NULL, *y = NULL, *logits = NULL, *loss = NULL, *dlogits = NULL;
     int32_t *labels = malloc((size_t)B * sizeof *labels);
     int failed = labels == NULL;
+    if (!failed && plot) failed = check(clt_memory_record_start(dev), "starting the memory record");
+    if (!failed && plot) clt_memory_record_mark(dev, "model and batch");
     for (int64_t i = 0; labels && i < B; i++) labels[i] = (int32_t)((i * 7) % OUT);
     int64_t xs[] = {B, IN}, ys[] = {B};
     /* The model is built on the device directly (net.to(gpu()) in one step),
@@ -93,17 +101,21 @@ int main(int argc, char **argv)
 
     int64_t read[4];
     read[0] = clt_memory_allocated(dev);
+    clt_memory_record_mark(dev, "forward"); /* marks nothing unless recording */
     failed = check(clt_model_forward(net, X, &logits), "forward");
+    clt_memory_record_mark(dev, "loss");
     if (!failed) failed = check(clt_cross_entropy_forward(&loss, &dlogits, logits, y), "loss");
     clt_tensor_release(logits); /* backward needs dlogits, not the logits */
     logits = NULL;
     if (failed) goto out;
     read[1] = clt_memory_allocated(dev);
+    clt_memory_record_mark(dev, "backward");
     failed = check(clt_model_backward(net, dlogits, NULL), "backward");
     clt_tensor_release(dlogits);
     dlogits = NULL;
     if (failed) goto out;
     read[2] = clt_memory_allocated(dev);
+    clt_memory_record_mark(dev, "optimizer");
     if ((failed = check(clt_optimizer_step(opt), "optimizer step"))) goto out;
     read[3] = clt_memory_allocated(dev);
     double loss_value = 0;
@@ -125,6 +137,13 @@ int main(int argc, char **argv)
         failed = 1;
     }
 out:
+    if (plot) {
+        clt_memory_record *rec = NULL;
+        clt_status rs = clt_memory_record_stop(dev, &rec);
+        if (rs == CLT_OK && !failed) rs = clt_memory_record_write_svg(rec, plot);
+        if (!failed) failed = check(rs, "drawing the memory record");
+        clt_memory_record_free(rec);
+    }
     clt_tensor_release(X);
     clt_tensor_release(y);
     clt_tensor_release(logits);

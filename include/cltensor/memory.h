@@ -78,6 +78,63 @@ clt_status clt_set_memory_cap(clt_device dev, int64_t bytes);
 /* The same, as a fraction (0 < fraction <= 1) of the device's memory. */
 clt_status clt_set_memory_fraction(clt_device dev, double fraction);
 
+/* ---- Recording: a picture of the step (docs/memory.md) ------------------
+ * Between clt_memory_record_start and clt_memory_record_stop the allocator
+ * of one device keeps a sample of its counters after every event (an
+ * allocation, a free, a tensor retagged, cached segments released), plus
+ * one at the start: allocated per category and reserved memory, as
+ * clt_memory_stats_get would read them at that moment. Each sample carries
+ * the phase marked last: clt_memory_record_mark names a major phase ("step
+ * 1 backward"), and while a device records, a model marks each top-level
+ * layer's forward and backward under it ("forward net.3", "backward net.3",
+ * "recompute net.3-net.4" for a checkpointed segment). PyTorch's
+ * torch.cuda.memory._record_memory_history, drawn without a browser by
+ * clt_memory_record_write_svg. */
+typedef struct clt_memory_record clt_memory_record;
+
+typedef struct clt_memory_sample {
+    int64_t category[CLT_MEM_CATEGORY_COUNT]; /* allocated bytes per category; they sum to allocated */
+    int64_t allocated, reserved;
+    int phase;                                /* index of the phase it is in, -1 before the first mark */
+} clt_memory_sample;
+
+/* Starts recording on dev. CLT_ERR_INVALID_ARGUMENT when dev records already. */
+clt_status clt_memory_record_start(clt_device dev);
+/* Starts a major phase on dev's record (label copied, at most 127 bytes
+ * kept); a no-op when dev does not record. */
+clt_status clt_memory_record_mark(clt_device dev, const char *label);
+/* Stops recording on dev and hands the record over (free it with
+ * clt_memory_record_free). CLT_ERR_INVALID_ARGUMENT when dev does not record. */
+clt_status clt_memory_record_stop(clt_device dev, clt_memory_record **out);
+void clt_memory_record_free(clt_memory_record *r);
+
+/* Samples kept (at most CLT_MEMORY_RECORD_MAX; later events are counted in
+ * clt_memory_record_dropped, not kept). */
+#define CLT_MEMORY_RECORD_MAX 1000000
+int64_t clt_memory_record_count(const clt_memory_record *r);
+int64_t clt_memory_record_dropped(const clt_memory_record *r);
+/* Sample i, 0 <= i < count; CLT_ERR_INVALID_ARGUMENT otherwise. */
+clt_status clt_memory_record_sample(const clt_memory_record *r, int64_t i, clt_memory_sample *out);
+/* Phases marked, and phase i's label: "major" or "major: minor" (the
+ * record owns it; NULL out of range). */
+int clt_memory_record_num_phases(const clt_memory_record *r);
+const char *clt_memory_record_phase(const clt_memory_record *r, int i);
+/* The sample with the highest allocated; of equal ones in a row (a tensor
+ * made, then retagged), the last; -1 when empty. */
+int64_t clt_memory_record_peak(const clt_memory_record *r);
+/* The device's memory cap when recording started (0: none), and its name. */
+int64_t clt_memory_record_cap(const clt_memory_record *r);
+const char *clt_memory_record_device(const clt_memory_record *r);
+
+/* Draws the record as an SVG file: allocated memory stacked by category
+ * against the event index (weights at the bottom, then optimizer state,
+ * gradients, activations, other), reserved memory as a line, the cap as a
+ * dashed line when there is one, the major phases as labelled bands, and
+ * the peak marked and named with its phase. Written as every file the
+ * library writes (atomically, the old file whole on failure; a link or a
+ * non-regular target refused); CLT_ERR_IO naming the path. */
+clt_status clt_memory_record_write_svg(const clt_memory_record *r, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

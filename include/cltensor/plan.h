@@ -28,6 +28,9 @@ typedef struct clt_plan_options {
     clt_dtype dtype;               /* the model's precision: CLT_FLOAT32, or CLT_FLOAT16 (mixed precision) */
     int checkpoint_segments;       /* as clt_model_set_checkpointing: 0 off, CLT_CHECKPOINT_AUTO, S */
     clt_device device;             /* where the step runs: CPU devices add their GEMM packing workspace */
+    int accumulate;                /* micro-batches per step (gradient accumulation, as the trainer's
+                                      accumulate): the batch stays on the device whole, each micro-batch's
+                                      forward and backward run on rows of it; 0 or 1: one pass */
 } clt_plan_options;
 
 /* Batch 256, SGD without momentum, float32, no checkpointing, try_gpu(0). */
@@ -67,6 +70,33 @@ clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan
  * and cache releases, with none of its requests going past the cap. */
 clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
                               int64_t *batch);
+
+/* What clt_plan_fit chose. */
+typedef struct clt_plan_fit_result {
+    int accumulate;          /* micro-batches per step (1: none) */
+    int checkpoint_segments; /* 0 off, else blocks per segment */
+    clt_dtype dtype;         /* CLT_FLOAT32, or CLT_FLOAT16 where allowed and needed */
+    int64_t budget, margin;  /* the budget and the part of it kept free */
+    clt_plan plan;           /* the chosen step's prediction */
+} clt_plan_fit_result;
+
+/* Searches the configurations that keep o's batch and its result: the
+ * micro-batch count N (1 to 64, then doubling, then the batch size: one
+ * example each),
+ * activation checkpointing (off, then each segment size of 1 up to the
+ * model's blocks), and, with allow_fp16, float16 after every float32 one
+ * fails; o's own accumulate and checkpoint_segments are ignored. The first
+ * that fits wins, in this order: fewest micro-batches, then no
+ * checkpointing, then the segment size with the lowest predicted peak
+ * (every checkpointed block is recomputed once, whatever the size). A
+ * configuration fits when the replay (clt_plan_max_batch's: creation and two
+ * steps, reserved segments and cache releases) stays under the budget less
+ * a margin of 2 MiB plus 1/32 of the budget, for what the replay does not
+ * see (the trainer's running loss sum, other tensors of the program).
+ * CLT_ERR_OUT_OF_MEMORY when none fits, its message giving the budget, the
+ * margin, and what the weights, gradients, optimizer state and batch need. */
+clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t budget, int allow_fp16,
+                        clt_plan_fit_result *out);
 
 /* Writes the plan as a table plus, when budget > 0, whether it fits in it,
  * the largest batch that fits with and without checkpointing (up to

@@ -33,6 +33,11 @@ typedef struct clt_trainer_options {
     int use_device;            /* 1: train on `device`, whatever num_gpus says */
     clt_device device;
     int64_t batch_size;        /* global batch */
+    int accumulate;            /* gradient accumulation: each optimizer step sums the gradients of this
+                                  many micro-batches (row views of the batch; the first batch % accumulate
+                                  get one more example), each scaled by its size over the batch's, so the
+                                  step equals one on the whole batch; 0 or 1: none. clt_parallel_fit:
+                                  each replica accumulates over its shard */
     float lr;
     clt_optimizer_kind optimizer;
     uint64_t seed;             /* shuffling order */
@@ -47,6 +52,10 @@ typedef struct clt_trainer_options {
     clt_checkpoint_info save_info; /* its metadata (epoch, batch and steps are filled in) */
     const char *resume_path;   /* continue from this checkpoint: parameters, optimizer state and
                                   position, so an interrupted run ends as an uninterrupted one */
+    const char *memory_plot_path; /* the memory of the first memory_plot_steps optimizer steps on the
+                                  training device, recorded and drawn (clt_memory_record_write_svg);
+                                  NULL: none. clt_trainer_fit only: clt_parallel_fit refuses it */
+    int memory_plot_steps;     /* 0: 2 */
     int progress;              /* -1: a bar on stderr when it is a terminal; 0: never; 1: always */
     FILE *log;                 /* a line per epoch; NULL: silent */
 } clt_trainer_options;

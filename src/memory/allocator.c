@@ -15,6 +15,7 @@
 #include "../device/sync.h"
 #include "book.h"
 #include "publish.h"
+#include "record.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -30,6 +31,7 @@ typedef struct clt__allocator {
     int slot;
     clt__book book;
     clt_memory_stats stats;
+    clt_memory_record *record; /* clt_memory_record_start's, else NULL */
 } clt__allocator;
 
 static clt__allocator **allocators;
@@ -104,6 +106,7 @@ static void driver_release(void *allocator, void *owner)
 static void empty_cache_locked(clt__allocator *a)
 {
     clt__book_empty(&a->book);
+    if (a->record) clt__record_sample(a->record, &a->stats);
     clt__publish_update(a->slot, &a->stats);
 }
 
@@ -232,6 +235,8 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **ou
         count_alloc(a, b);
         *out = b;
     }
+    /* After a failure too: the retry may have released cached segments. */
+    if (a->record) clt__record_sample(a->record, &a->stats);
     /* Also after a failure: the retry may have released cached segments. */
     clt__publish_update(slot, &a->stats);
     pthread_mutex_unlock(&a->lock);
@@ -254,6 +259,7 @@ void clt__free(clt__block *b, cl_event pending)
     a->stats.category_allocated[b->cat] -= (int64_t)b->requested;
     b->requested = 0;
     clt__book_give(&a->book, b);
+    if (a->record) clt__record_sample(a->record, &a->stats);
     clt__publish_update(a->slot, &a->stats);
     pthread_mutex_unlock(&a->lock);
 }
@@ -267,6 +273,29 @@ void clt__block_set_category(clt__block *b, clt_category cat)
     a->stats.category_allocated[cat] += (int64_t)b->requested;
     if (a->stats.category_allocated[cat] > a->stats.category_peak[cat])
         a->stats.category_peak[cat] = a->stats.category_allocated[cat];
+    if (a->record) clt__record_sample(a->record, &a->stats);
+    pthread_mutex_unlock(&a->lock);
+}
+
+clt_status clt__alloc_set_record(int slot, clt_memory_record *rec, clt_memory_record **old)
+{
+    clt__allocator *a = get_allocator(slot);
+    if (!a) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for allocator bookkeeping");
+    pthread_mutex_lock(&a->lock);
+    *old = a->record;
+    int busy = rec && a->record;
+    if (!busy) a->record = rec;
+    if (rec && !busy) clt__record_sample(rec, &a->stats);
+    pthread_mutex_unlock(&a->lock);
+    return busy ? clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s records already", clt__slot_get(slot)->name) : CLT_OK;
+}
+
+void clt__alloc_with_record(int slot, void (*fn)(clt_memory_record *, const clt_memory_stats *, void *), void *arg)
+{
+    clt__allocator *a = get_allocator(slot);
+    if (!a) return;
+    pthread_mutex_lock(&a->lock);
+    if (a->record) fn(a->record, &a->stats, arg);
     pthread_mutex_unlock(&a->lock);
 }
 

@@ -24,6 +24,15 @@ size_t clt__block_offset(const clt__block *b);
 void *clt__block_host(const clt__block *b);
 int clt__block_slot(const clt__block *b);
 
+/* Recording (record.c): installs rec as the slot's record (NULL: none)
+ * and samples the counters into it at once; *old receives the record it
+ * replaces. A record is not replaced by another: CLT_ERR_INVALID_ARGUMENT.
+ * While one is installed every event appends a sample. */
+clt_status clt__alloc_set_record(int slot, clt_memory_record *rec, clt_memory_record **old);
+/* Runs fn on the slot's record and counters under the allocator's lock
+ * (nothing when it does not record). */
+void clt__alloc_with_record(int slot, void (*fn)(clt_memory_record *, const clt_memory_stats *, void *), void *arg);
+
 /* 1 under CLT_ALLOC_EXACT=1: every tensor its own driver buffer of exactly its size. */
 int clt__alloc_exact(void);
 

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "../core/env.h"
+#include "../device/device_internal.h"
+#include "../memory/record.h"
 #include "../ops/half.h"
 #include "../ops/ops_internal.h"
 #include "../tensor/tensor_internal.h"
@@ -132,6 +134,28 @@ static clt_status layer_forward(clt_model *m, clt__layer *l, clt_tensor *x, int 
     return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown layer kind %d", l->name, (int)l->kind);
 }
 
+/* While the model's device records memory (clt_memory_record_start), a
+ * top-level layer's forward, backward or recomputation marks its phase:
+ * "forward net.3", "backward net.3", "recompute net.3-net.4". */
+static _Thread_local int recomputing;
+
+static void mark_layers(const clt_model *m, const char *what, const clt__layer *a, const clt__layer *b)
+{
+    int slot;
+    if (!clt__record_active() || !m || clt__resolve(clt_model_device(m), &slot) != CLT_OK) return;
+    char label[2 * CLT__NAME_MAX + 16];
+    if (a == b) snprintf(label, sizeof label, "%s %s", what, a->name);
+    else snprintf(label, sizeof label, "%s %s-%s", what, a->name, b->name);
+    clt__record_minor(slot, label);
+}
+
+static int top_level(const clt_model *m, const clt__layer *l)
+{
+    if (!m) return 0;
+    uintptr_t p = (uintptr_t)l, lo = (uintptr_t)m->layers, hi = (uintptr_t)(m->layers + m->nlayers);
+    return p >= lo && p < hi;
+}
+
 clt_status clt__seq_forward(clt_model *m, clt__layer *layers, int n, clt_tensor *x, int internal,
                             clt_tensor **y, int *y_internal)
 {
@@ -143,6 +167,8 @@ clt_status clt__seq_forward(clt_model *m, clt__layer *layers, int n, clt_tensor 
         clt_tensor *next = NULL;
         int next_internal = 1;
         clt_status s;
+        if (!recomputing && clt__record_active() && top_level(m, &layers[i]))
+            mark_layers(m, "forward", &layers[i], &layers[i]);
         if (fuse && i + 1 < n && is_f32_linear(&layers[i]) && layers[i + 1].kind == CLT__RELU) {
             s = linear_relu_forward(m, &layers[i], &layers[i + 1], cur, cur_internal, &next);
             i++;
@@ -301,8 +327,12 @@ static clt_status segment_backward(clt_model *m, clt__layer *layers, int j, clt_
     }
     clt_tensor *out;
     int out_internal;
+    mark_layers(m, "recompute", first, first + first->seg_len - 1);
+    recomputing = 1;
     clt_status s = clt__seq_forward(m, first, first->seg_len, first->seg_input, first->seg_internal, &out,
                                     &out_internal);
+    recomputing = 0;
+    mark_layers(m, "backward", first, first + first->seg_len - 1);
     clt_tensor_release(out);
     if (s != CLT_OK) {
         clt_tensor_release(dy);
@@ -335,6 +365,7 @@ static clt_status seq_backward(clt_model *m, clt__layer *layers, int n, clt_tens
         clt__layer *l = &layers[i];
         clt_tensor *next = NULL;
         f.base = i == 0 ? base : NULL;
+        if (m && !seg) mark_layers(m, "backward", l, l);
         if (seg) {
             s = segment_backward(m, layers, j, cur, need ? &next : NULL);
             cur = NULL;

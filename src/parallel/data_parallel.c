@@ -10,6 +10,7 @@
 
 #include "../core/error.h"
 #include "../ops/half.h"
+#include "../trainer/accumulate.h"
 #include "../trainer/engine.h"
 #include "cltensor/ops.h"
 #include "cltensor/parallel.h"
@@ -45,6 +46,7 @@ typedef struct dp_state {
     int64_t batch_size, batch; /* global; the next global batch of the epoch */
     int64_t local_seen;        /* examples this process took this epoch (the progress bar's) */
     double clip;
+    int accumulate;            /* micro-batches per shard (gradient accumulation); 0 or 1: none */
 } dp_state;
 
 static void batch_release(replica *r)
@@ -163,6 +165,12 @@ static clt_status dp_step(dp_state *d, int64_t global_n, double clip, int *stop)
     for (int i = 0; i < d->k; i++) {
         replica *r = &d->r[i];
         if (r->n == 0) continue;
+        if (d->accumulate > 1) {
+            /* Each micro-batch's gradient scaled by its rows / global_n, as the shards'. */
+            CLT_TRY(clt_model_zero_grad(r->model));
+            CLT_TRY(clt__accumulate(r->model, r->x, r->y, d->accumulate, global_n, r->loss_sum, 0));
+            continue;
+        }
         CLT_TRY(clt_model_forward(r->model, r->x, &r->logits));
         CLT_TRY(clt_cross_entropy_forward(&r->loss, &r->dlogits, r->logits, r->y));
         /* dlogits is the shard's mean gradient; n/N makes the sum over shards the global mean. */
@@ -270,6 +278,8 @@ static clt_status check_args(const clt_model *model, const clt_dataset *train, c
     if (comm && (comm->world < 1 || comm->rank < 0 || comm->rank >= comm->world || !comm->allreduce_sum))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: collective with rank %d of world %d%s", op, comm->rank,
                          comm->world, comm->allreduce_sum ? "" : " and no allreduce_sum");
+    if (opt->memory_plot_path)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: memory_plot_path works with clt_trainer_fit, on one device", op);
     return clt__fit_check(op, train, opt, !comm || comm->rank == 0);
 }
 
@@ -307,6 +317,7 @@ static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *tra
     d->examples = clt_loader_num_examples(d->r[0].loader);
     d->batch_size = opt->batch_size;
     d->clip = opt->gradient_clip_val;
+    d->accumulate = opt->accumulate;
     if (d->comm) {
         /* The gradients and one float for the stop request. */
         d->staging = malloc(((size_t)clt_model_parameter_count(model) + 1) * sizeof(float));

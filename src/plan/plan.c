@@ -459,13 +459,19 @@ static const clt__layer *first_linear(const clt__layer *l, int n)
     return NULL;
 }
 
-/* The trainer's step on a batch (float32 x) already on the device; the
- * first one creates the gradients (at backward) and the optimizer state (at
- * its step), as clt_model_backward and clt_optimizer_step do. */
-static void replay_step(sim *s, const clt_model *m, sim_layer *sl, const clt__layer *fl, int first, int nbuf)
+/* Examples in micro-batch k of `micro` over a batch of `batch`: the first
+ * batch % micro get one more (clt__micro_batch in the trainer splits so). */
+static int64_t micro_rows(int64_t batch, int micro, int k)
+{
+    return batch / micro + (k < batch % micro ? 1 : 0);
+}
+
+/* One micro-batch's forward, loss and backward; *out gets its logits, loss
+ * and dlogits (-1 each once released). */
+static void replay_pass(sim *s, const clt_model *m, sim_layer *sl, const clt__layer *fl, int x, int make_grads,
+                        int out[3])
 {
     int64_t n = m->nparams;
-    int x = t_new(s, s->rows * fl->in * 4), labels = t_new(s, s->rows * 4);
     /* A float16 model converts x on the way in (an activation) and its
      * output on the way out, for a float32 loss (clt_model_forward). */
     int in = x;
@@ -484,11 +490,35 @@ static void replay_step(sim *s, const clt_model *m, sim_layer *sl, const clt__la
     t_transient(s, (int64_t)clt__sum_parts(s->rows) * 4); /* the loss's partial sums */
     t_release(s, per_row);
     t_tag(s, dlogits);
-    if (first) t_new(s, (s->half ? 2 : 4) * n);
+    if (make_grads) t_new(s, (s->half ? 2 : 4) * n);
     /* Backward of a float16 model starts from dlogits scaled into float16. */
     int dy = s->half ? t_new(s, s->rows * m->features * 2) : dlogits;
     seq_backward(s, m->layers, sl, m->nlayers, 1, t_retain(s, dy), 0, -1, 0);
     if (s->half) t_release(s, dy);
+    out[0] = logits;
+    out[1] = loss;
+    out[2] = dlogits;
+}
+
+/* The trainer's step on a batch (float32 x) already on the device, in
+ * `micro` micro-batches (row views of it) whose tensors go after each
+ * backward, or as one pass whose tensors go after the optimizer; the first
+ * step creates the gradients (at backward) and the optimizer state (at its
+ * step), as clt_model_backward and clt_optimizer_step do. */
+static void replay_step(sim *s, const clt_model *m, sim_layer *sl, const clt__layer *fl, int first, int nbuf,
+                        int64_t batch, int micro)
+{
+    int64_t n = m->nparams;
+    s->rows = batch;
+    int x = t_new(s, batch * fl->in * 4), labels = t_new(s, batch * 4), kept[3] = {-1, -1, -1};
+    for (int k = 0; k < micro; k++) {
+        s->rows = micro_rows(batch, micro, k);
+        if (s->rows == 0) break;
+        replay_pass(s, m, sl, fl, x, first && k == 0, kept);
+        if (micro == 1) break;
+        for (int i = 0; i < 3; i++) t_release(s, kept[i]);
+        kept[0] = kept[1] = kept[2] = -1;
+    }
     for (int i = 0; first && i < nbuf + s->half; i++) t_new(s, 4 * n); /* state, then master weights */
     if (s->half) {
         /* The optimizer's step: the gradients widened and unscaled into
@@ -502,9 +532,7 @@ static void replay_step(sim *s, const clt_model *m, sim_layer *sl, const clt__la
     /* In the order of the trainer's step_release. */
     t_release(s, x);
     t_release(s, labels);
-    t_release(s, logits);
-    t_release(s, loss);
-    t_release(s, dlogits);
+    for (int i = 0; i < 3; i++) t_release(s, kept[i]);
 }
 
 /* Layers (nested ones too) and their widest Linear side. */
@@ -550,6 +578,9 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
                          "for this model would overflow an int64_t", op, (long long)o->batch_size);
     if (o->checkpoint_segments < 0 && o->checkpoint_segments != CLT_CHECKPOINT_AUTO)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: segment size %d", op, o->checkpoint_segments);
+    if (o->accumulate < 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: accumulate %d (micro-batches per step; 0 or 1: none)", op,
+                         o->accumulate);
     if (o->dtype != CLT_FLOAT32 && o->dtype != CLT_FLOAT16)
         return clt__fail(CLT_ERR_UNSUPPORTED, "%s: a model is float32 or float16, not %s", op,
                          clt_dtype_name(o->dtype));
@@ -579,11 +610,12 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
         t_new(&s, 2 * n);
         t_release(&s, w);
     }
-    replay_step(&s, m, sl, fl, 1, nbuf);
+    int micro = o->accumulate > 1 ? o->accumulate : 1;
+    replay_step(&s, m, sl, fl, 1, nbuf, o->batch_size, micro);
     s.peak = s.live;
     s.peak_act = s.act_at_peak = s.act_live;
     s.grad_at_peak = 0;
-    replay_step(&s, m, sl, fl, 0, nbuf);
+    replay_step(&s, m, sl, fl, 0, nbuf, o->batch_size, micro);
     for (int i = 0; i < m->nlayers; i++)
         if (sl[i].seg_len) p->segment_size = p->segment_size > sl[i].seg_len ? p->segment_size : sl[i].seg_len;
     sim_layers_free(sl, m->nlayers);
@@ -646,6 +678,126 @@ clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int
 
 #define MIB (1024.0 * 1024.0)
 
+/* The micro-batch counts clt_plan_fit tries, in order: 1 to 64, then
+ * doubling, then the batch size itself (micro-batches of one example);
+ * 0 after the last. */
+static int next_micro(int n, int64_t batch)
+{
+    int64_t cap = batch < (1 << 30) ? batch : (1 << 30);
+    int64_t next = n < 64 ? n + 1 : 2 * (int64_t)n;
+    if (next > cap) next = n < cap ? cap : 0;
+    return (int)next;
+}
+
+/* The segment size with the lowest predicted peak that fits (0: none). */
+static clt_status best_segments(const clt_model *m, clt_plan_options *q, const plan_device *d, int64_t limit,
+                                clt_plan *best)
+{
+    int blocks = clt_model_num_blocks(m), found = 0;
+    for (int seg = 1; seg <= blocks; seg++) {
+        clt_plan p;
+        int fits;
+        q->checkpoint_segments = seg;
+        CLT_TRY(plan_with(m, q, d, limit, &p, &fits));
+        if (fits && (!found || p.peak < best->peak)) {
+            *best = p;
+            found = seg;
+        }
+    }
+    q->checkpoint_segments = found;
+    return CLT_OK;
+}
+
+/* The first configuration of one dtype that fits, in clt_plan_fit's order. */
+static clt_status fit_dtype(const clt_model *m, clt_plan_options q, const plan_device *d, int64_t limit,
+                            clt_plan_fit_result *out, int *found)
+{
+    *found = 0;
+    for (int n = 1; n; n = next_micro(n, q.batch_size)) {
+        q.accumulate = n;
+        q.checkpoint_segments = 0;
+        int fits;
+        CLT_TRY(plan_with(m, &q, d, limit, &out->plan, &fits));
+        if (!fits) CLT_TRY(best_segments(m, &q, d, limit, &out->plan));
+        if (fits || q.checkpoint_segments) {
+            out->accumulate = n;
+            out->checkpoint_segments = q.checkpoint_segments;
+            out->dtype = q.dtype;
+            *found = 1;
+            return CLT_OK;
+        }
+    }
+    return CLT_OK;
+}
+
+clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t budget, int allow_fp16,
+                        clt_plan_fit_result *out)
+{
+    if (!m || !o || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_fit: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (budget <= 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_fit: budget %lld", (long long)budget);
+    plan_device d;
+    CLT_TRY(device_of(o->device, &d));
+    out->budget = budget;
+    out->margin = 2 * 1024 * 1024 + budget / 32;
+    int64_t limit = budget - out->margin;
+    int found = 0;
+    clt_plan_options q = *o;
+    if (limit > 0) CLT_TRY(fit_dtype(m, q, &d, limit, out, &found));
+    if (!found && allow_fp16 && o->dtype != CLT_FLOAT16 && limit > 0) {
+        q.dtype = CLT_FLOAT16;
+        CLT_TRY(fit_dtype(m, q, &d, limit, out, &found));
+    }
+    if (found) return CLT_OK;
+    clt_plan p;
+    q = *o;
+    q.accumulate = q.checkpoint_segments = 0;
+    CLT_TRY(plan_with(m, &q, &d, 0, &p, NULL));
+    char dev[32] = "";
+    clt_device_name(o->device, dev, sizeof dev);
+    return clt__fail(CLT_ERR_OUT_OF_MEMORY,
+                     "no configuration of a %s%s step at batch %lld fits %.1f MiB on %s (less a margin of %.1f MiB): "
+                     "the %s weights, gradients and optimizer state alone need %.1f MiB and the batch %.1f MiB, "
+                     "beside the allocator's segments; use a smaller model or batch%s, or a larger device",
+                     clt_dtype_name(o->dtype), allow_fp16 && o->dtype != CLT_FLOAT16 ? " or float16" : "",
+                     (long long)o->batch_size, budget / MIB, dev, out->margin / MIB,
+                     clt_dtype_name(o->dtype), (p.weights + p.gradients + p.optimizer) / MIB, p.batch / MIB,
+                     allow_fp16 || o->dtype == CLT_FLOAT16 ? "" : ", or allow float16 (--fit=any)");
+}
+
+/* The allocated peak at batch b of o with segment size seg (0: off). */
+static clt_status peak_at(const clt_model *m, const clt_plan_options *o, const plan_device *d, int seg, int64_t b,
+                          int64_t *peak)
+{
+    clt_plan_options q = *o;
+    q.batch_size = b;
+    q.checkpoint_segments = seg;
+    clt_plan p;
+    CLT_TRY(plan_with(m, &q, d, 0, &p, NULL));
+    *peak = p.peak;
+    return CLT_OK;
+}
+
+/* Exercise 2's "why": what a step holds per example with and without
+ * checkpointing (the slope of the allocated peak from batch 1 to the
+ * largest that fits) beside what does not grow with the batch. */
+static clt_status why_further(const clt_model *m, const clt_plan_options *o, const plan_device *d, int64_t b_plain,
+                              int64_t b_ckpt, FILE *out)
+{
+    int seg = o->checkpoint_segments ? o->checkpoint_segments : CLT_CHECKPOINT_AUTO;
+    int64_t p1, pb, c1, cb;
+    CLT_TRY(peak_at(m, o, d, 0, 1, &p1));
+    CLT_TRY(peak_at(m, o, d, 0, b_plain + 1, &pb));
+    CLT_TRY(peak_at(m, o, d, seg, 1, &c1));
+    CLT_TRY(peak_at(m, o, d, seg, b_ckpt + 1, &cb));
+    double per_plain = (double)(pb - p1) / (double)b_plain, per_ckpt = (double)(cb - c1) / (double)b_ckpt;
+    fprintf(out, "checkpointing goes %.2fx as far: per example a step holds %.1f KiB without checkpointing, %.1f KiB "
+                 "with (%.2fx less); %.1f MiB does not grow with the batch\n",
+            (double)b_ckpt / (double)b_plain, per_plain / 1024, per_ckpt / 1024, per_plain / per_ckpt,
+            (double)(p1 - (int64_t)per_plain) / MIB);
+    return CLT_OK;
+}
+
 clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch_size,
                            FILE *out)
 {
@@ -657,8 +809,10 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     char dev[32];
     CLT_TRY(clt_device_name(o->device, dev, sizeof dev));
     int half = o->dtype == CLT_FLOAT16;
-    fprintf(out, "predicted peak of one %s training step at batch %lld on %s%s:\n",
-            half ? "float16 (mixed-precision)" : "float32", (long long)o->batch_size, dev,
+    char micro[48] = "";
+    if (o->accumulate > 1) snprintf(micro, sizeof micro, " in %d micro-batches", o->accumulate);
+    fprintf(out, "predicted peak of one %s training step at batch %lld%s on %s%s:\n",
+            half ? "float16 (mixed-precision)" : "float32", (long long)o->batch_size, micro, dev,
             p.segment_size ? "" : ", no checkpointing");
     if (p.segment_size)
         fprintf(out, "  (activation checkpointing: segments of %d block%s%s)\n", p.segment_size,
@@ -697,8 +851,15 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     const char *more = " (or more)";
     fprintf(out, "largest batch that fits: %lld without checkpointing%s, %lld with%s\n", (long long)b_plain,
             b_plain == max_batch_size ? more : "", (long long)b_ckpt, b_ckpt == max_batch_size ? more : "");
+    if (b_plain > 0 && b_ckpt > b_plain && b_ckpt < max_batch_size) CLT_TRY(why_further(m, o, &d, b_plain, b_ckpt, out));
     if (fits) return CLT_OK;
     fprintf(out, "to fit:\n");
+    clt_plan_fit_result fit;
+    if (o->batch_size > 1 && clt_plan_fit(m, o, budget, 0, &fit) == CLT_OK && fit.accumulate > 1) {
+        fprintf(out, "  - keep the batch of %lld (--fit): %d micro-batches", (long long)o->batch_size, fit.accumulate);
+        if (fit.checkpoint_segments) fprintf(out, ", checkpointed segments of %d blocks", fit.checkpoint_segments);
+        fprintf(out, ", predicted peak %.1f MiB\n", fit.plan.peak / MIB);
+    }
     if (b_plain > 0) fprintf(out, "  - lower the batch size to %lld\n", (long long)b_plain);
     if (b_ckpt >= o->batch_size && m->nlayers > 0 && clt_model_num_blocks(m) > 0)
         fprintf(out, "  - checkpoint activations (--checkpoint-segments auto)\n");

@@ -39,7 +39,10 @@ clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_tr
     if (train->n < 1 || !train->images || !train->labels)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the training set has no examples (%lld images): nothing to train on",
                          op, (long long)train->n);
-    const char *const outputs[] = {o->metrics_path, o->plot_path, o->save_path};
+    if (o->accumulate < 0 || o->accumulate > o->batch_size)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: accumulate is %d; it must be 0 to batch_size (%lld)", op,
+                         o->accumulate, (long long)o->batch_size);
+    const char *const outputs[] = {o->metrics_path, o->plot_path, o->save_path, o->memory_plot_path};
     for (size_t i = 0; lead && i < sizeof outputs / sizeof outputs[0]; i++)
         if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
     return CLT_OK;
@@ -254,8 +257,11 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
     /* Compilation before the clock: the epochs' times and images/s exclude it. */
     clt_warmup_result warm;
     clt__progress_compiling(&e.progress);
-    /* The largest batch the loader makes: no batch is larger than the data. */
-    int64_t warm_batch = o->batch_size < b->examples ? o->batch_size : b->examples;
+    /* The largest (micro-)batch a step runs: no batch is larger than the
+     * data, no micro-batch than batch / accumulate rounded up. */
+    int64_t micro = o->batch_size;
+    if (o->accumulate > 1) micro = (o->batch_size + o->accumulate - 1) / o->accumulate;
+    int64_t warm_batch = micro < b->examples ? micro : b->examples;
     if (s == CLT_OK) s = clt_model_warmup(b->model, warm_batch, o->optimizer, o->gradient_clip_val, 0, &warm);
     clt__progress_end(&e.progress);
     if (s == CLT_OK && b->lead) clt__progress_warmup_log(o->log, b->device, &warm);

@@ -9,7 +9,9 @@
 #include "../core/error.h"
 #include "cltensor/ops.h"
 #include "cltensor/trainer.h"
+#include "accumulate.h"
 #include "engine.h"
+#include "progress.h"
 
 /* No log: the library never prints; a program that wants the epoch lines
  * sets opt.log (clt train sets stdout). */
@@ -51,24 +53,46 @@ static void step_release(step_tensors *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Names the step's phase in a memory record (clt_memory_record_mark);
+ * step 0 marks nothing. */
+static void mark(clt_model *m, int64_t step, const char *phase)
+{
+    char label[64];
+    if (!step) return;
+    snprintf(label, sizeof label, "step %lld %s", (long long)step, phase);
+    clt_memory_record_mark(clt_model_device(m), label);
+}
+
 /* Forward, loss and backward of one (micro-)batch, accumulating into the
  * gradients; adds loss * rows to loss_sum on the device. */
-static clt_status micro_batch(clt_model *m, step_tensors *t, clt_tensor *loss_sum)
+static clt_status micro_batch(clt_model *m, step_tensors *t, clt_tensor *loss_sum, int64_t step)
 {
+    mark(m, step, "forward");
     CLT_TRY(clt_model_forward(m, t->x, &t->logits));
+    mark(m, step, "loss");
     CLT_TRY(clt_cross_entropy_forward(&t->loss, &t->dlogits, t->logits, t->y));
+    mark(m, step, "backward");
     CLT_TRY(clt_model_backward(m, t->dlogits, NULL));
     return clt_axpy_(loss_sum, (float)clt_tensor_dim(t->x, 0), t->loss);
 }
 
 /* One optimizer step: zero the gradients, forward and backward over the
- * batch, clip, update. */
-static clt_status train_step(clt_model *m, clt_optimizer *opt, step_tensors *t, clt_tensor *loss_sum, double clip)
+ * batch (in `accumulate` micro-batches when > 1), clip, update. A step
+ * number > 0 marks its phases for a memory record. */
+static clt_status train_step(clt_model *m, clt_optimizer *opt, step_tensors *t, clt_tensor *loss_sum, double clip,
+                             int accumulate, int64_t step)
 {
     CLT_TRY(clt_model_zero_grad(m));
-    CLT_TRY(micro_batch(m, t, loss_sum));
+    if (accumulate > 1) {
+        CLT_TRY(clt__accumulate(m, t->x, t->y, accumulate, clt_tensor_dim(t->x, 0), loss_sum, step));
+    } else {
+        CLT_TRY(micro_batch(m, t, loss_sum, step));
+    }
+    mark(m, step, "optimizer");
     if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(m, clip, NULL));
-    return clt_optimizer_step(opt);
+    CLT_TRY(clt_optimizer_step(opt));
+    mark(m, step, "frees"); /* the step's tensors, released by the caller */
+    return CLT_OK;
 }
 
 clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit, double *loss,
@@ -131,11 +155,41 @@ typedef struct one_device {
     clt_loader *loader;
     clt_tensor *loss_sum; /* the epoch's, on the device */
     double clip;
+    int accumulate;
+    int64_t steps, record_until; /* steps taken by this fit; recording memory until record_until (0: not) */
+    const char *memory_plot;
+    const clt_trainer_options *record_opt; /* a recording to start at the first epoch (after the warm-up) */
 } one_device;
+
+/* memory_plot_path: records the first steps' memory on the training device. */
+static clt_status record_start(one_device *d, const clt_trainer_options *o)
+{
+    if (!o->memory_plot_path) return CLT_OK;
+    CLT_TRY(clt_memory_record_start(clt_model_device(d->model)));
+    d->memory_plot = o->memory_plot_path;
+    d->record_until = o->memory_plot_steps > 0 ? o->memory_plot_steps : 2;
+    return CLT_OK;
+}
+
+/* Stops a recording and draws it when s is CLT_OK; returns s, else the drawing's status. */
+static clt_status record_finish(one_device *d, clt_status s)
+{
+    if (!d->record_until) return s;
+    d->record_until = 0;
+    clt_memory_record *r = NULL;
+    clt_status rs = clt_memory_record_stop(clt_model_device(d->model), &r);
+    if (s == CLT_OK && rs == CLT_OK) rs = clt_memory_record_write_svg(r, d->memory_plot);
+    clt_memory_record_free(r);
+    return s == CLT_OK ? rs : s;
+}
 
 static clt_status one_begin(void *ctx, int64_t epoch, int64_t batch, double loss_sum)
 {
     one_device *d = ctx;
+    if (d->record_opt) {
+        CLT_TRY(record_start(d, d->record_opt));
+        d->record_opt = NULL;
+    }
     CLT_TRY(clt_loader_set_position(d->loader, epoch, batch));
     return clt_fill_(d->loss_sum, loss_sum);
 }
@@ -149,9 +203,12 @@ static clt_status one_step(void *ctx, int64_t *n, int *stop)
     clt_status s = clt_loader_next(d->loader, &t.x, &t.y);
     if (s == CLT_OK && t.x) {
         *n = clt_tensor_dim(t.x, 0);
-        s = train_step(d->model, d->opt, &t, d->loss_sum, d->clip);
+        int recording = d->record_until > d->steps;
+        s = train_step(d->model, d->opt, &t, d->loss_sum, d->clip, d->accumulate, recording ? d->steps + 1 : 0);
+        d->steps++;
     }
     step_release(&t);
+    if (d->record_until && d->steps >= d->record_until) s = record_finish(d, s);
     return s;
 }
 
@@ -178,6 +235,7 @@ static clt_status one_setup(one_device *d, clt__fit_backend *b, const clt_datase
     CLT_TRY(clt_loader_create(&d->loader, train, dev, &lo));
     int64_t one = 1;
     CLT_TRY(clt_zeros(&d->loss_sum, dev, CLT_FLOAT32, 1, &one));
+    d->record_opt = opt; /* started by one_begin, after the engine's warm-up */
     b->ctx = d;
     b->model = d->model;
     b->opt = d->opt;
@@ -191,11 +249,12 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
 {
     if (!model || !train || !opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trainer_fit: NULL argument");
     CLT_TRY(clt__fit_check("clt_trainer_fit", train, opt, 1));
-    one_device d = {.model = model, .clip = opt->gradient_clip_val};
+    one_device d = {.model = model, .clip = opt->gradient_clip_val, .accumulate = opt->accumulate};
     clt__fit_backend b = {.op = "clt_trainer_fit", .lead = 1, .begin_epoch = one_begin, .step = one_step,
                           .loss_sum = one_loss, .running_loss = one_running};
     clt_status s = one_setup(&d, &b, train, opt);
     if (s == CLT_OK) s = clt__fit_run(&b, val, opt, out);
+    s = record_finish(&d, s); /* fewer steps than asked for, or a failure */
     clt_optimizer_free(d.opt);
     clt_loader_free(d.loader);
     clt_tensor_release(d.loss_sum);

@@ -13,9 +13,9 @@
 #include "distributed.h"
 
 typedef struct train_args {
-    const char *data, *load, *save, *metrics, *plot, *trace, *resume;
+    const char *data, *load, *save, *metrics, *plot, *trace, *resume, *memory_plot;
     int epochs, num_gpus, have_device, shuffle, distributed;
-    int hiddens_given, blocks_given, checkpoint_segments, plan, fp16;
+    int hiddens_given, blocks_given, checkpoint_segments, plan, fp16, accumulate, fit;
     clt_device device;
     int64_t batch_size, hiddens, blocks, steps, train_limit, val_limit;
     double lr;
@@ -49,6 +49,12 @@ static const char *train_usage =
     "                          it fits the device (or its memory cap), the largest batch\n"
     "                          that fits with and without checkpointing; train nothing\n"
     "  --fp16                  float16 weights and activations, float32 master weights\n"
+    "  --accumulate N          gradient accumulation: each step sums N micro-batches of about\n"
+    "                          batch-size/N examples, equal to one step on the whole batch\n"
+    "  --fit                   before training, pick the fewest micro-batches (then no\n"
+    "                          checkpointing, then the segment size) predicted to fit the\n"
+    "                          device or its cap, print the choice; fail when nothing fits\n"
+    "  --fit=any               the same, and float16 when no float32 configuration fits\n"
     "  --seed S                initialisation and shuffling seed (default 0)\n"
     "  --no-shuffle            batches in file order\n"
     "  --steps N               stop after N optimizer steps\n"
@@ -61,7 +67,9 @@ static const char *train_usage =
     "                          epoch's end and on Ctrl-C, for --resume\n"
     "  --metrics FILE          per-epoch metrics as CSV\n"
     "  --plot FILE             per-epoch losses and accuracy as an SVG chart\n"
-    "  --trace FILE            a Chrome trace-event timeline of every command\n";
+    "  --trace FILE            a Chrome trace-event timeline of every command\n"
+    "  --memory-plot FILE      record the memory of the first 2 steps and draw it as an SVG\n"
+    "                          (allocated by category, reserved, the cap, the peak and its phase)\n";
 
 static const char *eval_usage =
     "usage: clt eval --load FILE [--data DIR] [--hiddens H --blocks K] [--device D] [--batch-size B]\n"
@@ -117,6 +125,7 @@ static int opt_save(train_args *a, const char *c, const char *o, const char *v) 
 static int opt_metrics(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->metrics = v; return 1; }
 static int opt_plot(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->plot = v; return 1; }
 static int opt_trace(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->trace = v; return 1; }
+static int opt_memory_plot(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->memory_plot = v; return 1; }
 
 static int opt_hiddens(train_args *a, const char *c, const char *o, const char *v)
 {
@@ -206,6 +215,14 @@ static int opt_val_limit(train_args *a, const char *c, const char *o, const char
 
 static int opt_distributed(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->distributed = 1; return 1; }
 static int opt_plan(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->plan = 1; return 1; }
+static int opt_fit(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fit = 1; return 1; }
+static int opt_fit_any(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fit = 2; return 1; }
+
+static int opt_accumulate(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_clamped(c, o, v, 1, 1 << 30, &a->accumulate);
+}
+
 static int opt_fp16(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fp16 = 1; return 1; }
 static int opt_no_shuffle(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->shuffle = 0; return 1; }
 
@@ -228,6 +245,7 @@ static const struct option_spec {
     {"--metrics", 1, 0, opt_metrics},
     {"--plot", 1, 0, opt_plot},
     {"--trace", 1, 0, opt_trace},
+    {"--memory-plot", 1, 0, opt_memory_plot},
     {"--epochs", 1, 0, opt_epochs},
     {"--num-gpus", 1, 0, opt_num_gpus},
     {"--lr", 1, 0, opt_lr},
@@ -240,6 +258,9 @@ static const struct option_spec {
     {"--distributed", 0, 0, opt_distributed},
     {"--plan", 0, 0, opt_plan},
     {"--fp16", 0, 0, opt_fp16},
+    {"--accumulate", 1, 0, opt_accumulate},
+    {"--fit", 0, 0, opt_fit},
+    {"--fit=any", 0, 0, opt_fit_any},
     {"--no-shuffle", 0, 0, opt_no_shuffle},
 };
 
@@ -366,6 +387,29 @@ static int make_model(const char *cmd, train_args *a, clt_device dev, clt_model 
 
 static int train_run(train_args a, const clt_collective *comm);
 
+/* Where training runs, and its budget: the memory cap when one is set, else the device's memory. */
+static clt_status budget_of(clt_device dev, int64_t *budget)
+{
+    clt_memory_stats st;
+    int64_t free_bytes, total = 0;
+    clt_status s = clt_memory_stats_get(dev, &st);
+    if (s == CLT_OK && !st.cap) s = clt_mem_get_info(dev, &free_bytes, &total);
+    *budget = st.cap ? st.cap : total;
+    return s;
+}
+
+static clt_plan_options plan_options(const train_args *a)
+{
+    clt_plan_options o = clt_plan_default_options();
+    o.batch_size = a->batch_size;
+    o.optimizer = a->optimizer;
+    o.checkpoint_segments = a->checkpoint_segments;
+    o.dtype = a->fp16 ? CLT_FLOAT16 : CLT_FLOAT32;
+    o.device = train_device(a, NULL);
+    o.accumulate = a->accumulate;
+    return o;
+}
+
 /* --plan: the memory planner's prediction for one step on the training
  * device, against its memory cap when one is set, else its memory. */
 static int plan_run(train_args *a)
@@ -374,23 +418,40 @@ static int plan_run(train_args *a)
     clt_device dev = train_device(a, NULL);
     int rc = make_model("train", a, dev, &model);
     if (rc) return rc;
-    clt_plan_options o = clt_plan_default_options();
-    o.batch_size = a->batch_size;
-    o.optimizer = a->optimizer;
-    o.checkpoint_segments = a->checkpoint_segments;
-    o.dtype = a->fp16 ? CLT_FLOAT16 : CLT_FLOAT32;
-    o.device = dev;
-    clt_memory_stats st;
-    int64_t free_bytes, total = 0;
-    clt_status s = clt_memory_stats_get(dev, &st);
-    if (s == CLT_OK && !st.cap) s = clt_mem_get_info(dev, &free_bytes, &total);
-    int64_t budget = st.cap ? st.cap : total, largest = 0;
+    clt_plan_options o = plan_options(a);
+    int64_t budget = 0, largest = 0;
+    clt_status s = budget_of(o.device, &budget);
     if (s == CLT_OK) s = clt_plan_report(model, &o, budget, (int64_t)1 << 24, stdout);
     /* Exit 1 when the step does not fit, so that a script can test it. */
     if (s == CLT_OK && budget > 0) s = clt_plan_max_batch(model, &o, budget, a->batch_size, &largest);
     clt_model_free(model);
     if (s != CLT_OK) return fail("train", "planning");
     return budget > 0 && largest < a->batch_size ? 1 : 0;
+}
+
+/* --fit: the planner picks micro-batches, checkpointing (and with
+ * --fit=any float16) for the batch on the training device; prints it. */
+static int fit_run(train_args *a, const clt_model *model)
+{
+    clt_plan_options o = plan_options(a);
+    int64_t budget = 0;
+    clt_plan_fit_result r;
+    if (budget_of(o.device, &budget) != CLT_OK || clt_plan_fit(model, &o, budget, a->fit == 2, &r) != CLT_OK)
+        return fail("train", "--fit");
+    char dev[32] = "";
+    clt_device_name(o.device, dev, sizeof dev);
+    printf("fit: batch %lld as %d micro-batch%s of %lld%s, ", (long long)a->batch_size, r.accumulate,
+           r.accumulate == 1 ? "" : "es", (long long)((a->batch_size + r.accumulate - 1) / r.accumulate),
+           r.accumulate * ((a->batch_size + r.accumulate - 1) / r.accumulate) == a->batch_size ? "" : " or one less");
+    if (r.checkpoint_segments) printf("checkpointed segments of %d blocks, ", r.checkpoint_segments);
+    else printf("no checkpointing, ");
+    printf("%s; predicted peak %.1f MiB allocated, %.1f MiB reserved, of %.1f MiB on %s (%.1f MiB kept as a margin)\n",
+           clt_dtype_name(r.dtype), r.plan.peak / 1048576.0, r.plan.reserved / 1048576.0, budget / 1048576.0, dev,
+           r.margin / 1048576.0);
+    a->accumulate = r.accumulate;
+    a->checkpoint_segments = r.checkpoint_segments;
+    a->fp16 = r.dtype == CLT_FLOAT16;
+    return 0;
 }
 
 int clt_cmd_train(int argc, char **argv)
@@ -451,11 +512,13 @@ static int train_run(train_args a, const clt_collective *comm)
     /* Before the model: queues made while tracing carry kernel times. */
     rc = a.trace && clt_trace_start(a.trace) != CLT_OK ? fail("train", "starting the trace") : 0;
     if (rc == 0) rc = make_model("train", &a, train_device(&a, comm), &model);
+    if (rc == 0 && a.fit) rc = fit_run(&a, model);
     if (rc == 0) {
         clt_trainer_options o = clt_trainer_default_options();
         o.max_epochs = a.epochs;
         o.checkpoint_segments = a.checkpoint_segments;
         o.fp16 = a.fp16;
+        o.accumulate = a.accumulate;
         o.num_gpus = a.num_gpus;
         o.use_device = a.have_device;
         o.device = a.device;
@@ -472,9 +535,15 @@ static int train_run(train_args a, const clt_collective *comm)
         o.save_info = (clt_checkpoint_info){.arch = "resmlp", .hiddens = a.hiddens, .blocks = a.blocks};
         o.resume_path = a.resume;
         o.plot_path = a.plot;
+        o.memory_plot_path = a.memory_plot;
         o.log = stdout;
         clt_trainer_result r;
-        if (fit(model, &train, &test, &a, &o, comm, &r) != CLT_OK) rc = fail("train", "training");
+        if (a.memory_plot && (comm || (!a.have_device && a.num_gpus > 1 && clt_num_gpus() > 1))) {
+            fprintf(stderr, "clt train: --memory-plot works on one device, not with --distributed or several GPUs\n");
+            rc = 2;
+        } else if (fit(model, &train, &test, &a, &o, comm, &r) != CLT_OK) {
+            rc = fail("train", "training");
+        }
         if (rc == 0 && r.stopped) {
             printf("interrupted after %lld steps%s%s%s\n", (long long)r.steps, a.save ? "; saved " : "",
                    a.save ? a.save : "", a.save ? ": continue with --resume" : " (no --save file to resume from)");
