@@ -5,8 +5,9 @@ and measured against.
   init  --out FILE [--hiddens H --blocks K --seed S]   PyTorch-initialised safetensors
   train --data DIR --load FILE --steps N --out FILE [--batch-size B --lr LR]
         SGD without shuffling, from a checkpoint; writes the parameters after N steps
-  bench --data DIR [--epochs E --batch-size B --threads T]
-        images/s of training with the data already in memory
+  bench --data DIR [--epochs E --batch-size B --threads T --hiddens H --limit N]
+        images/s of training with the data already in memory (the first N
+        training images only with --limit)
   diff  A B        largest absolute difference between two safetensors files
 
 Exits 77 (skip) when PyTorch is not installed. Reads IDX files (gzip or raw)
@@ -133,6 +134,8 @@ def cmd_bench(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     x, y = load_split(a.data)
+    if a.limit > 0:
+        x, y = x[:a.limit], y[:a.limit]
     model = ResMLPClassifier(a.hiddens, a.blocks)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     seen, t0 = 0, time.perf_counter()
@@ -180,6 +183,7 @@ def main():
     s.add_argument("--hiddens", type=int, default=256)
     s.add_argument("--blocks", type=int, default=2)
     s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--limit", type=int, default=0)
     s = sub.add_parser("diff")
     s.add_argument("a")
     s.add_argument("b")

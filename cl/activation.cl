@@ -52,3 +52,49 @@ __kernel void relu_backward_bias_f32(__global const float *dy, ulong dyo, __glob
         db[c] = db[c] + s;
     }
 }
+
+/* The GPU-shaped forms (GPU-class devices, src/ops/activation.c and
+ * src/ops/dense.c); WG_COLS x WG_LANES as sum_rows_wg_f32 in cl/reduce.cl. */
+#define WG_COLS 16
+#define WG_LANES 16
+
+/* relu_backward_bias_f32 as work-group tree reductions: dx as there; db[c]
+ * += the sum of dx's column c, lane j adding rows j, j + WG_LANES, ... in
+ * order, then the lanes pairwise in a fixed tree (so db is bit for bit that
+ * of relu_backward_f32 then sum_rows_wg_f32). */
+__kernel __attribute__((reqd_work_group_size(WG_COLS, WG_LANES, 1))) void
+relu_backward_bias_wg_f32(__global const float *dy, ulong dyo, __global const float *y, ulong yo, __global float *dx,
+                          ulong dxo, ulong rows, ulong cols, __global float *db, ulong dbo)
+{
+    __local float t[WG_LANES * WG_COLS];
+    uint lc = (uint)get_local_id(0), j = (uint)get_local_id(1);
+    ulong c = get_global_id(0);
+    float s = 0.0f;
+    if (c < cols)
+        for (ulong r = j; r < rows; r += WG_LANES) {
+            ulong i = r * cols + c;
+            float g = y[yo + i] > 0.0f ? dy[dyo + i] : 0.0f;
+            dx[dxo + i] = g;
+            s += g;
+        }
+    t[j * WG_COLS + lc] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = WG_LANES / 2; h > 0; h /= 2) {
+        if (j < h) t[j * WG_COLS + lc] += t[(j + h) * WG_COLS + lc];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (j == 0 && c < cols) db[dbo + c] = db[dbo + c] + t[lc];
+}
+
+/* The epilogue of a CLBlast product, in one pass: c (rows, cols) = c +
+ * bias[col] when has_bias, then ReLU when relu (NaN passes through, as
+ * relu_f32). */
+__kernel void bias_relu_f32(__global float *c, ulong co, __global const float *bias, ulong bo, ulong rows, ulong cols,
+                            int has_bias, int relu)
+{
+    size_t i = get_global_id(0);
+    if (i >= rows * cols) return;
+    float v = c[co + i];
+    if (has_bias) v += bias[bo + i % cols];
+    c[co + i] = relu && v < 0.0f ? 0.0f : v;
+}

@@ -8,11 +8,18 @@
  * set; then ReLU when bit 1 is, NaN passing through as in clt_relu),
  * row-major; op(A) is (M,K), op(B) is (K,N), bias is (N).
  * Dimension 0 runs over row tiles, so consecutive work-items read the same
- * TN columns of B while they are in cache.
+ * TN columns of B while they are in cache. A work-item computes rt row
+ * tiles in turn, from row tile (get_global_id(2) * get_global_size(0) +
+ * get_global_id(0)) * rt, all against one panel of B: large products
+ * (src/ops/dense.c) run one launch per block of depths with a range of
+ * (1, column panels, row blocks) and rt tiles per row block, so that a
+ * block's A stays in L2 while it visits every column panel, and the panel of
+ * B in L1 while a work-item walks down the block. Otherwise rt is 1.
  *
  * B (K,N) is read in place; a transposed B, (N,K), whose TN columns would be
  * TN strided streams, is packed first by pack_bt_f32 into panels of TN
- * columns, (ceil(N/TN), K, TN) with zero columns past N.
+ * columns, (ceil(N/TN), K, TN) with zero columns past N; pack_b_f32 packs a
+ * B used as is into the same panels (large products).
  *
  * The _f16 kernels take float16 A, B, C and bias (B packed: float32 panels,
  * by pack_bt_f16): read with vload_half(N), written with vstore_half(N)
@@ -56,7 +63,7 @@
 #define A_T(p, r) a[(p) * lda + arow[r]]
 #define A_P(p, r) a[(p) * TM + (r)]
 #define A_ROWS ao
-#define A_PANEL ao + get_global_id(0) * lda * TM
+#define A_PANEL ao + it * lda * TM
 
 #define FMA_ROWS(AT)                                                                                            \
     _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = fma((floatv)(AT(p, r)), bv, acc[r]);
@@ -149,36 +156,42 @@
 
 /* TA, TB, TC: the storage types of A, B (float when packed), and C and bias. */
 #define GEMM_KERNEL(name, TA, TB, TC, ROW, AT, ASTART, BSTART, KLOOP)                                           \
-    __kernel void name(__global const TA *a, ulong ao, ulong lda, __global const TB *bp, ulong bo, ulong ldb,   \
-                       __global TC *c, ulong co, ulong ldc, ulong m, ulong n, ulong k, float alpha, float beta, \
-                       __global const TC *bias, ulong biaso, uint flags)                                        \
+    __kernel void name(__global const TA *a0, ulong ao, ulong lda, __global const TB *bp, ulong bo, ulong ldb,  \
+                       __global TC *c0, ulong co, ulong ldc, ulong m, ulong n, ulong k, float alpha,            \
+                       float beta, __global const TC *bias, ulong biaso, uint flags, ulong rt)                  \
     {                                                                                                           \
-        ulong i0 = get_global_id(0) * TM, jp = get_global_id(1), j0 = jp * TN;                                  \
-        if (i0 >= m || j0 >= n) return;                                                                         \
-        a += ASTART;                                                                                            \
-        __global const TB *b = BSTART;                                                                          \
-        ulong arow[TM];                                                                                         \
-        _Pragma("unroll") for (int r = 0; r < TM; r++) arow[r] = ROW(min(i0 + r, m - 1));                       \
-        floatv acc[TM];                                                                                         \
-        _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = (floatv)(0.0f);                                 \
-        KLOOP(AT, TB)                                                                                           \
-        ulong mr = min((ulong)TM, m - i0), nc = min((ulong)TN, n - j0);                                         \
-        c += co + i0 * ldc + j0;                                                                                \
-        float bb[TN];                                                                                           \
-        for (ulong q = 0; q < TN; q++) bb[q] = (flags & 1) && q < nc ? LD_##TC(bias, biaso + j0 + q) : 0.0f;    \
-        floatv bv = vloadv(0, bb);                                                                              \
-        for (ulong r = 0; r < mr; r++, c += ldc) {                                                              \
-            floatv v = fma((floatv)(alpha), acc[r], bv);                                                        \
-            if (nc == TN) {                                                                                     \
-                if (beta != 0.0f) v = fma((floatv)(beta), LDV_##TC(c, 0), v);                                   \
-                if (flags & 2) v = select(v, (floatv)(0.0f), isless(v, (floatv)(0.0f)));                        \
-                STV_##TC(v, c, 0);                                                                              \
-            } else {                                                                                            \
-                float vt[TN];                                                                                   \
-                vstorev(v, 0, vt);                                                                              \
-                for (ulong q = 0; q < nc; q++) {                                                                \
-                    float x = beta != 0.0f ? fma(beta, LD_##TC(c, q), vt[q]) : vt[q];                           \
-                    ST_##TC((flags & 2) && x < 0.0f ? 0.0f : x, c, q);                                          \
+        ulong jp = get_global_id(1), j0 = jp * TN;                                                              \
+        ulong it0 = (get_global_id(2) * get_global_size(0) + get_global_id(0)) * rt;                            \
+        if (j0 >= n) return;                                                                                    \
+        for (ulong it = it0; it < it0 + rt; it++) {                                                             \
+            ulong i0 = it * TM;                                                                                 \
+            if (i0 >= m) return;                                                                                \
+            __global const TA *a = a0 + ASTART;                                                                 \
+            __global const TB *b = BSTART;                                                                      \
+            ulong arow[TM];                                                                                     \
+            _Pragma("unroll") for (int r = 0; r < TM; r++) arow[r] = ROW(min(i0 + r, m - 1));                   \
+            floatv acc[TM];                                                                                     \
+            _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = (floatv)(0.0f);                             \
+            KLOOP(AT, TB)                                                                                       \
+            ulong mr = min((ulong)TM, m - i0), nc = min((ulong)TN, n - j0);                                     \
+            __global TC *c = c0 + co + i0 * ldc + j0;                                                           \
+            float bb[TN];                                                                                       \
+            for (ulong q = 0; q < TN; q++)                                                                      \
+                bb[q] = (flags & 1) && q < nc ? LD_##TC(bias, biaso + j0 + q) : 0.0f;                           \
+            floatv bv = vloadv(0, bb);                                                                          \
+            for (ulong r = 0; r < mr; r++, c += ldc) {                                                          \
+                floatv v = fma((floatv)(alpha), acc[r], bv);                                                    \
+                if (nc == TN) {                                                                                 \
+                    if (beta != 0.0f) v = fma((floatv)(beta), LDV_##TC(c, 0), v);                               \
+                    if (flags & 2) v = select(v, (floatv)(0.0f), isless(v, (floatv)(0.0f)));                    \
+                    STV_##TC(v, c, 0);                                                                          \
+                } else {                                                                                        \
+                    float vt[TN];                                                                               \
+                    vstorev(v, 0, vt);                                                                          \
+                    for (ulong q = 0; q < nc; q++) {                                                            \
+                        float x = beta != 0.0f ? fma(beta, LD_##TC(c, q), vt[q]) : vt[q];                       \
+                        ST_##TC((flags & 2) && x < 0.0f ? 0.0f : x, c, q);                                      \
+                    }                                                                                           \
                 }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
@@ -222,6 +235,23 @@ __kernel void pack_a_f32(__global const float *a, ulong ao, ulong lda, uint tran
         for (ulong p = 0; p < pc; p++)
             for (ulong r = 0; r < TM; r++) dst[(p0 + p) * TM + r] = t[p][r];
     }
+}
+
+/* Packs b (K,N), leading dimension ldb, into float32 panels of TN columns,
+ * (ceil(N/TN), K, TN), zero columns past N; each work-item packs one panel. */
+__kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global float *bp, ulong po, ulong n, ulong k)
+{
+    ulong jp = get_global_id(0), j0 = jp * TN;
+    if (j0 >= n) return;
+    b += bo + j0;
+    __global float *dst = bp + po + jp * k * TN;
+    ulong nc = min((ulong)TN, n - j0);
+    if (nc == TN) {
+        for (ulong p = 0; p < k; p++) vstorev(vloadv(0, b + p * ldb), p, dst);
+        return;
+    }
+    for (ulong p = 0; p < k; p++)
+        for (ulong q = 0; q < TN; q++) dst[p * TN + q] = q < nc ? b[p * ldb + q] : 0.0f;
 }
 
 /* Packs bt (N,K), leading dimension ldb, as B = bt^T in float32 panels;

@@ -87,6 +87,29 @@ __kernel void sum_rows_add_f16(__global const half *x, ulong xo, ulong rows, ulo
     }
 }
 
+/* sum_rows_add_f16 on GPU-class devices: WG_COLS columns by WG_LANES lanes
+ * a work-group, lane j adding rows j, j + WG_LANES, ... in float32, then the
+ * lanes pairwise in a fixed tree; the total is added to out once. */
+#define WG_COLS 16
+#define WG_LANES 16
+__kernel __attribute__((reqd_work_group_size(WG_COLS, WG_LANES, 1))) void
+sum_rows_add_wg_f16(__global const half *x, ulong xo, ulong rows, ulong cols, __global half *out, ulong oo)
+{
+    __local float t[WG_LANES * WG_COLS];
+    uint lc = (uint)get_local_id(0), j = (uint)get_local_id(1);
+    ulong c = get_global_id(0);
+    float s = 0.0f;
+    if (c < cols)
+        for (ulong r = j; r < rows; r += WG_LANES) s += vload_half(xo + r * cols + c, x);
+    t[j * WG_COLS + lc] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = WG_LANES / 2; h > 0; h /= 2) {
+        if (j < h) t[j * WG_COLS + lc] += t[(j + h) * WG_COLS + lc];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (j == 0 && c < cols) vstore_half(vload_half(oo + c, out) + t[lc], oo + c, out);
+}
+
 __kernel void fill_u16(__global ushort *y, ulong yo, ushort v, ulong n)
 {
     size_t i = get_global_id(0);

@@ -1,7 +1,11 @@
 /* Reductions. Whole-tensor reductions run in two passes: `parts` partial
  * results, partial p covering elements p, p + parts, p + 2 parts, ... (so
  * neighbouring work-items read neighbouring elements), then one work-item
- * over the partials. No local memory or barriers: they are slow on CPUs. */
+ * over the partials. No local memory or barriers: they are slow on CPUs.
+ *
+ * GPU-class devices (src/ops/reduce.c) take the _wg forms at the end of this
+ * file instead: work-group tree reductions in local memory, whose order of
+ * additions is fixed by the sizes alone, so a result is the same run to run. */
 
 __kernel void sum_partial_f32(__global const float *x, ulong xo, ulong n, __global float *part, ulong po,
                               ulong parts)
@@ -73,4 +77,71 @@ __kernel void argmax_rows_f32(__global const float *x, ulong xo, ulong rows, ulo
         }
     }
     out[oo + r] = at;
+}
+
+/* The GPU-shaped forms. WG_SUM work-items a group for whole-tensor sums;
+ * WG_COLS columns x WG_LANES lanes a group for column sums. */
+#define WG_SUM 256
+#define WG_COLS 16
+#define WG_LANES 16
+
+/* Adds the n values t[i * stride] (n a power of two, i the caller's index
+ * along them) pairwise in a fixed tree: t[i] += t[i + n/2], then n/4, ...
+ * Every work-item of the group calls it; t[0] holds the total on return. */
+inline void tree_sum(__local float *t, uint i, uint n, uint stride)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = n / 2; h > 0; h /= 2) {
+        if (i < h) t[i * stride] += t[(i + h) * stride];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* part[po + g] = the sum of x[xo + i] for i = gid, gid + global size, ...
+ * over the work-items of group g, added in tree_sum's order. */
+__kernel __attribute__((reqd_work_group_size(WG_SUM, 1, 1))) void
+sum_partial_wg_f32(__global const float *x, ulong xo, ulong n, __global float *part, ulong po)
+{
+    __local float t[WG_SUM];
+    uint l = (uint)get_local_id(0);
+    ulong stride = get_global_size(0);
+    float s = 0.0f;
+    for (ulong i = get_global_id(0); i < n; i += stride) s += x[xo + i];
+    t[l] = s;
+    tree_sum(t, l, WG_SUM, 1);
+    if (l == 0) part[po + get_group_id(0)] = t[0];
+}
+
+/* One work-group: out = (the sum of the partials) / divisor; work-item l
+ * adds partials l, l + WG_SUM, ..., then the tree. */
+__kernel __attribute__((reqd_work_group_size(WG_SUM, 1, 1))) void
+sum_final_wg_f32(__global const float *part, ulong po, ulong parts, __global float *out, ulong oo, float divisor)
+{
+    __local float t[WG_SUM];
+    uint l = (uint)get_local_id(0);
+    float s = 0.0f;
+    for (ulong p = l; p < parts; p += WG_SUM) s += part[po + p];
+    t[l] = s;
+    tree_sum(t, l, WG_SUM, 1);
+    if (l == 0) out[oo] = t[0] / divisor;
+}
+
+/* sum_rows_f32 on a GPU: the group's WG_COLS adjacent columns (dimension 0,
+ * so neighbouring work-items read neighbouring addresses) by WG_LANES lanes
+ * (dimension 1); lane j sums rows j, j + WG_LANES, ... in order, then the
+ * lanes' sums go through tree_sum. The global size is rounded up to whole
+ * groups; work-items past the last column add nothing and store nothing. */
+__kernel __attribute__((reqd_work_group_size(WG_COLS, WG_LANES, 1))) void
+sum_rows_wg_f32(__global const float *x, ulong xo, ulong rows, ulong cols, __global float *out, ulong oo,
+                int accumulate)
+{
+    __local float t[WG_LANES * WG_COLS];
+    uint lc = (uint)get_local_id(0), j = (uint)get_local_id(1);
+    ulong c = get_global_id(0);
+    float s = 0.0f;
+    if (c < cols)
+        for (ulong r = j; r < rows; r += WG_LANES) s += x[xo + r * cols + c];
+    t[j * WG_COLS + lc] = s;
+    tree_sum(t + lc, j, WG_LANES, WG_COLS);
+    if (j == 0 && c < cols) out[oo + c] = accumulate ? out[oo + c] + t[lc] : t[lc];
 }

@@ -14,6 +14,7 @@
 #ifndef CLTENSOR_H
 #define CLTENSOR_H
 
+#include "cltensor/version.h"
 #include "cltensor/status.h"
 #include "cltensor/device.h"
 #include "cltensor/memory.h"
@@ -25,6 +26,7 @@
 #include "cltensor/io.h"
 #include "cltensor/data.h"
 #include "cltensor/trainer.h"
+#include "cltensor/warmup.h"
 #include "cltensor/plan.h"
 #include "cltensor/parallel.h"
 

@@ -224,7 +224,7 @@ START_TEST(test_example_small)
     const char *dir = getenv("CLT_BINARY_DIR");
     char path[1024];
     snprintf(path, sizeof path, "%s/examples/checkpointing", dir ? dir : ".");
-    if (!dir || access(path, X_OK) != 0) return; /* examples not built */
+    clt_test_skip_if(!dir || access(path, X_OK) != 0, "examples", "%s is not built (CLT_BUILD_EXAMPLES=OFF?)", path);
     char cmd[1100];
     snprintf(cmd, sizeof cmd, "'%s' --small 2>&1", path);
     FILE *p = popen(cmd, "r");
@@ -252,7 +252,11 @@ int main(void)
     tcase_add_test(tc, test_resmlp_with_loss);
     tcase_add_test(tc, test_peak_follows_accounting);
     tcase_add_test(tc, test_inference_and_errors);
-    tcase_add_test(tc, test_example_small);
     suite_add_tcase(s, tc);
+    TCase *ex = clt_test_tcase("examples"); /* a ctest entry of its own, which may skip */
+    tcase_set_tags(ex, "examples");
+    tcase_set_timeout(ex, 120);
+    tcase_add_test(ex, test_example_small);
+    suite_add_tcase(s, ex);
     return clt_test_run(s);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "support.h"
 
@@ -114,6 +115,11 @@ END_TEST
 
 int main(void)
 {
+    const char *bin = getenv("CLT_BINARY_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/examples/devices", bin ? bin : ".");
+    if (access(path, X_OK) != 0)
+        return clt_test_skip_all("examples", "%s is not built (configure with -DCLT_BUILD_EXAMPLES=ON)", path);
     Suite *s = suite_create("examples");
     TCase *tc = clt_test_tcase("run");
     tcase_add_test(tc, test_devices_example);

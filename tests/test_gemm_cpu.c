@@ -2,11 +2,14 @@
  * cl/gemm_cpu.cl; CLT_DENSE=clblast) through clt_gemm against a plain C
  * reference with double accumulation: every transpose combination on views
  * with offsets, sizes around the 12 x 16 tile and its panels, a leading
- * dimension of 4 KiB, alpha/beta cases, empty sizes, and the linear layer. */
+ * dimension of 4 KiB, alpha/beta cases, empty sizes, the linear layer, and
+ * products large enough for this CPU's caches that the CPU kernels run them
+ * blocked (several launches over blocks of depths, A and B packed). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/tune.h"
 #include "support.h"
 
 #define TOL 1e-4
@@ -77,6 +80,68 @@ START_TEST(test_gemm_power_of_two_strides)
     check_gemm("cpu", 0, 1, 37, 20, 1024, 1.0f, 0.0f);
     check_gemm("cpu", 1, 0, 1024, 19, 29, 0.5f, 1.0f);
     check_gemm("cpu", 1, 1, 1024, 19, 29, 1.0f, 0.0f);
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* A shape this CPU's caches make blocked (clt__cpu_gemm_blocking, default
+ * tile): A past half of L2, k two blocks of depths and a partial third,
+ * n >= 512 and not a multiple of 16, m not a multiple of the tile or of a
+ * row block. */
+static void blocked_shape(int64_t *m, int64_t *n, int64_t *k, int64_t *kc)
+{
+    size_t l1, l2;
+    clt__cpu_cache_sizes(&l1, &l2);
+    clt__gemm_blocking bl = clt__cpu_gemm_blocking(1 << 20, 1 << 20, 1 << 20, CLT__TILE_DEFAULT);
+    ck_assert_uint_gt(bl.kc, 0);
+    *kc = (int64_t)bl.kc;
+    *k = (int64_t)(2 * bl.kc + 37);
+    *m = (int64_t)(l2 / 2 / sizeof(float) / (size_t)*k) + 13;
+    *n = 531;
+    bl = clt__cpu_gemm_blocking((size_t)*m, (size_t)*n, (size_t)*k, CLT__TILE_DEFAULT);
+    ck_assert_msg(bl.kc > 0 && (size_t)*m % (bl.mtiles * 12) != 0, "m=%lld n=%lld k=%lld is not blocked",
+                  (long long)*m, (long long)*n, (long long)*k);
+}
+
+/* Blocked products: every transpose, beta 0 over NaN and beta accumulating,
+ * a fused bias + ReLU whose bias goes in with the first block of depths
+ * and the ReLU with the last; and a K that just fits one block, unblocked. */
+START_TEST(test_gemm_blocked)
+{
+    int64_t m, n, k, kc;
+    blocked_shape(&m, &n, &k, &kc);
+    for (int t = 0; t < 4; t++) check_gemm("cpu", t & 1, t >> 1, m, n, k, 0.75f, t == 3 ? 0.0f : -0.5f);
+    ck_assert_uint_eq(clt__cpu_gemm_blocking((size_t)m, (size_t)n, (size_t)kc, CLT__TILE_DEFAULT).kc, 0);
+    check_gemm("cpu", 0, 0, m, n, kc, 1.0f, 1.0f);
+    /* y = relu(x w^T + b), x (m,k), w (n,k). */
+    float *x = clt_test_random_floats(m * k, 51), *w = clt_test_random_floats(n * k, 52), *b = clt_test_random_floats(n, 53);
+    clt_tensor *tx = clt_test_upload(dev(), x, m, k), *tw = clt_test_upload(dev(), w, n, k), *tb, *y;
+    ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, &n, b));
+    use_impl("cpu");
+    ck_assert_ok(clt_linear_relu_forward(&y, tx, tw, tb));
+    float *want = malloc((size_t)(m * n) * sizeof *want);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) want[i * n + j] = b[j];
+    clt_test_ref_gemm(0, 1, m, n, k, 1.0f, x, w, 1.0f, want);
+    int64_t negative = 0;
+    for (int64_t i = 0; i < m * n; i++)
+        if (want[i] < 0.0f) {
+            want[i] = 0.0f;
+            negative++;
+        }
+    ck_assert_int_gt(negative, m * n / 10);
+    float *got = clt_test_read(y);
+    ck_assert_msg(clt_test_max_rel_err(got, want, m * n) < TOL, "blocked linear + relu forward");
+    free(got);
+    free(want);
+    free(x);
+    free(w);
+    free(b);
+    clt_tensor_release(tx);
+    clt_tensor_release(tw);
+    clt_tensor_release(tb);
+    clt_tensor_release(y);
     unsetenv("CLT_DENSE");
     clt_test_assert_no_live_tensors();
 }
@@ -209,6 +274,7 @@ int main(void)
     tcase_add_test(tc, test_gemm_sizes_and_transposes);
     tcase_add_test(tc, test_gemm_power_of_two_strides);
     tcase_add_test(tc, test_gemm_alpha_beta);
+    tcase_add_test(tc, test_gemm_blocked);
     tcase_add_test(tc, test_gemm_empty_sizes);
     tcase_add_test(tc, test_linear_both);
     tcase_add_test(tc, test_dense_env_invalid);

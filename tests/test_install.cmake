@@ -18,7 +18,7 @@ function(run)
 endfunction()
 
 function(check_output what)
-  if(NOT out MATCHES "tensor\\(\\[\\[1\\., 1\\., 1\\.\\],.*device='cpu:0'\\)")
+  if(NOT out MATCHES "tensor\\(\\[\\[1\\., 1\\., 1\\.\\],.*device='(cpu|gpu):0'\\)")
     message(FATAL_ERROR "${what}: unexpected output:\n${out}")
   endif()
   message(STATUS "${what}: ok")

@@ -371,7 +371,7 @@ END_TEST
 
 START_TEST(test_cap_is_per_device)
 {
-    if (clt_num_gpus() < 2) return;
+    clt_test_skip_if(clt_num_gpus() < 2, "two-gpus", "needs two GPUs, found %d", clt_num_gpus());
     fresh(clt_gpu(0));
     fresh(clt_gpu(1));
     ck_assert_ok(clt_set_memory_cap(clt_gpu(0), 8 * MIB));
@@ -451,7 +451,7 @@ END_TEST
 
 START_TEST(test_devices_count_separately)
 {
-    if (clt_num_gpus() < 1) return;
+    clt_test_skip_if(clt_num_gpus() < 1, "gpu", "needs a GPU besides the CPU, found none");
     clt_device g = fresh(clt_gpu(0)), c = fresh(clt_cpu());
     clt_tensor *t = alloc_bytes(g, 3 * MIB), *u;
     ck_assert_int_eq(clt_memory_allocated(c), 0);
@@ -562,12 +562,15 @@ int main(void)
     tcase_add_test(tc, test_views_and_copies_keep_memory_right);
     tcase_add_test(tc, test_categories);
     tcase_add_test(tc, test_cap_by_api);
-    tcase_add_test(tc, test_cap_is_per_device);
     tcase_add_test(tc, test_larger_than_max_allocation);
     tcase_add_test(tc, test_zero_size_allocates_nothing);
     tcase_add_test(tc, test_mem_get_info);
-    tcase_add_test(tc, test_devices_count_separately);
     tcase_add_test(tc, test_cap_by_environment);
     suite_add_tcase(s, tc);
+    TCase *gpus = clt_test_tcase("gpus"); /* a ctest entry of its own, which may skip */
+    tcase_set_tags(gpus, "gpus");
+    tcase_add_test(gpus, test_cap_is_per_device);
+    tcase_add_test(gpus, test_devices_count_separately);
+    suite_add_tcase(s, gpus);
     return clt_test_run(s);
 }

@@ -54,22 +54,18 @@ static float *load_params(const char *path, int half, int64_t *n)
     return p;
 }
 
-/* 0 when mpirun and an MPI-enabled clt are here; else prints why and
- * returns 1, after checking that a clt without MPI refuses --distributed. */
-static int mpi_missing(void)
+/* NULL when mpirun and an MPI-enabled clt are here; else why not, after
+ * checking that a clt without MPI refuses --distributed. */
+static const char *mpi_missing(void)
 {
     ck_assert_int_eq(run("%s train --help", clt_test_clt_path()), 0);
     if (strstr(out, "built without MPI")) {
         ck_assert_int_eq(run("%s train --distributed --data %s", clt_test_clt_path(), dir), 1);
         ck_assert_msg(strstr(out, "--distributed needs MPI") != NULL, "%s", out);
-        printf("test_mpi: SKIPPED: clt was built without MPI (install libopenmpi-dev and reconfigure)\n");
-        return 1;
+        return "clt was built without MPI (install libopenmpi-dev and reconfigure)";
     }
-    if (run("command -v mpirun") != 0) {
-        printf("test_mpi: SKIPPED: mpirun is not installed (apt-get install openmpi-bin)\n");
-        return 1;
-    }
-    return 0;
+    if (run("command -v mpirun") != 0) return "mpirun is not installed (apt-get install openmpi-bin)";
+    return NULL;
 }
 
 static void compare(const char *args)
@@ -113,7 +109,8 @@ static void compare(const char *args)
  * with --no-shuffle, batches in file order. */
 START_TEST(test_mpi_sgd_uneven)
 {
-    if (mpi_missing()) return;
+    const char *missing = mpi_missing();
+    clt_test_skip_if(missing, "mpi", "%s", missing);
     compare("--epochs 2 --batch-size 24 --lr 0.1 --val-limit 10");
     compare("--epochs 1 --batch-size 33 --no-shuffle --val-limit 10");
 }
@@ -121,7 +118,8 @@ END_TEST
 
 START_TEST(test_mpi_adam)
 {
-    if (mpi_missing()) return;
+    const char *missing = mpi_missing();
+    clt_test_skip_if(missing, "mpi", "%s", missing);
     compare("--epochs 1 --batch-size 32 --optimizer adam --lr 0.001 --seed 4 --val-limit 10");
 }
 END_TEST
@@ -130,7 +128,8 @@ END_TEST
  * collective; uneven shards (batches of 24 and a last one of 4). */
 START_TEST(test_mpi_fp16)
 {
-    if (mpi_missing()) return;
+    const char *missing = mpi_missing();
+    clt_test_skip_if(missing, "mpi", "%s", missing);
     compare("--fp16 --epochs 2 --batch-size 24 --lr 0.1 --val-limit 10");
 }
 END_TEST
@@ -139,7 +138,8 @@ END_TEST
  * in one process. */
 START_TEST(test_mpi_load)
 {
-    if (mpi_missing()) return;
+    const char *missing = mpi_missing();
+    clt_test_skip_if(missing, "mpi", "%s", missing);
     int rc = run("%s train --data %s --hiddens 32 --blocks 1 --steps 2 --batch-size 20 --save %s/start.st", clt_test_clt_path(),
                  dir, dir);
     ck_assert_msg(rc == 0, "%s", out);

@@ -201,7 +201,8 @@ END_TEST
 START_TEST(test_state_follows_parameters)
 {
     clt_device other = clt_cpu();
-    if (!clt_device_exists(other) || clt_device_equal(other, dev())) return; /* needs two devices */
+    clt_test_skip_if(!clt_device_exists(other) || clt_device_equal(other, dev()), "gpu",
+                     "needs a GPU besides the CPU");
     clt_model *m = small_model(other);
     clt_optimizer *opt;
     ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0));
@@ -262,8 +263,11 @@ int main(void)
     tcase_add_test(tc, test_sgd_matches_host);
     tcase_add_test(tc, test_adam_matches_host);
     tcase_add_test(tc, test_schedule_and_restore);
-    tcase_add_test(tc, test_state_follows_parameters);
     tcase_add_test(tc, test_invalid_arguments);
     suite_add_tcase(s, tc);
+    TCase *gpus = clt_test_tcase("gpus"); /* a ctest entry of its own, which may skip */
+    tcase_set_tags(gpus, "gpus");
+    tcase_add_test(gpus, test_state_follows_parameters);
+    suite_add_tcase(s, gpus);
     return clt_test_run(s);
 }

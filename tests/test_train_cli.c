@@ -169,14 +169,12 @@ START_TEST(test_fp16_num_gpus)
 END_TEST
 
 /* PyTorch's side is bench/pytorch_resmlp.py; without PyTorch this test
- * passes vacuously, saying so. */
+ * skips (a failure when CLT_TEST_REQUIRE names torch, as in scripts/test --ci). */
 START_TEST(test_matches_pytorch)
 {
     const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-    if (run("%s -c 'import torch'", py) != 0) {
-        printf("PyTorch is not installed: skipping the comparison with PyTorch\n");
-        return;
-    }
+    clt_test_skip_if(run("%s -c 'import torch'", py) != 0, "torch",
+                     "PyTorch is not installed (apt-get install python3-torch): no comparison with PyTorch");
     const char *src = getenv("CLT_SOURCE_DIR");
     char script[1024];
     snprintf(script, sizeof script, "%s/bench/pytorch_resmlp.py", src ? src : ".");
@@ -203,7 +201,13 @@ int main(void)
     tcase_add_test(tc, test_interrupt_and_resume);
     tcase_add_test(tc, test_fp16_resume_exact);
     tcase_add_test(tc, test_fp16_num_gpus);
-    tcase_add_test(tc, test_matches_pytorch);
     suite_add_tcase(s, tc);
+    /* Its own ctest entry (tests/CMakeLists.txt), which may skip. */
+    TCase *torch = clt_test_tcase("pytorch");
+    tcase_set_tags(torch, "torch");
+    tcase_set_timeout(torch, 600);
+    tcase_add_unchecked_fixture(torch, setup, teardown);
+    tcase_add_test(torch, test_matches_pytorch);
+    suite_add_tcase(s, torch);
     return clt_test_run(s);
 }

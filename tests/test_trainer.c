@@ -95,8 +95,14 @@ START_TEST(test_num_gpus_is_a_ceiling)
     clt_trainer_result r;
     clt_model *m = resmlp(1);
     o.num_gpus = 0;
-    ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, &r));
-    ck_assert_str_eq(r.device, "cpu:0");
+    if (clt_device_exists((clt_device){CLT_DEVICE_CPU, 0, 0})) {
+        ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, &r));
+        ck_assert_str_eq(r.device, "cpu:0");
+    } else {
+        /* No CPU device (CLT_CPU_AS_GPU=only): no GPU means cpu:0, which is not there. */
+        ck_assert_status(clt_trainer_fit(m, &train, NULL, &o, &r), CLT_ERR_NO_DEVICE);
+        ck_assert_ptr_nonnull(strstr(clt_last_error(), "cpu:0"));
+    }
     o.num_gpus = 64;
     ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, &r));
     ck_assert_str_eq(r.device, clt_num_gpus() > 0 ? "gpu:0" : "cpu:0");

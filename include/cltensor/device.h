@@ -56,8 +56,9 @@ clt_status clt_device_name(clt_device dev, char *buf, size_t len);
 clt_status clt_device_parse(const char *text, clt_device *out);
 
 /* The default device of the calling thread: set by clt_set_default_device,
- * else CLT_DEVICE=P:D (or a name) from the environment, else cpu() (also
- * when CLT_DEVICE is malformed, which clt_check_environment reports). */
+ * else CLT_DEVICE=P:D (or a name) from the environment, else cpu(), or the
+ * first device listed when there is no cpu:0 (CLT_CPU_AS_GPU=only); the
+ * same when CLT_DEVICE is malformed, which clt_check_environment reports. */
 clt_device clt_get_default_device(void);
 void clt_set_default_device(clt_device dev);
 

@@ -33,8 +33,9 @@ clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, 
                                const clt_tensor *x, const clt_tensor *w);
 
 /* Linear then ReLU in one call: y = max(x @ w^T + b, 0), shapes as
- * clt_linear_forward. On CPU devices bias and ReLU run in the product's
- * store (one pass over y); elsewhere a ReLU pass follows the product. Its
+ * clt_linear_forward. On CPU-class devices bias and ReLU run in the
+ * product's store (one pass over y); on GPU-class devices (docs/gpu.md) one
+ * bias + ReLU pass follows the product. Its
  * backward is clt_relu_backward_bias (with this y and the bias gradient)
  * then clt_linear_backward with db NULL. */
 clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
@@ -89,7 +90,7 @@ clt_status clt_sgd_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *
 clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *m, clt_tensor *v, float lr,
                           float beta1, float beta2, float eps, float weight_decay, int decoupled, int64_t step);
 
-/* Autotuning of the dense kernels on CPU devices, the cudnn.benchmark of
+/* Autotuning of the dense kernels on CPU-class devices, the cudnn.benchmark of
  * cltensor. Products op(a) (m,k) @ op(b) (k,n) run a register-tiled kernel
  * whose tile (tile_m rows by tile_n columns per work-item) is fixed when the
  * kernel is built. clt_tune_gemm times a small set of tiles for one shape
@@ -100,8 +101,8 @@ clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor 
  * CLT_TUNE=1 the first product of each shape without an entry is tuned
  * first (a synchronization point). `clt tune` tunes a model's shapes.
  * *tile_m and *tile_n (may be NULL) receive the winner. Fails with
- * CLT_ERR_UNSUPPORTED on devices that are not CPUs (their products run on
- * CLBlast), CLT_ERR_INVALID_ARGUMENT for sizes below 1, CLT_ERR_IO when
+ * CLT_ERR_UNSUPPORTED on GPU-class devices (GPUs, or any device under
+ * CLT_DEVICE_CLASS=gpu: their products run on CLBlast), CLT_ERR_INVALID_ARGUMENT for sizes below 1, CLT_ERR_IO when
  * the cache cannot be written (the winner is still used in this process). */
 clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
                          int *tile_m, int *tile_n);

@@ -28,6 +28,8 @@ typedef struct row {
 
 static const char *const sync_words[] = {"off", "warn", "error", NULL};
 static const char *const dense_words[] = {"cpu", "clblast", NULL};
+static const char *const class_words[] = {"cpu", "gpu", NULL};
+static const char *const only_words[] = {"only", NULL};
 
 #define BOOL_ACCEPTED "a boolean: 1/0, true/false, yes/no or on/off (any case)"
 #define SIZE_ACCEPTED                                                                                       \
@@ -37,7 +39,8 @@ static const char *const dense_words[] = {"cpu", "clblast", NULL};
 
 static const row rows[CLT__ENV_COUNT] = {
     [CLT__ENV_DEVICE] = {"CLT_DEVICE", DEVICE, 0, NULL, "a device: cpu, cpu:N, gpu, gpu:N, pinned or P:D"},
-    [CLT__ENV_CPU_AS_GPU] = {"CLT_CPU_AS_GPU", BOOL, 0, NULL, BOOL_ACCEPTED},
+    [CLT__ENV_CPU_AS_GPU] = {"CLT_CPU_AS_GPU", WORDS, 1, only_words,
+                             "a boolean (1/0, true/false, yes/no or on/off, any case) or only"},
     [CLT__ENV_MEMORY_CAP] = {"CLT_MEMORY_CAP", SIZE_LIST, 0, NULL, SIZE_ACCEPTED},
     [CLT__ENV_SYNC_DEBUG] = {"CLT_SYNC_DEBUG", WORDS, 0, sync_words, "off, warn or error (any case)"},
     [CLT__ENV_LAUNCH_BLOCKING] = {"CLT_LAUNCH_BLOCKING", BOOL, 0, NULL, BOOL_ACCEPTED},
@@ -51,6 +54,7 @@ static const row rows[CLT__ENV_COUNT] = {
                         "KIND:N or KIND:N+ separated by commas, KIND one of alloc, driver, enqueue, write, N >= 1"},
     [CLT__ENV_ALLOC_EXACT] = {"CLT_ALLOC_EXACT", BOOL, 0, NULL, BOOL_ACCEPTED},
     [CLT__ENV_NO_PUBLISH] = {"CLT_NO_PUBLISH", BOOL, 0, NULL, BOOL_ACCEPTED},
+    [CLT__ENV_DEVICE_CLASS] = {"CLT_DEVICE_CLASS", WORDS, 0, class_words, "cpu or gpu (any case)"},
 };
 
 const char *clt__env_name(clt__env_var v) { return v >= 0 && v < CLT__ENV_COUNT ? rows[v].name : "?"; }

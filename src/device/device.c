@@ -38,11 +38,16 @@ static void fill_limits(clt__slot *s)
     clGetDeviceInfo(s->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof s->global_mem, &s->global_mem, NULL);
     clGetDeviceInfo(s->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL);
     s->base_align_bytes = align_bits / 8 ? align_bits / 8 : 128;
+    if (clGetDeviceInfo(s->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof s->max_work_group, &s->max_work_group,
+                        NULL) != CL_SUCCESS)
+        s->max_work_group = 1;
 }
 
 /* Builds the slot table. Without CLT_CPU_AS_GPU every device appears once,
  * named by its type. With it, CPU devices are listed as GPUs and cpu:0 is
- * added as a separate device over the first CPU, in a context of its own. */
+ * added as a separate device over the first CPU, in a context of its own;
+ * with CLT_CPU_AS_GPU=only it is not, so no CPU device exists (as on a GPU
+ * machine without pocl). */
 static void enumerate(void)
 {
     cl_uint np = 0;
@@ -52,6 +57,7 @@ static void enumerate(void)
         free(plats);
         return;
     }
+    /* 0 off, 1 on, 2 "only" (no cpu:0 is added). */
     int cpu_as_gpu = clt__env_int(CLT__ENV_CPU_AS_GPU, 0);
     int cap = 0, n = 0, ncpu = 0, ngpu = 0;
     clt__slot *tab = NULL;
@@ -78,6 +84,7 @@ static void enumerate(void)
             s->device_index = (int)d;
             s->context_group = (int)p;
             int cpu = is_cpu(devs[d]);
+            s->cpu_type = cpu;
             if (cpu && first_cpu < 0) first_cpu = n;
             if (cpu && !cpu_as_gpu) {
                 s->type = CLT_DEVICE_CPU;
@@ -94,7 +101,7 @@ static void enumerate(void)
         }
         free(devs);
     }
-    if (cpu_as_gpu && first_cpu >= 0 && n < cap) {
+    if (cpu_as_gpu == 1 && first_cpu >= 0 && n < cap) {
         clt__slot *s = &tab[n];
         *s = tab[first_cpu];
         s->type = CLT_DEVICE_CPU;
@@ -313,13 +320,21 @@ clt_status clt_device_parse(const char *text, clt_device *out)
 static _Thread_local int default_set;
 static _Thread_local clt_device default_device;
 
+/* cpu:0 when it exists, else the first device listed (gpu:0 on a machine
+ * with GPUs only). */
+static clt_device first_device(void)
+{
+    if (find_slot(clt_cpu()) >= 0 || clt_device_count() == 0) return clt_cpu();
+    return clt__slot_device(0);
+}
+
 clt_device clt_get_default_device(void)
 {
     if (default_set) return default_device;
-    clt_device d = clt_cpu();
+    clt_device d = first_device();
     const char *env = clt__env_text(CLT__ENV_DEVICE);
     clt_device parsed;
-    /* A malformed value gives cpu(); clt_check_environment reports it. */
+    /* A malformed value gives the first device; clt_check_environment reports it. */
     if (env && device_parse(env, &parsed)) d = parsed;
     return d;
 }
@@ -456,3 +471,14 @@ clt_status clt__slot_queue(int slot, cl_command_queue *out)
 int clt__slot_in_use(int slot) { return slot >= 0 && slot < clt__slot_count() && queues[slot] != NULL; }
 
 int clt__same_context(int a, int b) { return slots[a].context_group == slots[b].context_group; }
+
+clt_status clt__gpu_class(int slot, int *out)
+{
+    *out = 0;
+    const clt__slot *s = clt__slot_get(slot);
+    if (!s) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad device slot %d", slot);
+    /* The words cpu, gpu are 0, 1; a malformed value fails clt__resolve first. */
+    int forced = clt__env_int(CLT__ENV_DEVICE_CLASS, -1);
+    *out = forced >= 0 ? forced : !s->cpu_type;
+    return CLT_OK;
+}

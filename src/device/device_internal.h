@@ -13,8 +13,10 @@ typedef struct clt__slot {
     clt_device_type type;             /* CLT_DEVICE_CPU, CLT_DEVICE_GPU as presented, or CLT_DEVICE_PINNED */
     int type_index;                   /* i in cpu:i / gpu:i */
     int presented_as_gpu;
+    int cpu_type;                     /* OpenCL reports CL_DEVICE_TYPE_CPU (whatever it is presented as) */
     int context_group;                /* slots of one group share one context */
     cl_ulong max_alloc, global_mem, base_align_bytes;
+    size_t max_work_group;            /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     char name[16];                    /* "gpu:1" */
 } clt__slot;
 
@@ -34,6 +36,14 @@ clt_status clt__slot_queue(int slot, cl_command_queue *out);
 int clt__slot_in_use(int slot);
 /* 1 when two slots share a context, so buffers of one are valid on the other's queue. */
 int clt__same_context(int a, int b);
+
+/* *out = 1 when the slot's device takes the GPU-class branch of every
+ * decision that depends on the kind of device (dense implementation,
+ * reductions, float16 path, tuning, free-memory source): CLT_DEVICE_CLASS=gpu
+ * or cpu when set, else whether OpenCL reports a type other than CPU (a CPU
+ * presented as a GPU by CLT_CPU_AS_GPU is still CPU-class). A malformed
+ * CLT_DEVICE_CLASS counts as unset here; clt__resolve reports it. */
+clt_status clt__gpu_class(int slot, int *out);
 
 /* The slot of pinned host memory ("pinned"), or -1 when there is no device. */
 int clt__pinned_slot(void);

@@ -109,16 +109,102 @@ clt_status clt__sync_point(int slot, const char *api)
     return CLT_OK;
 }
 
+void clt__flush_event_queue(cl_event ev)
+{
+    cl_command_queue q = NULL;
+    if (ev && clGetEventInfo(ev, CL_EVENT_COMMAND_QUEUE, sizeof q, &q, NULL) == CL_SUCCESS && q) clFlush(q);
+}
+
+/* The execution status of ev: CL_COMPLETE, a negative error, or a positive
+ * status (queued, submitted, running). */
+static cl_int status_of(cl_event ev)
+{
+    cl_int exec = CL_QUEUED;
+    cl_int err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
+    return err != CL_SUCCESS ? err : exec;
+}
+
+/* A host wait without clWaitForEvents, which some drivers (NVIDIA's) spin
+ * in: a completion callback signals a condition variable. The waiter and
+ * the callback share this block; the last of the two frees it. */
+typedef struct waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done;
+    atomic_int refs;
+} waiter;
+
+static void waiter_unref(waiter *w)
+{
+    if (atomic_fetch_sub(&w->refs, 1) != 1) return;
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+static void CL_CALLBACK wake_waiter(cl_event ev, cl_int status, void *data)
+{
+    (void)ev;
+    (void)status;
+    waiter *w = data;
+    pthread_mutex_lock(&w->lock);
+    w->done = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    waiter_unref(w);
+}
+
+/* Sleeps between status polls, from 10 us up to 1 ms: the fallback when the
+ * runtime refuses a callback. */
+static cl_int poll_until_done(cl_event ev)
+{
+    long ns = 10000;
+    cl_int st;
+    while ((st = status_of(ev)) > CL_COMPLETE) {
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000) ns *= 2;
+    }
+    return st;
+}
+
+/* Waits for one event: flushes its queue first (a command that is never
+ * flushed may never start, and no clWaitForEvents flushes it implicitly
+ * here), then sleeps until its completion callback runs. Returns its final
+ * status (CL_COMPLETE or a negative error). */
+static cl_int wait_one(cl_event ev)
+{
+    cl_int st = status_of(ev);
+    if (st <= CL_COMPLETE) return st;
+    clt__flush_event_queue(ev);
+    waiter *w = malloc(sizeof *w);
+    if (!w) return poll_until_done(ev);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    w->done = 0;
+    atomic_init(&w->refs, 2);
+    if (clSetEventCallback(ev, CL_COMPLETE, wake_waiter, w) != CL_SUCCESS) {
+        atomic_store(&w->refs, 1);
+        waiter_unref(w);
+        return poll_until_done(ev);
+    }
+    pthread_mutex_lock(&w->lock);
+    while (!w->done) pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    waiter_unref(w);
+    return status_of(ev);
+}
+
 /* Waits for the events and returns the first failure among them. */
 static clt_status wait_events(int slot, const char *what, cl_uint n, const cl_event *evs)
 {
     cl_int err = CL_SUCCESS;
+    /* Every queue first, so that no event waits behind an unflushed one. */
+    for (cl_uint i = 0; i < n; i++) clt__flush_event_queue(evs[i]);
     for (cl_uint i = 0; i < n && err == CL_SUCCESS; i++) {
         /* One at a time: the events may belong to different contexts. */
-        err = clWaitForEvents(1, &evs[i]);
-        cl_int exec = CL_COMPLETE;
-        clGetEventInfo(evs[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
-        if (exec < 0) err = exec;
+        cl_int st = wait_one(evs[i]);
+        if (st < 0) err = st;
     }
     if (err != CL_SUCCESS) return clt__cl_fail(err, "%s: a command on %s failed", what, slot_name(slot));
     return CLT_OK;
@@ -145,11 +231,21 @@ clt_status clt__sync_queue(int slot, const char *api)
     CLT_TRY(clt__slot_queue(slot, &q));
     CLT_TRY(clt__sync_point(slot, api));
     uint64_t t0 = clt__now_ns();
-    cl_int err = clFinish(q);
+    /* A marker after everything queued, waited for as any event: clFinish,
+     * like clWaitForEvents, may spin a core on some drivers. */
+    cl_event marker = NULL;
+    cl_int err = clEnqueueMarkerWithWaitList(q, 0, NULL, &marker);
+    clt_status s = CLT_OK;
+    if (err == CL_SUCCESS) {
+        s = wait_events(slot, api, 1, &marker);
+        clReleaseEvent(marker);
+    } else {
+        err = clFinish(q);
+    }
     clt__trace_host(slot, api, "sync", t0, clt__now_ns());
     run_after_wait();
     if (err != CL_SUCCESS) return clt__cl_fail(err, "%s: clFinish on %s", api, slot_name(slot));
-    return CLT_OK;
+    return s;
 }
 
 clt_status clt__host_wait(int slot, const char *why, cl_event ev)
@@ -221,6 +317,8 @@ clt_status clt__bridge_event(cl_event ev, cl_context ctx, cl_event *out)
     if (own == ctx) {
         clRetainEvent(ev);
         *out = ev;
+        /* Another queue will wait for ev: OpenCL asks ev's queue to be flushed. */
+        clt__flush_event_queue(ev);
         return CLT_OK;
     }
     cl_int err;
@@ -233,6 +331,9 @@ clt_status clt__bridge_event(cl_event ev, cl_context ctx, cl_event *out)
         clReleaseEvent(user);
         return clt__cl_fail(err, "clSetEventCallback");
     }
+    /* The callback runs only once ev's command has run, which a spec-strict
+     * driver does not start before its queue is flushed. */
+    clt__flush_event_queue(ev);
     *out = user;
     return CLT_OK;
 }

@@ -49,6 +49,12 @@ clt_status clt__side_queue(int slot, cl_command_queue *out);
  * NULL; the caller releases it. */
 clt_status clt__bridge_event(cl_event ev, cl_context ctx, cl_event *out);
 
+/* Flushes the queue of ev's command (nothing for a user event or NULL): a
+ * command on another queue, a host callback or a polling wait that depends
+ * on ev may otherwise wait forever on a spec-strict driver, which need not
+ * start commands that were never flushed. */
+void clt__flush_event_queue(cl_event ev);
+
 /* A public handle on ev (retained); *out is NULL when ev is NULL. */
 clt_status clt__event_new(cl_event ev, int slot, clt_event **out);
 

@@ -5,7 +5,10 @@
  * disables it. Entries are keyed by a hash of the platform, device, driver,
  * build options and source, so a changed kernel or driver never loads a
  * stale binary. A program can also be built with extra options (the tile
- * sizes `clt tune` times): each option string is a program of its own. */
+ * sizes `clt tune` times): each option string is a program of its own.
+ * On pocl a binary is written only when asked (clt__program_prepare with
+ * save, as `clt warmup` does): fetching it is a compilation of its own (see
+ * binary_is_a_build), and pocl's own cache serves the next process. */
 #include "program.h"
 
 #include <errno.h>
@@ -18,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/clock.h"
 #include "../core/env.h"
 #include "../core/fault.h"
 #include "../core/file.h"
@@ -49,6 +53,8 @@ typedef struct slot_programs {
 } slot_programs;
 
 static slot_programs *table;
+static clt__program_stats stats; /* under lock */
+static _Thread_local int save_all; /* clt__program_save_binaries */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -127,16 +133,46 @@ static unsigned char *read_file(const char *path, size_t *len)
     return data;
 }
 
-/* Writes through the safe writer (src/core/file.h), so a reader never sees
- * half a file and a link or device planted at the cache path is left alone. */
-static void write_binary(const char *path, cl_program p)
+/* 1 when asking the driver for a program's binary is a compilation of its
+ * own. pocl then generates code for every kernel of the program for any
+ * work-group size (measured for cl/gemm_cpu.cl: 7.5 to 13.7 s, four times
+ * its clBuildProgram), which a run never needs: it compiles the variants it
+ * launches when it launches them, and caches those itself (POCL_CACHE_DIR). */
+static int binary_is_a_build(const clt__slot *s)
 {
-    size_t size = 0;
-    if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || size == 0) return;
-    unsigned char *bin = malloc(size);
-    if (!bin) return;
-    unsigned char *bins[1] = {bin};
-    if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
+    char name[128] = "";
+    clGetPlatformInfo(s->platform, CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
+    return strstr(name, "Portable Computing Language") != NULL;
+}
+
+/* Writes program p's binary for device dev through the safe writer
+ * (src/core/file.h), so a reader never sees half a file and a link or
+ * device planted at the cache path is left alone. A program of a context with
+ * several devices has one binary per device: CL_PROGRAM_BINARY_SIZES and
+ * CL_PROGRAM_BINARIES are arrays of CL_PROGRAM_NUM_DEVICES entries, empty
+ * for devices the program was not built for. dev's entry is the one at its
+ * place in CL_PROGRAM_DEVICES; when that one is empty and exactly one entry
+ * is not, that one (pocl 3.1 reports a program built for the second device
+ * of two in the first entry). Every entry gets a buffer: pocl writes
+ * through NULL entries rather than skip them. Returns 1 when the file was
+ * written. */
+static int write_binary(const char *path, cl_program p, cl_device_id dev)
+{
+    cl_uint n = 0;
+    if (clGetProgramInfo(p, CL_PROGRAM_NUM_DEVICES, sizeof n, &n, NULL) != CL_SUCCESS || n == 0) return 0;
+    cl_device_id *devs = calloc(n, sizeof *devs);
+    size_t *sizes = calloc(n, sizeof *sizes);
+    unsigned char **bins = calloc(n, sizeof *bins);
+    int at = -1, nonempty = 0, last = -1, written = 0, ok = devs && sizes && bins;
+    ok = ok && clGetProgramInfo(p, CL_PROGRAM_DEVICES, n * sizeof *devs, devs, NULL) == CL_SUCCESS &&
+         clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, n * sizeof *sizes, sizes, NULL) == CL_SUCCESS;
+    for (cl_uint i = 0; ok && i < n; i++) {
+        if (sizes[i] > 0) nonempty++, last = (int)i;
+        if (devs[i] == dev && sizes[i] > 0) at = (int)i;
+        ok = (bins[i] = malloc(sizes[i] ? sizes[i] : 1)) != NULL;
+    }
+    if (ok && at < 0 && nonempty == 1) at = last;
+    if (ok && at >= 0 && clGetProgramInfo(p, CL_PROGRAM_BINARIES, n * sizeof *bins, bins, NULL) == CL_SUCCESS) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');
@@ -148,9 +184,14 @@ static void write_binary(const char *path, cl_program p)
          * must not replace the caller's last error. */
         char saved[1024];
         snprintf(saved, sizeof saved, "%s", clt_last_error());
-        if (clt__file_write(path, bin, size) != CLT_OK) clt__fail(CLT_OK, "%s", saved);
+        if (clt__file_write(path, bins[at], sizes[at]) == CLT_OK) written = 1;
+        else clt__fail(CLT_OK, "%s", saved);
     }
-    free(bin);
+    for (cl_uint i = 0; bins && i < n; i++) free(bins[i]);
+    free(bins);
+    free(sizes);
+    free(devs);
+    return written;
 }
 
 static cl_program from_binary(cl_context ctx, const clt__slot *s, const char *options, const char *path)
@@ -209,9 +250,18 @@ static int find_source(const char *name)
 
 static int same_options(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
 
-/* The program of source `index` built with extra options (NULL for none).
- * Lock held. */
-static clt_status get_program(int slot, int index, const char *extra, cl_program *out)
+/* Fetches and writes a program's binary, timed. Lock held. */
+static void save_binary(const clt__slot *s, const char *path, cl_program p)
+{
+    double t0 = clt__now_seconds();
+    if (write_binary(path, p, s->device)) stats.saved++;
+    stats.save_seconds += clt__now_seconds() - t0;
+}
+
+/* The program of source `index` built with extra options (NULL for none);
+ * save: write its binary to the cache even where that costs a compilation
+ * (binary_is_a_build). Lock held. */
+static clt_status get_program(int slot, int index, const char *extra, int save, cl_program *out)
 {
     slot_programs *sp = &table[slot];
     if (!sp->programs) {
@@ -250,10 +300,13 @@ static clt_status get_program(int slot, int index, const char *extra, cl_program
     clt_status st = clt__slot_context(slot, &ctx);
     char path[1024];
     int cached = st == CLT_OK && cache_path(slot, options, src->source, path, sizeof path);
-    if (cached) p = from_binary(ctx, s, options, path);
+    if (cached && (p = from_binary(ctx, s, options, path)) != NULL) stats.loaded++;
     if (st == CLT_OK && !p) {
+        double t0 = clt__now_seconds();
         st = from_source(ctx, s, src, options, &p);
-        if (st == CLT_OK && cached) write_binary(path, p);
+        stats.build_seconds += clt__now_seconds() - t0;
+        if (st == CLT_OK) stats.built++;
+        if (st == CLT_OK && cached && (save || save_all || !binary_is_a_build(s))) save_binary(s, path, p);
     }
     if (st != CLT_OK) {
         free(copy);
@@ -263,6 +316,59 @@ static clt_status get_program(int slot, int index, const char *extra, cl_program
     else sp->programs[index] = p;
     *out = p;
     return CLT_OK;
+}
+
+/* The table, created on first use. Lock held. */
+static clt_status table_get(void)
+{
+    if (!table) table = calloc((size_t)clt__slot_count(), sizeof *table);
+    return table ? CLT_OK : clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+}
+
+clt_status clt__program_prepare(int slot, const char *program, int save)
+{
+    if (slot < 0 || slot >= clt__slot_count() || slot == clt__pinned_slot())
+        return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d for kernel programs", slot);
+    int index = find_source(program);
+    if (index < 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: no kernel source cl/%s.cl", program);
+    pthread_mutex_lock(&lock);
+    cl_program p = NULL;
+    clt_status st = table_get();
+    if (st == CLT_OK) st = get_program(slot, index, NULL, save, &p);
+    char path[1024];
+    const clt__kernel_source *src = &clt__kernel_sources[index];
+    char options[] = BUILD_OPTIONS;
+    /* Built (or loaded) before without a binary in the cache: write it now. */
+    if (st == CLT_OK && save && cache_path(slot, options, src->source, path, sizeof path) && access(path, F_OK) != 0)
+        save_binary(clt__slot_get(slot), path, p);
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+int clt__program_built(int slot, const char *program)
+{
+    int index = find_source(program), built = 0;
+    pthread_mutex_lock(&lock);
+    if (table && index >= 0 && slot >= 0 && slot < clt__slot_count() && table[slot].programs)
+        built = table[slot].programs[index] != NULL;
+    pthread_mutex_unlock(&lock);
+    return built;
+}
+
+void clt__program_save_binaries(int on) { save_all = on; }
+
+int clt__program_count(void) { return clt__kernel_source_count; }
+
+const char *clt__program_name(int i)
+{
+    return i >= 0 && i < clt__kernel_source_count ? clt__kernel_sources[i].name : NULL;
+}
+
+void clt__program_stats_get(clt__program_stats *out)
+{
+    pthread_mutex_lock(&lock);
+    *out = stats;
+    pthread_mutex_unlock(&lock);
 }
 
 clt_status clt__kernel(int slot, const char *program, const char *name, cl_kernel *out)
@@ -280,11 +386,7 @@ static clt_status kernel_lookup(int slot, const char *program, const char *optio
         return clt__fail(CLT_ERR_UNSUPPORTED, "kernel %s: pinned tensors hold host memory and kernels do not run "
                          "on them; move the tensor to a device with clt_to first", name);
     pthread_mutex_lock(&lock);
-    clt_status st = CLT_OK;
-    if (!table) {
-        table = calloc((size_t)clt__slot_count(), sizeof *table);
-        if (!table) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
-    }
+    clt_status st = table_get();
     slot_programs *sp = table ? &table[slot] : NULL;
     for (int i = 0; st == CLT_OK && i < sp->nkernels; i++) {
         if (strcmp(sp->kernels[i].name, name) == 0 && same_options(sp->kernels[i].options, options)) {
@@ -297,7 +399,7 @@ static clt_status kernel_lookup(int slot, const char *program, const char *optio
     int index = st == CLT_OK ? find_source(program) : -1;
     if (st == CLT_OK && index < 0) st = clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: no kernel source cl/%s.cl", program);
     cl_program p = NULL;
-    if (st == CLT_OK) st = get_program(slot, index, options, &p);
+    if (st == CLT_OK) st = get_program(slot, index, options, 0, &p);
     if (st == CLT_OK && sp->nkernels == sp->cap) {
         int ncap = sp->cap ? sp->cap * 2 : 16;
         cached_kernel *grown = realloc(sp->kernels, (size_t)ncap * sizeof *grown);

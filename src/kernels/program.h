@@ -8,7 +8,8 @@
 #include "../tensor/tensor_internal.h"
 
 /* The kernel `name` of cl/<program>.cl on a slot's device. The program is
- * built once per device per process; its binary is cached on disk. */
+ * built once per device per process; its binary is cached on disk (on pocl
+ * only through clt__program_prepare's save). */
 clt_status clt__kernel(int slot, const char *program, const char *name, cl_kernel *out);
 /* The same, from the program built with extra build options (such as
  * "-DTM=8 -DTN=16"; NULL or "" for none). Each option string is a program
@@ -23,6 +24,31 @@ int clt__cache_dir(char *buf, size_t len);
  * version, device name, driver and device versions. Cache files are keyed
  * by it (program binaries, tuned tiles), so a new driver starts afresh. */
 uint64_t clt__device_key(int slot);
+
+/* Builds (or loads) program cl/<program>.cl on a slot now rather than at
+ * its first launch. save: also write its binary to the on-disk cache if it
+ * is not there, even on drivers where fetching a binary compiles every
+ * kernel of the program again (pocl; otherwise binaries are written as
+ * programs are built). */
+clt_status clt__program_prepare(int slot, const char *program, int save);
+/* on: every program this thread builds from now on (variants with extra
+ * options too) has its binary written as with clt__program_prepare's save;
+ * 0 restores the default. */
+void clt__program_save_binaries(int on);
+/* 1 when program cl/<program>.cl (without extra options) is built on the slot. */
+int clt__program_built(int slot, const char *program);
+/* The kernel programs (cl/ sources) and their names, i in [0, count). */
+int clt__program_count(void);
+const char *clt__program_name(int i);
+
+/* Process-wide counts since the start: programs compiled from source (and
+ * the seconds in clBuildProgram), loaded from the binary cache, and
+ * binaries written (and the seconds fetching and writing them). */
+typedef struct clt__program_stats {
+    int built, loaded, saved;
+    double build_seconds, save_seconds;
+} clt__program_stats;
+void clt__program_stats_get(clt__program_stats *out);
 
 typedef struct clt__arg {
     size_t size;

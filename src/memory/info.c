@@ -33,8 +33,8 @@ clt_status clt_mem_get_info(clt_device dev, int64_t *free_bytes, int64_t *total_
     const clt__slot *s = clt__slot_get(slot);
     *total_bytes = (int64_t)s->global_mem;
     *free_bytes = -1;
-    cl_device_type t = 0;
-    clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof t, &t, NULL);
+    int gpu;
+    CLT_TRY(clt__gpu_class(slot, &gpu));
     char ext[4096] = "";
     clGetDeviceInfo(s->device, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL);
     ext[sizeof ext - 1] = '\0';
@@ -42,7 +42,7 @@ clt_status clt_mem_get_info(clt_device dev, int64_t *free_bytes, int64_t *total_
         size_t kb[2] = {0, 0};
         if (clGetDeviceInfo(s->device, CL_DEVICE_GLOBAL_FREE_MEMORY_AMD, sizeof kb, kb, NULL) == CL_SUCCESS)
             *free_bytes = (int64_t)kb[0] * 1024;
-    } else if (t & CL_DEVICE_TYPE_CPU) {
+    } else if (!gpu) {
         int64_t avail = host_available();
         *free_bytes = avail < 0 ? -1 : avail < *total_bytes ? avail : *total_bytes;
     }

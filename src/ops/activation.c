@@ -1,5 +1,6 @@
 /* ReLU and its backward pass: float32's kernels in cl/activation.cl,
- * float16's (float32 arithmetic on half storage) in cl/half.cl. */
+ * float16's (float32 arithmetic on half storage) in cl/half.cl; the bias and
+ * ReLU epilogue of a CLBlast product. */
 #include "half.h"
 #include "ops_internal.h"
 
@@ -66,8 +67,24 @@ clt_status clt_relu_backward_bias(clt_tensor **dx, clt_tensor *db, const clt_ten
     cl_ulong rows = (cl_ulong)dy->shape[0], cols = (cl_ulong)dy->shape[1];
     clt__arg args[] = {CLT_ARG(gb.mem), CLT_ARG(gb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(ob.mem),
                        CLT_ARG(ob.off), CLT_ARG(rows),   CLT_ARG(cols),   CLT_ARG(bb.mem), CLT_ARG(bb.off)};
+    int wg;
+    clt_status s = clt__reduce_wg(slot, &wg);
     size_t global = (size_t)(cols + 15) / 16, local = 1;
-    clt_status s = clt__launch(slot, "activation", "relu_backward_bias_f32", 10, args, 1, &global, &local, out);
+    if (s == CLT_OK && wg)
+        s = clt__launch_cols_wg(slot, "activation", "relu_backward_bias_wg_f32", 10, args, cols, out);
+    else if (s == CLT_OK)
+        s = clt__launch(slot, "activation", "relu_backward_bias_f32", 10, args, 1, &global, &local, out);
     if (s == CLT_OK) clt__same_write(db, out);
     return clt__finish(s, out, dx);
+}
+
+clt_status clt__bias_relu_epilogue(int slot, clt_tensor *c, const clt_tensor *bias, size_t rows, size_t cols,
+                                   int relu)
+{
+    clt__buf cb = clt__tensor_buf(c), bb = bias ? clt__tensor_buf(bias) : cb;
+    cl_ulong ur = rows, uc = cols;
+    cl_int has_bias = bias != NULL, r = relu != 0;
+    clt__arg args[] = {CLT_ARG(cb.mem), CLT_ARG(cb.off), CLT_ARG(bb.mem), CLT_ARG(bb.off),
+                       CLT_ARG(ur),     CLT_ARG(uc),     CLT_ARG(has_bias), CLT_ARG(r)};
+    return clt__launch1(slot, "activation", "bias_relu_f32", 8, args, rows * cols, c);
 }

@@ -5,6 +5,7 @@
  * shape (src/ops/tune.c), CLBlast elsewhere (its kernels are shaped for
  * GPUs). CLT_DENSE=cpu|clblast forces either one. */
 #include <clblast_c.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,38 +95,105 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
     return s;
 }
 
-/* Packs op(x) for the CPU kernels: pack_a_f32 into panels of tile.tm rows,
- * pack_bt_f32 or pack_bt_f16 (x is B transposed) into float32 panels of
+/* Packs op(x) for the CPU kernels, k depths from element offset off of x
+ * (x's own offset included), into packed, made when *packed is NULL:
+ * pack_a_f32 into panels of tile.tm rows; pack_bt_f32 or pack_bt_f16 (x is
+ * B transposed), or pack_b_f32 (x is B as is), into float32 panels of
  * tile.tn columns. */
 static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, size_t rows, size_t k, size_t width,
-                           const clt_tensor *x, size_t ldx, clt_tensor **packed)
+                           const clt_tensor *x, size_t off, size_t ldx, clt_tensor **packed)
 {
     size_t panels = (rows + width - 1) / width, local[] = {1};
     int64_t shape[] = {(int64_t)(panels * k * width)};
-    CLT_TRY(clt__tensor_new(packed, slot, CLT_FLOAT32, 1, shape));
+    if (!*packed) CLT_TRY(clt__tensor_new(packed, slot, CLT_FLOAT32, 1, shape));
     clt__buf xb = clt__tensor_buf(x), pb = clt__tensor_buf(*packed);
+    xb.off += off;
     cl_ulong lx = ldx, ur = rows, uk = k;
     cl_uint ut = (cl_uint)trans;
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(lx), CLT_ARG(ut), CLT_ARG(pb.mem),
                        CLT_ARG(pb.off), CLT_ARG(ur),     CLT_ARG(uk)};
     if (is_a) return clt__launch_opts(slot, "gemm_cpu", options, "pack_a_f32", 8, args, 1, &panels, local, *packed);
     clt__arg bargs[] = {args[0], args[1], args[2], args[4], args[5], args[6], args[7]};
-    const char *name = x->dtype == CLT_FLOAT16 ? "pack_bt_f16" : "pack_bt_f32";
+    const char *name = !trans ? "pack_b_f32" : x->dtype == CLT_FLOAT16 ? "pack_bt_f16" : "pack_bt_f32";
     return clt__launch_opts(slot, "gemm_cpu", options, name, 7, bargs, 1, &panels, local, *packed);
 }
 
-int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t k, size_t lda, int tm)
+/* Blocked when A does not fit in half of L2, k spans more than one block
+ * and there are at least BLOCK_MIN_N columns: then each tile would stream
+ * its rows of A from L3 for each of at least 32 column panels. (With fewer
+ * the extra launches and packing passes cost more than they save: the
+ * capstone's forward 256 x 784 -> 256 measured 10% slower blocked.) A block
+ * of depths keeps a tile's panel of B (kc x tn floats) in half of L1, and a
+ * block of rows keeps its A (mtiles x tm x kc floats) in half of L2 while it
+ * visits every column panel. */
+#define BLOCK_MIN_N 512
+clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gemm_tile tile)
 {
+    clt__gemm_blocking bl = {0, 0};
+    size_t l1, l2;
+    clt__cpu_cache_sizes(&l1, &l2);
+    size_t kc = l1 / 2 / ((size_t)tile.tn * sizeof(float)) / 16 * 16;
+    if (kc < 64) kc = 64;
+    if (k <= kc || n < BLOCK_MIN_N || m > SIZE_MAX / k / sizeof(float) || m * k * sizeof(float) <= l2 / 2) return bl;
+    bl.kc = kc;
+    bl.mtiles = l2 / 2 / (kc * sizeof(float)) / (size_t)tile.tm;
+    if (bl.mtiles < 1) bl.mtiles = 1;
+    return bl;
+}
+
+int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t n, size_t k, size_t lda, clt__gemm_tile tile)
+{
+    size_t tm = (size_t)tile.tm, kc = clt__cpu_gemm_blocking(m, n, k, tile).kc;
+    if (kc) return (int64_t)((m + tm - 1) / tm * tm * kc * sizeof(float));
     /* The tile's rows fall into the same cache sets and evict each other. */
-    if (lda % 1024 != 0 || k < 16) return 0;
-    return (int64_t)((m + (size_t)tm - 1) / (size_t)tm * (size_t)tm * k * sizeof(float));
+    if (k == 0 || lda % 1024 != 0 || k < 16) return 0;
+    return (int64_t)((m + tm - 1) / tm * tm * k * sizeof(float));
+}
+
+int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, clt__gemm_tile tile)
+{
+    size_t tn = (size_t)tile.tn, kc = clt__cpu_gemm_blocking(m, n, k, tile).kc;
+    if (kc) return (int64_t)((n + tn - 1) / tn * tn * kc * sizeof(float));
+    if (k == 0 || !transpose_b) return 0;
+    return (int64_t)((n + tn - 1) / tn * tn * k * sizeof(float));
+}
+
+/* One launch of the product kernel over kb depths: A from ab, B from bb
+ * (element offsets already at the first depth), rt row tiles a work-item in
+ * a range of (1, column panels, row blocks) when rt > 1. */
+typedef struct gemm_launch {
+    clt__buf ab, bb;
+    cl_ulong lda, ldb, kb, rt;
+    float beta;
+    cl_uint flags;
+} gemm_launch;
+
+static clt_status cpu_gemm_launch(int slot, const char *options, clt__gemm_tile tile, const char *name, size_t m,
+                                  size_t n, float alpha, clt_tensor *c, size_t ldc, const clt_tensor *bias,
+                                  gemm_launch g)
+{
+    clt__buf cb = clt__tensor_buf(c), biasb = bias ? clt__tensor_buf(bias) : cb;
+    cl_ulong lc = ldc, um = m, un = n;
+    clt__arg args[] = {CLT_ARG(g.ab.mem),  CLT_ARG(g.ab.off), CLT_ARG(g.lda),  CLT_ARG(g.bb.mem), CLT_ARG(g.bb.off),
+                       CLT_ARG(g.ldb),     CLT_ARG(cb.mem),   CLT_ARG(cb.off), CLT_ARG(lc),       CLT_ARG(um),
+                       CLT_ARG(un),        CLT_ARG(g.kb),     CLT_ARG(alpha),  CLT_ARG(g.beta),   CLT_ARG(biasb.mem),
+                       CLT_ARG(biasb.off), CLT_ARG(g.flags),  CLT_ARG(g.rt)};
+    size_t tiles = (m + (size_t)tile.tm - 1) / (size_t)tile.tm, rt = (size_t)g.rt;
+    size_t global[] = {rt > 1 ? 1 : tiles, (n + (size_t)tile.tn - 1) / (size_t)tile.tn, rt > 1 ? (tiles + rt - 1) / rt : 1};
+    size_t local[] = {1, 1, 1};
+    return clt__launch_opts(slot, "gemm_cpu", options, name, 18, args, rt > 1 ? 3 : 2, global, local, c);
 }
 
 /* The register-tiled kernels; a transposed B is packed into panels first,
- * and so is a float32 A when its rows are 4 KiB apart. bias (n), when not
- * NULL, is added to every row in the same pass, then ReLU when relu is set.
- * Float16 operands (all of a, b, c and bias) take the _f16 kernels. A tile
- * other than the default is a program built with its own -DTM= -DTN=. */
+ * and so is a float32 A when its rows are 4 KiB apart. A large float32
+ * product (clt__cpu_gemm_blocking) runs one launch per block of kc depths,
+ * each after packing that block of A and of B (buffers of kc depths, reused
+ * block after block: the queue runs in order), the first with the caller's
+ * beta and the bias, the rest adding to c (beta 1), the ReLU in the last.
+ * bias (n), when not NULL, is added to every row, then ReLU when relu is set.
+ * Float16 operands (all of a, b, c and bias) take the _f16 kernels,
+ * unblocked. A tile other than the default is a program built with its own
+ * -DTM= -DTN=. */
 clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
                          size_t k, float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
                          float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu)
@@ -137,28 +205,36 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
         options = opts;
     }
     int half = a->dtype == CLT_FLOAT16;
-    int pack_a = !half && clt__cpu_gemm_pack_a_bytes(m, k, lda, tile.tm) > 0;
+    clt__gemm_blocking bl = {0, 0};
+    if (!half) bl = clt__cpu_gemm_blocking(m, n, k, tile);
+    static const char *const names[2][3][2] = {
+        {{"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}, {"gemm_pn_f32", "gemm_pp_f32"}},
+        {{"gemm_nn_f16", "gemm_np_f16"}, {"gemm_tn_f16", "gemm_tp_f16"}}};
     clt_tensor *pa = NULL, *pb = NULL;
     clt_status s = CLT_OK;
-    if (pack_a) s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, lda, &pa);
-    if (s == CLT_OK && transpose_b) s = cpu_pack(slot, options, 0, 1, n, k, (size_t)tile.tn, b, ldb, &pb);
-    if (s == CLT_OK) {
+    if (bl.kc) {
+        size_t tm = (size_t)tile.tm, tn = (size_t)tile.tn;
+        for (size_t p0 = 0; s == CLT_OK && p0 < k; p0 += bl.kc) {
+            size_t kb = k - p0 < bl.kc ? k - p0 : bl.kc;
+            s = cpu_pack(slot, options, 1, transpose_a, m, kb, tm, a, transpose_a ? p0 * lda : p0, lda, &pa);
+            if (s == CLT_OK)
+                s = cpu_pack(slot, options, 0, transpose_b, n, kb, tn, b, transpose_b ? p0 : p0 * ldb, ldb, &pb);
+            if (s != CLT_OK) break;
+            /* The panels are kb deep, their leading dimension. */
+            gemm_launch g = {clt__tensor_buf(pa), clt__tensor_buf(pb), kb, kb, kb, bl.mtiles, p0 == 0 ? beta : 1.0f,
+                             (bias != NULL && p0 == 0) | (relu && p0 + kb == k ? 2u : 0u)};
+            s = cpu_gemm_launch(slot, options, tile, names[0][2][1], m, n, alpha, c, ldc, bias, g);
+        }
+    } else {
+        if (!half && clt__cpu_gemm_pack_a_bytes(m, n, k, lda, tile) > 0)
+            s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, 0, lda, &pa);
+        if (s == CLT_OK && transpose_b) s = cpu_pack(slot, options, 0, 1, n, k, (size_t)tile.tn, b, 0, ldb, &pb);
         /* A packed panel's leading dimension is its depth. */
-        clt__buf ab = clt__tensor_buf(pa ? pa : a), bb = clt__tensor_buf(pb ? pb : b), cb = clt__tensor_buf(c);
-        clt__buf biasb = bias ? clt__tensor_buf(bias) : cb;
-        cl_ulong la = pa ? k : lda, lb = pb ? k : ldb, lc = ldc, um = m, un = n, uk = k;
-        cl_uint flags = (bias != NULL) | (relu ? 2u : 0u);
-        clt__arg args[] = {CLT_ARG(ab.mem),    CLT_ARG(ab.off),  CLT_ARG(la),     CLT_ARG(bb.mem), CLT_ARG(bb.off),
-                           CLT_ARG(lb),        CLT_ARG(cb.mem),  CLT_ARG(cb.off), CLT_ARG(lc),     CLT_ARG(um),
-                           CLT_ARG(un),        CLT_ARG(uk),      CLT_ARG(alpha),  CLT_ARG(beta),   CLT_ARG(biasb.mem),
-                           CLT_ARG(biasb.off), CLT_ARG(flags)};
-        size_t global[] = {(m + (size_t)tile.tm - 1) / (size_t)tile.tm, (n + (size_t)tile.tn - 1) / (size_t)tile.tn};
-        size_t local[] = {1, 1};
-        static const char *const names[2][3][2] = {
-            {{"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}, {"gemm_pn_f32", "gemm_pp_f32"}},
-            {{"gemm_nn_f16", "gemm_np_f16"}, {"gemm_tn_f16", "gemm_tp_f16"}}};
-        s = clt__launch_opts(slot, "gemm_cpu", options, names[half][pa ? 2 : transpose_a != 0][pb != NULL], 17, args,
-                             2, global, local, c);
+        gemm_launch g = {clt__tensor_buf(pa ? pa : a), clt__tensor_buf(pb ? pb : b), pa ? k : lda, pb ? k : ldb, k, 1,
+                         beta, (bias != NULL) | (relu ? 2u : 0u)};
+        if (s == CLT_OK)
+            s = cpu_gemm_launch(slot, options, tile, names[half][pa ? 2 : transpose_a != 0][pb != NULL], m, n, alpha, c,
+                                ldc, bias, g);
     }
     /* The allocator reuses packed memory only after the queue's pending work. */
     clt_tensor_release(pa);
@@ -166,8 +242,9 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
     return s;
 }
 
-/* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is a CPU
- * (also when CLT_CPU_AS_GPU presents it as a GPU). */
+/* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is
+ * CPU-class (clt__gpu_class: CLT_DEVICE_CLASS, else a CPU, also when
+ * CLT_CPU_AS_GPU presents it as a GPU). */
 clt_status clt__dense_cpu(int slot, int *out)
 {
     /* The words cpu, clblast are 0, 1. */
@@ -177,17 +254,16 @@ clt_status clt__dense_cpu(int slot, int *out)
         *out = forced == 0;
         return CLT_OK;
     }
-    cl_device_type type;
-    cl_int err = clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    if (err != CL_SUCCESS) return clt__cl_fail(err, "querying the type of %s", clt__slot_get(slot)->name);
-    *out = (type & CL_DEVICE_TYPE_CPU) != 0;
+    int gpu;
+    CLT_TRY(clt__gpu_class(slot, &gpu));
+    *out = !gpu;
     return CLT_OK;
 }
 
 /* clt__dense_gemm with an optional bias (n) added to every row of c, then
  * ReLU when relu is set; a bias or ReLU needs beta = 0 and ldc = n. The CPU
- * kernels apply both in their epilogue; otherwise (and for k = 0) the bias
- * fills c first, the product accumulates with beta 1, and a ReLU pass
+ * kernels apply both in their epilogue; after a CLBlast product one pass
+ * (bias_relu_f32) applies them; for k = 0 the bias fills c and a ReLU pass
  * follows. */
 static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                              const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
@@ -201,6 +277,10 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
         CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, &tile));
         return clt__cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias,
                              relu);
+    }
+    if (k > 0 && (bias || relu)) {
+        CLT_TRY(clblast_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+        return clt__bias_relu_epilogue(slot, c, bias, m, n, relu);
     }
     if (bias) {
         clt__buf ob = clt__tensor_buf(c), bb = clt__tensor_buf(bias);

@@ -191,6 +191,9 @@ static clt_status sum_rows_add_f16(clt_tensor *db, const clt_tensor *dy)
     clt__buf xb = clt__tensor_buf(dy), ob = clt__tensor_buf(db);
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(rows), CLT_ARG(cols), CLT_ARG(ob.mem),
                        CLT_ARG(ob.off)};
+    int wg;
+    CLT_TRY(clt__reduce_wg(db->st->slot, &wg));
+    if (wg) return clt__launch_cols_wg(db->st->slot, "half", "sum_rows_add_wg_f16", 6, args, cols, db);
     size_t global = (size_t)(cols + 15) / 16, local = 1;
     return clt__launch(db->st->slot, "half", "sum_rows_add_f16", 6, args, 1, &global, &local, db);
 }

@@ -17,6 +17,14 @@ clt_status clt__need_float_pair(const char *op, const char *what_a, const clt_te
                                 const clt_tensor *b);
 /* How many partial sums a whole-tensor sum of n elements makes (its scratch). */
 cl_ulong clt__sum_parts(int64_t n);
+/* *out = 1 when the slot's reductions take the work-group tree kernels (the
+ * _wg kernels of cl/reduce.cl, cl/activation.cl and cl/half.cl): a
+ * GPU-class device (clt__gpu_class) whose work-groups hold 256 work-items. */
+clt_status clt__reduce_wg(int slot, int *out);
+/* Launches a _wg column-sum kernel over cols columns (groups of 16 columns
+ * by 16 lanes). */
+clt_status clt__launch_cols_wg(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
+                               cl_ulong cols, clt_tensor *written);
 /* CLT_ERR_SHAPE unless t has two dimensions. */
 clt_status clt__need_2d(const char *op, const char *what, const clt_tensor *t);
 /* CLT_ERR_SHAPE unless a and b hold the same number of elements. */
@@ -43,6 +51,10 @@ clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m,
 /* *out = 1 when clt__dense_gemm runs the CPU kernels of cl/gemm_cpu.cl on
  * slot (CLT_DENSE, else the device type), which also take float16. */
 clt_status clt__dense_cpu(int slot, int *out);
+/* c (rows, cols) += bias (cols, per row; none when NULL), then ReLU when
+ * relu: one pass (bias_relu_f32), the epilogue of a CLBlast product. */
+clt_status clt__bias_relu_epilogue(int slot, clt_tensor *c, const clt_tensor *bias, size_t rows, size_t cols,
+                                   int relu);
 
 /* clt__dense_gemm on float16 a, b and c, plus bias (n, float16, may be
  * NULL) on every row: float32 accumulation, c rounded once. Only on the CPU

@@ -1,4 +1,7 @@
-/* Reductions: sums over rows, whole-tensor sum and mean, argmax, counting. */
+/* Reductions: sums over rows, whole-tensor sum and mean, argmax, counting.
+ * CPU-class devices take the kernels without local memory; GPU-class ones
+ * the work-group tree reductions (the _wg kernels of cl/reduce.cl). */
+#include "../device/device_internal.h"
 #include "ops_internal.h"
 
 /* Enough partial sums to keep every core (or GPU lane group) busy, few
@@ -8,6 +11,35 @@
 cl_ulong clt__sum_parts(int64_t n)
 {
     return n < MAX_PARTS ? (cl_ulong)(n > 0 ? n : 1) : MAX_PARTS;
+}
+
+/* The _wg kernels' work-group sizes (WG_SUM, WG_COLS x WG_LANES in cl/reduce.cl). */
+#define WG_SUM 256
+#define WG_COLS 16
+#define WG_LANES 16
+
+clt_status clt__reduce_wg(int slot, int *out)
+{
+    int gpu;
+    CLT_TRY(clt__gpu_class(slot, &gpu));
+    *out = gpu && clt__slot_get(slot)->max_work_group >= WG_SUM;
+    return CLT_OK;
+}
+
+clt_status clt__launch_cols_wg(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
+                               cl_ulong cols, clt_tensor *written)
+{
+    size_t global[] = {(size_t)(cols + WG_COLS - 1) / WG_COLS * WG_COLS, WG_LANES}, local[] = {WG_COLS, WG_LANES};
+    return clt__launch(slot, program, name, nargs, args, 2, global, local, written);
+}
+
+/* Work-groups of the first pass of a _wg sum of n elements: one per WG_SUM
+ * elements, at most WG_SUM (so one group adds up their partials), never
+ * more than clt__sum_parts(n), the scratch's size. */
+static cl_ulong wg_groups(cl_ulong n)
+{
+    cl_ulong g = (n + WG_SUM - 1) / WG_SUM;
+    return g < 1 ? 1 : g > WG_SUM ? WG_SUM : g;
 }
 
 static clt_status scalar_f32(clt_tensor **out, int slot)
@@ -21,7 +53,11 @@ static clt_status finish_sum(clt_tensor *out, clt_tensor *part, cl_ulong parts, 
     clt__buf pb = clt__tensor_buf(part), ob = clt__tensor_buf(out);
     clt__arg args[] = {CLT_ARG(pb.mem), CLT_ARG(pb.off), CLT_ARG(parts), CLT_ARG(ob.mem), CLT_ARG(ob.off),
                        CLT_ARG(divisor)};
-    clt_status s = clt__launch1(out->st->slot, "reduce", "sum_final_f32", 6, args, 1, out);
+    int wg;
+    clt_status s = clt__reduce_wg(out->st->slot, &wg);
+    size_t one = WG_SUM;
+    if (s == CLT_OK && wg) s = clt__launch(out->st->slot, "reduce", "sum_final_wg_f32", 6, args, 1, &one, &one, out);
+    else if (s == CLT_OK) s = clt__launch1(out->st->slot, "reduce", "sum_final_f32", 6, args, 1, out);
     /* The allocator reuses part's memory only after the queue's pending work. */
     clt_tensor_release(part);
     return s;
@@ -34,9 +70,18 @@ clt_status clt__reduce_sum(clt_tensor *out, const clt_tensor *x, float divisor)
     int64_t pshape[] = {(int64_t)parts};
     clt_tensor *part;
     CLT_TRY(clt__tensor_new(&part, slot, CLT_FLOAT32, 1, pshape));
-    clt_status s = CLT_OK;
-    if (n == 0) s = clt_fill_(part, 0.0);
-    else {
+    int wg;
+    clt_status s = clt__reduce_wg(slot, &wg);
+    if (s == CLT_OK && n == 0) {
+        s = clt_fill_(part, 0.0);
+    } else if (s == CLT_OK && wg) {
+        /* One partial per work-group; the final pass adds those. */
+        clt__buf xb = clt__tensor_buf(x), pb = clt__tensor_buf(part);
+        clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(n), CLT_ARG(pb.mem), CLT_ARG(pb.off)};
+        size_t local = WG_SUM, global = (size_t)wg_groups(n) * WG_SUM;
+        s = clt__launch(slot, "reduce", "sum_partial_wg_f32", 5, args, 1, &global, &local, part);
+        parts = wg_groups(n);
+    } else if (s == CLT_OK) {
         clt__buf xb = clt__tensor_buf(x), pb = clt__tensor_buf(part);
         clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(n), CLT_ARG(pb.mem), CLT_ARG(pb.off),
                            CLT_ARG(parts)};
@@ -71,6 +116,9 @@ clt_status clt__sum_rows_into(clt_tensor *out, const clt_tensor *x, int accumula
     if (rows == 0) return accumulate ? CLT_OK : clt_fill_(out, 0.0);
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(rows), CLT_ARG(cols),
                        CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(acc)};
+    int wg;
+    CLT_TRY(clt__reduce_wg(x->st->slot, &wg));
+    if (wg) return clt__launch_cols_wg(x->st->slot, "reduce", "sum_rows_wg_f32", 7, args, cols, out);
     size_t global = (size_t)(cols + 15) / 16, local = 1;
     return clt__launch(x->st->slot, "reduce", "sum_rows_f32", 7, args, 1, &global, &local, out);
 }

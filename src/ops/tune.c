@@ -43,6 +43,57 @@ static const clt__gemm_tile candidates[] = {{12, 16}, {8, 16}, {4, 16}, {14, 16}
 
 static int tile_valid(clt__gemm_tile t) { return t.tm >= 1 && t.tm <= 32 && (t.tn == 8 || t.tn == 16); }
 
+/* One cache's size from sysfs ("48K", "1280K", "2M"), 0 when unreadable. */
+static size_t sysfs_cache_size(int index, int *level, int *data)
+{
+    char path[96], buf[64];
+    *level = 0;
+    *data = 0;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    if (fscanf(f, "%d", level) != 1) *level = 0;
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", index);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    *data = fgets(buf, sizeof buf, f) && strncmp(buf, "Instruction", 11) != 0;
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    char *ok = fgets(buf, sizeof buf, f);
+    fclose(f);
+    if (!ok) return 0;
+    char *end;
+    unsigned long v = strtoul(buf, &end, 10);
+    unsigned long mul = *end == 'K' ? 1024ul : *end == 'M' ? 1024ul * 1024 : *end == '\n' || !*end ? 1 : 0;
+    /* 1 KiB to 1 GiB, else not believed. */
+    if (end == buf || mul == 0 || v == 0 || v > (1ul << 30) / mul || v * mul < 1024) return 0;
+    return (size_t)(v * mul);
+}
+
+static size_t cache_l1 = 32 * 1024, cache_l2 = 1024 * 1024;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void read_caches(void)
+{
+    for (int i = 0; i < 8; i++) {
+        int level, data;
+        size_t size = sysfs_cache_size(i, &level, &data);
+        if (!size || !data) continue;
+        if (level == 1) cache_l1 = size;
+        if (level == 2) cache_l2 = size;
+    }
+}
+
+void clt__cpu_cache_sizes(size_t *l1, size_t *l2)
+{
+    pthread_once(&cache_once, read_caches);
+    *l1 = cache_l1;
+    *l2 = cache_l2;
+}
+
 static int tune_path(int slot, char *buf, size_t len)
 {
     char dir[900];
@@ -248,13 +299,11 @@ clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t
 static clt_status cpu_slot(const char *op, clt_device dev, int *slot)
 {
     CLT_TRY(clt__resolve(dev, slot));
-    cl_device_type type;
-    const clt__slot *s = clt__slot_get(*slot);
-    cl_int err = clGetDeviceInfo(s->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    if (err != CL_SUCCESS) return clt__cl_fail(err, "%s: querying the type of %s", op, s->name);
-    if (!(type & CL_DEVICE_TYPE_CPU))
-        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: %s is not a CPU device; its products run on CLBlast, which has "
-                         "its own tuner", op, s->name);
+    int gpu;
+    CLT_TRY(clt__gpu_class(*slot, &gpu));
+    if (gpu)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: %s is a GPU-class device; its products run on CLBlast, which has "
+                         "its own tuner", op, clt__slot_get(*slot)->name);
     return CLT_OK;
 }
 

@@ -19,11 +19,29 @@ typedef struct clt__gemm_tile {
 clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                               clt__gemm_tile *out);
 
+/* The data cache sizes, in bytes, of the CPU this process runs on: level 1
+ * and level 2 of cpu0 as Linux lists them in /sys/devices/system/cpu/cpu0/
+ * cache/ (read once), else 32 KiB and 1 MiB. */
+void clt__cpu_cache_sizes(size_t *l1, size_t *l2);
+
+/* How the CPU kernels run a large product (op(a) (m,k) beyond half of L2,
+ * n >= 512, k > kc; src/ops/dense.c): as launches over blocks of kc depths,
+ * each work-item walking mtiles row tiles against one panel of B, A and B
+ * packed into panels. kc = 0: one launch over all of k. */
+typedef struct clt__gemm_blocking {
+    size_t kc, mtiles;
+} clt__gemm_blocking;
+
+clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gemm_tile tile);
+
 /* Bytes of the row panels A is packed into for a product on the CPU kernels
- * (op(a) (m,k), leading dimension lda, tm rows per tile), 0 when A is read in
- * place: packing pays only where rows a multiple of 4 KiB apart would evict
- * each other from the cache. The memory planner counts the same bytes. */
-int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t k, size_t lda, int tm);
+ * (op(a) (m,k), op(b) (k,n), leading dimension of a lda), 0 when A is read
+ * in place: packing pays where rows a multiple of 4 KiB apart would evict
+ * each other from the cache, and in blocked products. Likewise the column
+ * panels of B (a transposed B is always packed). The memory planner counts
+ * the same bytes. */
+int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t n, size_t k, size_t lda, clt__gemm_tile tile);
+int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, clt__gemm_tile tile);
 
 /* The CPU kernels with a given tile (src/ops/dense.c): c = alpha op(a) op(b)
  * + beta c, plus bias (n, may be NULL) on every row, then ReLU when relu. */

@@ -21,11 +21,12 @@
 #include "../nn/nn_internal.h"
 
 /* The default tile of the CPU GEMM kernels: a transposed B is packed into
- * panels of TN columns for the call, and an A whose rows are 4 KiB apart
- * into panels of TM rows. A tuned tile (`clt tune`) can move a packed
- * buffer by less than one tile. */
+ * panels of TN columns for the call, an A whose rows are 4 KiB apart into
+ * panels of TM rows, and in blocked products A and B a block of depths at a
+ * time (clt__cpu_gemm_pack_a_bytes, _b_bytes). A tuned tile (`clt tune`) can
+ * move a packed buffer by less than one tile. */
+#define PACK_TILE CLT__TILE_DEFAULT
 #define PACK_TN CLT__TILE_DEFAULT.tn
-#define PACK_TM CLT__TILE_DEFAULT.tm
 
 typedef struct sim_layer {
     int saved, seg_input, seg_internal, seg_pos, seg_len, nbody;
@@ -181,10 +182,11 @@ static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x,
  * x, w and b to float32 first, frees them after the product and narrows y. */
 static int linear_product(sim *s, const clt__layer *l)
 {
-    int64_t panels = (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4;
+    int64_t panels = clt__cpu_gemm_pack_b_bytes(1, (size_t)s->rows, (size_t)l->out, (size_t)l->in, PACK_TILE);
     if (s->half && s->cpu) {
+        /* Float16 products are never blocked: w^T is packed whole. */
         int y = t_new(s, s->rows * l->out * 2);
-        t_transient(s, panels);
+        t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
         return y;
     }
     int x32 = -1, w32 = -1, b32 = -1;
@@ -195,7 +197,9 @@ static int linear_product(sim *s, const clt__layer *l)
     }
     int y = t_new(s, s->rows * l->out * 4);
     if (s->cpu)
-        t_transient2(s, clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->in, (size_t)l->in, PACK_TM), panels);
+        t_transient2(s, clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->out, (size_t)l->in, (size_t)l->in,
+                                                   PACK_TILE),
+                     panels);
     if (!s->half) return y;
     t_release(s, x32);
     t_release(s, w32);
@@ -205,16 +209,18 @@ static int linear_product(sim *s, const clt__layer *l)
     return yh;
 }
 
-/* The panels of dy a Linear's backward products pack on CPU devices: for
- * dw = dy^T x, then for dx = dy w when dx is wanted, one at a time. */
+/* The panels of dy (and, in blocked products, of x or w) a Linear's
+ * backward products pack on CPU devices: for dw = dy^T x, then for dx = dy w
+ * when dx is wanted, one product at a time. */
 static void linear_backward_packs(sim *s, const clt__layer *l, int want_dx)
 {
     if (!s->cpu) return;
-    size_t rows = (size_t)s->rows, out = (size_t)l->out;
-    int64_t dw = clt__cpu_gemm_pack_a_bytes(out, rows, out, PACK_TM);
-    int64_t dx = want_dx ? clt__cpu_gemm_pack_a_bytes(rows, out, out, PACK_TM) : 0;
-    t_transient(s, dw);
-    t_transient(s, dx);
+    size_t rows = (size_t)s->rows, out = (size_t)l->out, in = (size_t)l->in;
+    t_transient2(s, clt__cpu_gemm_pack_a_bytes(out, in, rows, out, PACK_TILE),
+                 clt__cpu_gemm_pack_b_bytes(0, out, in, rows, PACK_TILE));
+    if (want_dx)
+        t_transient2(s, clt__cpu_gemm_pack_a_bytes(rows, in, out, out, PACK_TILE),
+                     clt__cpu_gemm_pack_b_bytes(0, rows, in, out, PACK_TILE));
 }
 
 /* A float16 Linear's backward (clt__linear_backward_f16): on CPU devices

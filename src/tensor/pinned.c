@@ -141,7 +141,9 @@ void clt__pinned_reclaim(void)
 }
 
 /* Frees the block once every event has completed; never waits unless the
- * runtime refuses a callback. */
+ * runtime refuses a callback. No flush: nothing waits for the callback, and
+ * the queue's next flush or wait starts the command (a flush here would
+ * block on implementations whose clFlush runs the queue, like oclgrind's). */
 static void free_after(int slot, clt__block *block, int n, const cl_event *evs)
 {
     deferred_free *d = n > 0 ? malloc(sizeof *d) : NULL;

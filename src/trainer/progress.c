@@ -47,6 +47,23 @@ void clt__progress_update(clt__progress *p, int64_t batch, int64_t images, doubl
     fflush(p->out);
 }
 
+void clt__progress_compiling(clt__progress *p)
+{
+    if (!p->out) return;
+    fprintf(p->out, "\rpreparing kernels for %s (compiled on a first run, then cached) ...", p->device);
+    fflush(p->out);
+}
+
+void clt__progress_warmup_log(FILE *log, const char *device, const clt_warmup_result *w)
+{
+    if (!log) return;
+    if (w->programs_built > 0)
+        fprintf(log, "kernels for %s: %d program(s) compiled in %.2f s, %d loaded from the cache\n", device,
+                w->programs_built, w->build_seconds, w->programs_loaded);
+    fprintf(log, "first-step overhead on %s: %.2f s (kernel compilation and first launches, outside the epoch's "
+            "time)\n", device, w->seconds);
+}
+
 void clt__progress_end(clt__progress *p)
 {
     if (!p->out) return;

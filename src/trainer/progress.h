@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cltensor/warmup.h"
+
 typedef struct clt__progress {
     FILE *out; /* NULL: no bar */
     char device[32];
@@ -21,5 +23,11 @@ void clt__progress_begin(clt__progress *p, int epoch, int epochs, int64_t total_
 int clt__progress_due(clt__progress *p);
 void clt__progress_update(clt__progress *p, int64_t batch, int64_t images, double running_loss);
 void clt__progress_end(clt__progress *p);
+/* While clt_model_warmup runs: a bar-line saying kernels are being prepared
+ * (cleared by clt__progress_end). */
+void clt__progress_compiling(clt__progress *p);
+/* The warm-up's lines in the log (NULL: none): programs compiled, when any,
+ * and the first-step overhead, kept out of the epochs' times. */
+void clt__progress_warmup_log(FILE *log, const char *device, const clt_warmup_result *w);
 
 #endif

@@ -262,6 +262,15 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
         r.steps = at.steps;
         first_batch = at.batch;
     }
+    /* Compilation before the clock: the epochs' times and images/s exclude it. */
+    clt_warmup_result warm;
+    clt__progress_compiling(&f.progress);
+    /* The largest batch the loader makes: no batch is larger than the data. */
+    int64_t warm_batch = clt_loader_num_examples(f.loader);
+    if (opt->batch_size < warm_batch) warm_batch = opt->batch_size;
+    if (s == CLT_OK) s = clt_model_warmup(model, warm_batch, opt->optimizer, opt->gradient_clip_val, 0, &warm);
+    clt__progress_end(&f.progress);
+    if (s == CLT_OK) clt__progress_warmup_log(opt->log, devname, &warm);
     int64_t total_examples = 0;
     for (int epoch = r.epochs + 1; s == CLT_OK && epoch <= opt->max_epochs; epoch++) {
         if (opt->max_steps && r.steps >= opt->max_steps) break;

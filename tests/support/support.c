@@ -6,11 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "device/device_internal.h"
+
+#undef clt_cpu
+clt_device clt_test_cpu(void)
+{
+    clt_device d = clt_cpu();
+    if (clt_device_exists(d) || clt_device_count() == 0) return d;
+    ck_assert_ok(clt_device_from_list(clt_device_count() - 1, &d));
+    return d;
+}
+
+const char *clt_test_cpu_name(void)
+{
+    static _Thread_local char name[32];
+    ck_assert_ok(clt_device_name(clt_test_cpu(), name, sizeof name));
+    return name;
+}
 
 static uint64_t next(uint64_t *s)
 {
@@ -53,13 +70,77 @@ void clt_test_assert_no_live_tensors(void)
     }
 }
 
+/* Skipped tests, counted in memory shared with the forked test processes
+ * (Check runs each test in a child unless CK_FORK=no). */
+static volatile int *skipped;
+
+static void count_skips(void)
+{
+    if (skipped) return;
+    void *p = mmap(NULL, sizeof *skipped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) { /* outside a test: no ck_assert here */
+        perror("mmap for the skip counter");
+        abort();
+    }
+    skipped = p;
+    *skipped = 0;
+}
+
+/* 1 when `need` is a word of $CLT_TEST_REQUIRE. */
+static int required(const char *need)
+{
+    const char *list = getenv("CLT_TEST_REQUIRE");
+    size_t n = strlen(need);
+    for (const char *p = list ? strstr(list, need) : NULL; p; p = strstr(p + 1, need))
+        if ((p == list || p[-1] == ' ' || p[-1] == ',') && (p[n] == '\0' || p[n] == ' ' || p[n] == ','))
+            return 1;
+    return 0;
+}
+
+void clt_test_skip(const char *test, const char *need, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(test);
+    int len = n > 3 && strcmp(test + n - 3, "_fn") == 0 ? (int)n - 3 : (int)n; /* START_TEST's suffix */
+    ck_assert_msg(!required(need), "%.*s cannot run: %s (and CLT_TEST_REQUIRE names '%s')", len, test, why, need);
+    count_skips();
+    (*skipped)++;
+    printf("SKIP %.*s: %s\n", len, test, why);
+    fflush(stdout);
+}
+
+int clt_test_skip_all(const char *need, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (required(need)) {
+        printf("FAIL: cannot run: %s (and CLT_TEST_REQUIRE names '%s')\n", why, need);
+        return EXIT_FAILURE;
+    }
+    printf("SKIP: %s\n", why);
+    return CLT_TEST_SKIPPED;
+}
+
 int clt_test_run(Suite *s)
 {
+    count_skips();
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
+    int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
     srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    if (failed) return EXIT_FAILURE;
+    if (*skipped) {
+        printf("%d of %d test(s) skipped: exiting %d (ctest: Not Run)\n", *skipped, ran, CLT_TEST_SKIPPED);
+        return CLT_TEST_SKIPPED;
+    }
+    return EXIT_SUCCESS;
 }
 
 clt_dataset clt_test_make_dataset(int64_t n, uint64_t seed)

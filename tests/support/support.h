@@ -8,6 +8,15 @@
 
 #include "core/error.h" /* OpenCL's types, at the library's target version */
 
+/* The device the tests name clt_cpu(): cpu:0, or where no CPU device
+ * exists (CLT_CPU_AS_GPU=only, as on a GPU machine without pocl) the last
+ * device listed, so that a test pairing cpu:0 with gpu:0 still uses two
+ * devices when there are two. Elsewhere it is exactly clt_cpu(); a test
+ * about cpu:0 itself #undefs clt_cpu. clt_test_cpu_name() is its name. */
+clt_device clt_test_cpu(void);
+const char *clt_test_cpu_name(void);
+#define clt_cpu() clt_test_cpu()
+
 /* Fails the test with the status name and clt_last_error() unless expr is CLT_OK. */
 #define ck_assert_ok(expr)                                                                          \
     do {                                                                                            \
@@ -94,7 +103,31 @@ void clt_test_unlimit_memory(void);
 cl_event clt_test_close_gate(clt_device dev);
 void clt_test_open_gate(cl_event gate);
 
-/* Runs a suite with CK_NORMAL output and returns the process exit status. */
+/* The exit status of a test binary that skipped (tests/CMakeLists.txt sets
+ * SKIP_RETURN_CODE to it, so ctest reports "Not Run" rather than a pass). */
+#define CLT_TEST_SKIPPED 77
+
+/* Marks the running test as one that cannot run here: prints "SKIP <test>:
+ * <why>" and counts it, so that the binary exits CLT_TEST_SKIPPED unless a
+ * test failed. `need` names what is missing ("torch", "mpi", "examples",
+ * "two-gpus", ...); when it is a word of $CLT_TEST_REQUIRE (e.g.
+ * CLT_TEST_REQUIRE="torch" in scripts/test --ci) the skip fails the test
+ * instead. The test must return right after: use clt_test_skip_if. */
+void clt_test_skip(const char *test, const char *need, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define clt_test_skip_if(cond, need, ...)                                                                       \
+    do {                                                                                                        \
+        if (cond) {                                                                                             \
+            clt_test_skip(__func__, need, __VA_ARGS__);                                                          \
+            return;                                                                                             \
+        }                                                                                                       \
+    } while (0)
+/* For main(): a whole binary that cannot run here. Prints why and returns
+ * CLT_TEST_SKIPPED, or EXIT_FAILURE when $CLT_TEST_REQUIRE names `need`. */
+int clt_test_skip_all(const char *need, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Runs a suite with CK_NORMAL output and returns the process exit status:
+ * EXIT_FAILURE when a test failed, else CLT_TEST_SKIPPED when one skipped,
+ * else EXIT_SUCCESS. */
 int clt_test_run(Suite *s);
 
 #endif

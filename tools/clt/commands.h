@@ -10,5 +10,6 @@ int clt_cmd_train(int argc, char **argv);
 int clt_cmd_eval(int argc, char **argv);
 int clt_cmd_timeline(int argc, char **argv);
 int clt_cmd_tune(int argc, char **argv);
+int clt_cmd_warmup(int argc, char **argv);
 
 #endif

@@ -9,14 +9,16 @@
 int clt_cmd_devices(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: clt devices\n\nLists every OpenCL device with its P:D index (platform:device, as\n"
-               "clt_device_at and CLT_DEVICE take it) and its cltensor name.\n");
+        printf("usage: clt devices\n\nPrints cltensor's version, then lists every OpenCL device with its P:D\n"
+               "index (platform:device, as clt_device_at and CLT_DEVICE take it) and its\n"
+               "cltensor name.\n");
         return 0;
     }
     if (argc > 1) {
         fprintf(stderr, "clt devices: unexpected argument '%s'\n", argv[1]);
         return 2;
     }
+    printf("cltensor %s\n", clt_version(NULL, NULL, NULL));
     int n = clt_device_count();
     if (n == 0) {
         fprintf(stderr, "clt devices: no OpenCL device found (install an ICD, e.g. pocl-opencl-icd)\n");

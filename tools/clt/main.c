@@ -18,6 +18,7 @@ static const struct {
     {"eval", clt_cmd_eval, "test loss and accuracy of a checkpoint"},
     {"timeline", clt_cmd_timeline, "draw a CLT_TRACE trace as an SVG timeline"},
     {"tune", clt_cmd_tune, "time GEMM tile sizes for a model's shapes and cache the fastest"},
+    {"warmup", clt_cmd_warmup, "compile every kernel a model's training needs, ahead of time"},
 };
 
 static void usage(FILE *out)
@@ -25,7 +26,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: clt <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\nRun `clt <command> --help` for a command's options.\n");
+    fprintf(out, "\nRun `clt <command> --help` for a command's options, `clt --version` for cltensor's version.\n");
 }
 
 int main(int argc, char **argv)
@@ -37,6 +38,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("clt (cltensor) %s\n", clt_version(NULL, NULL, NULL));
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {

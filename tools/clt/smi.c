@@ -11,6 +11,7 @@
 #include <cltensor.h>
 
 #include "commands.h"
+#include "core/checked.h"
 #include "memory/publish.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -116,7 +117,7 @@ static int show(int bytes)
                 s->free = s->total = -1;
             }
             /* Checked: the counters are bounded, but not the number of files. */
-            if (s->used >= 0 && __builtin_add_overflow(s->used, pd->reserved, &s->used)) s->used = -1;
+            if (s->used >= 0 && clt__add_i64(s->used, pd->reserved, &s->used) != 0) s->used = -1;
             s->processes++;
         }
     }

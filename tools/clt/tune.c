@@ -43,8 +43,9 @@ static void help(void)
            "256, 2, 10, the chapter's capstone) and records the fastest per shape in the\n"
            "tuning cache of the device and driver ($CLT_CACHE_DIR, else\n"
            "$XDG_CACHE_HOME/cltensor). Later runs use the winners without timing; CLT_TUNE=1\n"
-           "instead tunes each new shape on its first use. CPU devices only: GPUs run\n"
-           "CLBlast, which has its own tuner.\n");
+           "instead tunes each new shape on its first use. CPU-class devices only: GPU-class\n"
+           "devices (GPUs, or any device under CLT_DEVICE_CLASS=gpu) run CLBlast, which has\n"
+           "its own tuner.\n");
 }
 
 int clt_cmd_tune(int argc, char **argv)

@@ -1,0 +1,163 @@
+/* clt_model_warmup: one training step and one evaluation batch on a scratch
+ * copy of a model, so that every kernel program its training uses is built
+ * and the driver's code generation at first launch happens here, before the
+ * trainer's clock starts, instead of inside the first epoch. */
+#include <string.h>
+#include <time.h>
+
+#include "../core/error.h"
+#include "../device/device_internal.h"
+#include "../kernels/program.h"
+#include "cltensor/ops.h"
+#include "cltensor/warmup.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The model's layers rebuilt on its device, in its dtype, checkpointing and
+ * loss scaling, with fresh parameters; *in and *classes: the first Linear's
+ * input width and the last one's output width. */
+static clt_status scratch_copy(const clt_model *m, clt_model **out, int64_t *in, int64_t *classes)
+{
+    *out = NULL;
+    *in = *classes = 0;
+    clt_model *c;
+    CLT_TRY(clt_model_create(&c, clt_model_prefix(m)));
+    clt_status s = CLT_OK;
+    for (int i = 0; s == CLT_OK && i < clt_model_num_layers(m); i++) {
+        clt_layer_info l;
+        s = clt_model_layer(m, i, &l);
+        if (s != CLT_OK) break;
+        if (l.kind == CLT_LAYER_LINEAR) {
+            if (!*in) *in = l.in_features;
+            *classes = l.out_features;
+            s = clt_model_add_linear(c, l.in_features, l.out_features);
+        } else if (l.kind == CLT_LAYER_RELU) {
+            s = clt_model_add_relu(c);
+        } else if (l.kind == CLT_LAYER_FLATTEN) {
+            s = clt_model_add_flatten(c);
+        } else {
+            if (!*in) *in = l.in_features;
+            *classes = l.out_features;
+            s = clt_model_add_residual(c, l.in_features);
+        }
+    }
+    if (s == CLT_OK && (!*in || !*classes))
+        s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: the model has no Linear layer to feed");
+    if (s == CLT_OK) s = clt_model_init(c, clt_model_device(m), 0);
+    if (s == CLT_OK) s = clt_model_set_checkpointing(c, clt_model_checkpointing(m));
+    if (s == CLT_OK && clt_model_dtype(m) != CLT_FLOAT32) s = clt_model_to_dtype(c, clt_model_dtype(m));
+    float scale;
+    int dynamic;
+    int64_t clean;
+    if (s == CLT_OK && clt_model_dtype(m) != CLT_FLOAT32 && clt_model_loss_scale_state(m, &scale, &dynamic, &clean) == CLT_OK)
+        s = clt_model_set_loss_scale_state(c, scale, dynamic, clean);
+    if (s != CLT_OK) {
+        clt_model_free(c);
+        return s;
+    }
+    *out = c;
+    return CLT_OK;
+}
+
+typedef struct step_data {
+    clt_tensor *x, *y, *logits, *loss, *dlogits, *pred, *hits, *loss_sum;
+} step_data;
+
+static void step_data_release(step_data *d)
+{
+    clt_tensor *all[] = {d->x, d->y, d->logits, d->loss, d->dlogits, d->pred, d->hits, d->loss_sum};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clt_tensor_release(all[i]);
+    memset(d, 0, sizeof *d);
+}
+
+/* What clt_trainer_fit's step and clt_evaluate's batch do, once each. */
+static clt_status run_step(clt_model *c, clt_optimizer *opt, step_data *d, double clip)
+{
+    double ignored;
+    CLT_TRY(clt_model_forward(c, d->x, &d->logits));
+    CLT_TRY(clt_cross_entropy_forward(&d->loss, &d->dlogits, d->logits, d->y));
+    CLT_TRY(clt_model_zero_grad(c));
+    CLT_TRY(clt_model_backward(c, d->dlogits, NULL));
+    if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(c, clip, NULL));
+    CLT_TRY(clt_optimizer_step(opt));
+    CLT_TRY(clt_axpy_(d->loss_sum, 1.0f, d->loss));
+    CLT_TRY(clt_item(d->loss_sum, &ignored));
+    clt_tensor_release(d->logits);
+    clt_tensor_release(d->loss);
+    d->logits = d->loss = NULL;
+    clt_model_set_training(c, 0);
+    CLT_TRY(clt_model_forward(c, d->x, &d->logits));
+    CLT_TRY(clt_cross_entropy_forward(&d->loss, NULL, d->logits, d->y));
+    CLT_TRY(clt_argmax_rows(&d->pred, d->logits));
+    CLT_TRY(clt_count_equal(&d->hits, d->pred, d->y));
+    CLT_TRY(clt_add_(d->loss_sum, d->hits));
+    return clt_item(d->loss_sum, &ignored);
+}
+
+static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kind kind, double clip)
+{
+    clt_model *c;
+    int64_t in, classes;
+    CLT_TRY(scratch_copy(m, &c, &in, &classes));
+    clt_device dev = clt_model_device(m);
+    clt_optimizer *opt = NULL;
+    clt_status s = kind == CLT_OPTIMIZER_ADAM ? clt_optimizer_create_adam(&opt, c, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
+                                              : clt_optimizer_create_sgd(&opt, c, 0.1f, 0.0f, 0.0f);
+    step_data d = {0};
+    int64_t xs[] = {batch, in}, one = 1;
+    if (s == CLT_OK) s = clt_zeros(&d.x, dev, CLT_FLOAT32, 2, xs);
+    if (s == CLT_OK) s = clt_zeros(&d.y, dev, CLT_INT32, 1, &batch);
+    if (s == CLT_OK) s = clt_zeros(&d.loss_sum, dev, CLT_FLOAT32, 1, &one);
+    if (s == CLT_OK) s = run_step(c, opt, &d, clip);
+    step_data_release(&d);
+    clt_optimizer_free(opt);
+    clt_model_free(c);
+    return s;
+}
+
+clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_optimizer_kind optimizer,
+                            double gradient_clip_val, int flags, clt_warmup_result *out)
+{
+    if (out) memset(out, 0, sizeof *out);
+    const char *name;
+    clt_tensor *param, *grad;
+    if (!model) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: NULL model");
+    if (clt_model_named_parameter(model, 0, &name, &param, &grad) != CLT_OK)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: the model has no parameters on a device "
+                         "(clt_model_init first)");
+    if (batch_size < 1)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: batch_size is %lld; it must be at least 1",
+                         (long long)batch_size);
+    if (optimizer != CLT_OPTIMIZER_SGD && optimizer != CLT_OPTIMIZER_ADAM)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: unknown optimizer %d", (int)optimizer);
+    double t0 = now();
+    clt__program_stats before, after;
+    clt__program_stats_get(&before);
+    int slot;
+    CLT_TRY(clt__resolve(clt_model_device(model), &slot));
+    int save = (flags & CLT_WARMUP_SAVE_BINARIES) != 0;
+    clt_status s = CLT_OK;
+    clt__program_save_binaries(save);
+    for (int i = 0; s == CLT_OK && (flags & CLT_WARMUP_ALL_PROGRAMS) && i < clt__program_count(); i++)
+        s = clt__program_prepare(slot, clt__program_name(i), save);
+    if (s == CLT_OK) s = warm_step(model, batch_size, optimizer, gradient_clip_val);
+    clt__program_save_binaries(0);
+    /* Programs built earlier in the process without their binary: write them too. */
+    for (int i = 0; s == CLT_OK && save && i < clt__program_count(); i++)
+        if (clt__program_built(slot, clt__program_name(i))) s = clt__program_prepare(slot, clt__program_name(i), 1);
+    clt__program_stats_get(&after);
+    if (out) {
+        out->seconds = now() - t0;
+        out->build_seconds = after.build_seconds - before.build_seconds;
+        out->save_seconds = after.save_seconds - before.save_seconds;
+        out->programs_built = after.built - before.built;
+        out->programs_loaded = after.loaded - before.loaded;
+        out->binaries_saved = after.saved - before.saved;
+    }
+    return s;
+}
