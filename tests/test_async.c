@@ -220,6 +220,60 @@ START_TEST(test_sync_debug_warn_names_call_and_device)
 }
 END_TEST
 
+/* A sync point inside a public call is reported as that call, with what
+ * inside it synchronized, not as the internal read. */
+START_TEST(test_sync_points_name_the_public_call)
+{
+    enum { B = 8, IN = 12, OUT = 4 };
+    clt_device dev = clt_try_gpu(0);
+    float x[B * IN];
+    int32_t y[B];
+    clt_test_fill_uniform(x, B * IN, 9, 0, 1);
+    for (int i = 0; i < B; i++) y[i] = i % OUT;
+    int64_t xs[] = {B, IN}, ys[] = {B}, hidden[] = {6};
+    clt_tensor *tx, *ty, *logits, *loss, *dlogits;
+    ck_assert_ok(clt_from_host(&tx, dev, CLT_FLOAT32, 2, xs, x));
+    ck_assert_ok(clt_from_host(&ty, dev, CLT_INT32, 1, ys, y));
+    for (int half = 0; half < 2; half++) {
+        clt_model *m;
+        clt_optimizer *opt;
+        ck_assert_ok(clt_model_create_mlp(&m, dev, IN, 1, hidden, OUT, 5));
+        if (half) ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+        ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.1f, 0.0f, 0.0f));
+        ck_assert_ok(clt_model_zero_grad(m));
+        ck_assert_ok(clt_model_forward(m, tx, &logits));
+        ck_assert_ok(clt_cross_entropy_forward(&loss, &dlogits, logits, ty));
+        ck_assert_ok(clt_model_backward(m, dlogits, NULL));
+        clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
+        double norm;
+        ck_assert_status(clt_model_clip_grad_norm(m, 1.0, &norm), CLT_ERR_SYNC);
+        ck_assert_msg(strstr(clt_last_error(), "clt_model_clip_grad_norm (reading the norm) on ") &&
+                          !strstr(clt_last_error(), "clt_item"),
+                      "%s", clt_last_error());
+        if (half) {
+            ck_assert_status(clt_optimizer_step(opt), CLT_ERR_SYNC);
+            ck_assert_msg(strstr(clt_last_error(), "clt_optimizer_step (reading the float16 gradients' overflow "
+                                                   "flag) on ") &&
+                              !strstr(clt_last_error(), "clt_item"),
+                          "%s", clt_last_error());
+        } else {
+            ck_assert_ok(clt_optimizer_step(opt)); /* float32: no sync point */
+        }
+        clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+        ck_assert_ok(clt_model_clip_grad_norm(m, 1.0, &norm));
+        ck_assert(norm > 0);
+        clt_tensor_release(logits);
+        clt_tensor_release(loss);
+        clt_tensor_release(dlogits);
+        clt_optimizer_free(opt);
+        clt_model_free(m);
+    }
+    clt_tensor_release(tx);
+    clt_tensor_release(ty);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 START_TEST(test_launch_blocking_waits_for_each_command)
 {
     clt_reset_sync_count(clt_cpu());
@@ -317,6 +371,56 @@ START_TEST(test_copies_between_devices_are_ordered)
         tested++;
     }
     ck_assert_int_gt(tested, 0);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* Keeping the results of queued work makes the allocator ask the driver for
+ * new segments; getting one must not make the host wait for the work queued
+ * ahead (pocl runs even a side queue's fill only after it). The gate holds
+ * the device back; the trace records every host wait, counted or not. */
+START_TEST(test_new_segments_do_not_wait)
+{
+    char dir[64], path[128];
+    clt_test_make_temp_dir(dir, sizeof dir, "segments");
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    clt_device dev = clt_try_gpu(0);
+    int64_t shape[] = {3 << 20}; /* 12 MiB: a driver buffer of its own */
+    clt_tensor *kept[6];
+    ck_assert_ok(clt_zeros(&kept[0], dev, CLT_FLOAT32, 1, shape)); /* builds the fill kernel */
+    ck_assert_ok(clt_synchronize(dev));
+    clt_tensor_release(kept[0]);
+    ck_assert_ok(clt_empty_cache(dev));
+    clt_memory_stats before, after;
+    ck_assert_ok(clt_memory_stats_get(dev, &before));
+    clt_reset_sync_count(dev);
+    ck_assert_ok(clt_trace_start(path));
+    cl_event gate = clt_test_close_gate(dev);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_ok(clt_zeros(&kept[i], dev, CLT_FLOAT32, 1, shape));
+        if (i) ck_assert_ok(clt_add_(kept[i], kept[i - 1]));
+    }
+    ck_assert_int_eq(clt_sync_count(dev), 0);
+    ck_assert_int_eq(written(kept[5]), 0);
+    ck_assert_ok(clt_memory_stats_get(dev, &after));
+    ck_assert_int_ge((int64_t)(after.driver_allocs - before.driver_allocs), 6);
+    clt_test_open_gate(gate);
+    ck_assert_ok(clt_synchronize(dev));
+    ck_assert_ok(clt_trace_stop());
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    static char text[1 << 20];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = '\0';
+    fclose(f);
+    ck_assert_msg(len > 0 && strstr(text, "clt_synchronize"), "no trace written:\n%.2000s", text);
+    ck_assert_msg(!strstr(text, "\"wait\""), "the host waited while queueing:\n%.4000s", text);
+    float *host = clt_test_read(kept[5]);
+    ck_assert_float_eq(host[0], 0.0f);
+    ck_assert_float_eq(host[shape[0] - 1], 0.0f);
+    free(host);
+    for (int i = 0; i < 6; i++) clt_tensor_release(kept[i]);
+    clt_test_remove_dir(dir);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -458,9 +562,11 @@ int main(void)
     TCase *tc = clt_test_tcase("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_ops_only_enqueue);
+    tcase_add_test(tc, test_new_segments_do_not_wait);
     tcase_add_test(tc, test_training_step_has_no_sync_point);
     tcase_add_test(tc, test_sync_debug_error);
     tcase_add_test(tc, test_sync_debug_warn_names_call_and_device);
+    tcase_add_test(tc, test_sync_points_name_the_public_call);
     tcase_add_test(tc, test_launch_blocking_waits_for_each_command);
     tcase_add_test(tc, test_copies_between_devices_are_ordered);
     tcase_add_test(tc, test_no_host_wait_outside_sync_points);

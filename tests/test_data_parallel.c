@@ -352,8 +352,7 @@ static clt_status failing_allreduce(void *ctx, float *buf, int64_t n)
 {
     (void)ctx;
     (void)buf;
-    (void)n;
-    return CLT_ERR_IO;
+    return clt_set_error(CLT_ERR_IO, "transport down after %lld floats", (long long)n);
 }
 
 /* A one-rank collective goes through the host staging buffer once per step
@@ -377,6 +376,7 @@ START_TEST(test_collective_of_one)
     comm.allreduce_sum = failing_allreduce;
     ck_assert_status(clt_parallel_fit(par, &train, NULL, &o, &dev, 1, &comm, NULL), CLT_ERR_IO);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "allreduce_sum"));
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), ": transport down after ")); /* the callback's own message */
     free(a);
     free(b);
     clt_model_free(ref);
@@ -479,6 +479,121 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
+/* 1 when the two files hold the same bytes. */
+static int same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    ck_assert_msg(fa && fb, "cannot open %s or %s", a, b);
+    int same = 1, ca, cb;
+    do {
+        ca = fgetc(fa);
+        cb = fgetc(fb);
+        if (ca != cb) same = 0;
+    } while (same && ca != EOF);
+    fclose(fa);
+    fclose(fb);
+    return same;
+}
+
+/* Data parallel runs save at every epoch's end and resume: stopped by a
+ * step limit part way through epoch 2, then resumed, the run ends with the
+ * bytes of an uninterrupted one, and reports the same epoch loss up to
+ * float rounding (the resumed part's sum is added in another order). */
+START_TEST(test_resume_data_parallel)
+{
+    char dir[256], full[300], part[300];
+    clt_test_make_temp_dir(dir, sizeof dir, "dp-resume");
+    snprintf(full, sizeof full, "%s/full.st", dir);
+    snprintf(part, sizeof part, "%s/part.st", dir);
+    clt_dataset train = clt_test_make_dataset(320, 1);
+    clt_device list[3];
+    int k = pick_devices(list, 2);
+    clt_trainer_options o = quiet_options(CLT_OPTIMIZER_ADAM);
+    o.max_epochs = 2;
+    o.save_path = full;
+    o.save_info = (clt_checkpoint_info){.arch = "resmlp", .hiddens = 32, .blocks = 1};
+    clt_model *a = resmlp(), *b = resmlp();
+    clt_trainer_result ra, rb;
+    o.max_steps = 10; /* exactly one epoch: its end saves */
+    ck_assert_ok(clt_parallel_fit(a, &train, NULL, &o, list, k, NULL, &ra));
+    clt_checkpoint_info info;
+    clt_model *check = resmlp();
+    ck_assert_ok(clt_checkpoint_load(full, check, NULL, &info));
+    ck_assert_int_eq(info.epoch, 1);
+    ck_assert_int_eq(info.steps, 10);
+    clt_model_free(check);
+    o.max_steps = 0;
+    o.resume_path = full;
+    ck_assert_ok(clt_parallel_fit(a, &train, NULL, &o, list, k, NULL, &ra));
+    ck_assert_int_eq(ra.steps, 20);
+    o.resume_path = NULL;
+    o.save_path = part;
+    o.max_steps = 13;
+    ck_assert_ok(clt_parallel_fit(b, &train, NULL, &o, list, k, NULL, &rb));
+    ck_assert_int_eq(rb.epochs, 1);
+    o.max_steps = 0;
+    o.resume_path = part;
+    ck_assert_ok(clt_parallel_fit(b, &train, NULL, &o, list, k, NULL, &rb));
+    ck_assert_int_eq(rb.steps, 20);
+    ck_assert_int_eq(rb.epochs, 2);
+    ck_assert_msg(same_file(full, part), "a resumed data parallel run differs from an uninterrupted one");
+    ck_assert_msg(fabs(ra.train_loss - rb.train_loss) <= 1e-6 * fabs(ra.train_loss), "train loss %.9g vs %.9g",
+                  ra.train_loss, rb.train_loss);
+    clt_model_free(a);
+    clt_model_free(b);
+    clt_dataset_free(&train);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
+/* A stop request ends a data parallel fit too, saved where it stopped.
+ * Without ranks it acts before the next step; with a collective the ranks
+ * agree on it through the step's allreduce, so it acts after that step;
+ * either way resuming ends as an uninterrupted run. */
+START_TEST(test_stop_data_parallel)
+{
+    char dir[256], full[300], part[300];
+    clt_test_make_temp_dir(dir, sizeof dir, "dp-stop");
+    snprintf(full, sizeof full, "%s/full.st", dir);
+    snprintf(part, sizeof part, "%s/part.st", dir);
+    clt_dataset train = clt_test_make_dataset(128, 1);
+    clt_device list[3];
+    int k = pick_devices(list, 2);
+    clt_trainer_options o = quiet_options(CLT_OPTIMIZER_SGD);
+    o.save_path = part;
+    clt_model *m = resmlp();
+    clt_trainer_result r;
+    clt_trainer_request_stop();
+    ck_assert_ok(clt_parallel_fit(m, &train, NULL, &o, list, k, NULL, &r));
+    ck_assert_int_eq(r.stopped, 1);
+    ck_assert_int_eq(r.steps, 0);
+    clt_model_free(m);
+
+    clt_collective comm = {0, 1, identity_allreduce, NULL};
+    clt_device dev = clt_cpu();
+    o.max_epochs = 2;
+    o.save_path = full;
+    m = resmlp();
+    ck_assert_ok(clt_parallel_fit(m, &train, NULL, &o, &dev, 1, &comm, &r));
+    ck_assert_int_eq(r.steps, 8);
+    clt_model_free(m);
+    m = resmlp();
+    o.save_path = part;
+    clt_trainer_request_stop();
+    ck_assert_ok(clt_parallel_fit(m, &train, NULL, &o, &dev, 1, &comm, &r));
+    ck_assert_int_eq(r.stopped, 1);
+    ck_assert_int_eq(r.steps, 1);
+    o.resume_path = part;
+    ck_assert_ok(clt_parallel_fit(m, &train, NULL, &o, &dev, 1, &comm, &r));
+    ck_assert_int_eq(r.stopped, 0);
+    ck_assert_int_eq(r.steps, 8);
+    ck_assert_msg(same_file(full, part), "resumed after a stop, the parameters differ from an uninterrupted run");
+    clt_model_free(m);
+    clt_dataset_free(&train);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("data_parallel");
@@ -496,6 +611,8 @@ int main(void)
     tcase_add_test(tc, test_steps_do_not_wait);
     tcase_add_test(tc, test_replicate);
     tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_resume_data_parallel);
+    tcase_add_test(tc, test_stop_data_parallel);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

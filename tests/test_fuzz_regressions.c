@@ -16,6 +16,7 @@
 #include "fuzz/fuzz_env.c"
 #include "fuzz/fuzz_idx.c"
 #include "fuzz/fuzz_model_shape.c"
+#include "fuzz/fuzz_resume.c"
 #include "fuzz/fuzz_safetensors.c"
 #include "fuzz/fuzz_smi.c"
 
@@ -93,6 +94,9 @@ END_TEST
 START_TEST(test_replay_model_shape) { replay("model_shape", fuzz_model_shape); }
 END_TEST
 
+START_TEST(test_replay_resume) { replay("resume", fuzz_resume); }
+END_TEST
+
 START_TEST(test_replay_smi) { replay("smi", fuzz_smi); }
 END_TEST
 
@@ -104,6 +108,7 @@ int main(void)
     tcase_add_test(tc, test_replay_safetensors);
     tcase_add_test(tc, test_replay_args);
     tcase_add_test(tc, test_replay_clblast_params);
+    tcase_add_test(tc, test_replay_resume);
     tcase_add_test(tc, test_replay_env);
     tcase_add_test(tc, test_replay_model_shape);
     tcase_add_test(tc, test_replay_smi);

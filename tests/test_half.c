@@ -460,7 +460,7 @@ START_TEST(test_safetensors_writes_f16)
     got = read_half(into);
     ck_assert_mem_eq(got, want, sizeof v);
     free(got);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     ck_assert_ok(clt_from_host(&wide, clt_cpu(), CLT_FLOAT32, 1, &n, v));
     ck_assert_ok(clt_safetensors_save(path, 1, names, &wide, 0, NULL, NULL));
     ck_assert_ok(clt_safetensors_open(&f, path));
@@ -471,7 +471,7 @@ START_TEST(test_safetensors_writes_f16)
     free(want);
     clt_tensor_release(into);
     clt_tensor_release(wide);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     remove(path);
     clt_tensor_release(back);
     clt_tensor_release(h);

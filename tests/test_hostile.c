@@ -113,7 +113,7 @@ START_TEST(test_safetensors_claimed_shapes)
     ck_assert_status(clt_safetensors_read(f, "deep", clt_cpu(), &t), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "'deep'"));
     ck_assert_ptr_null(t);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     clt_test_assert_no_live_tensors();
     remove_dir();
 }

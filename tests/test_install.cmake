@@ -48,6 +48,14 @@ if(NOT out MATCHES "tensor\\(\\[\\[3\\.5000, 3\\.5000, 3\\.5000\\],.*allocated 7
   message(FATAL_ERROR "docs/examples/hello.c: unexpected output:\n${out}")
 endif()
 unset(ENV{LD_LIBRARY_PATH})
+# README: without LD_LIBRARY_PATH, an rpath finds the library.
+run(${C_COMPILER} ${flags} ${SOURCE_DIR}/docs/examples/hello.c ${pc_flags} -Wl,-rpath,${prefix}/${LIBDIR}
+    -o ${work}/hello-rpath)
+run(${work}/hello-rpath)
+if(NOT out MATCHES "allocated 72 B")
+  message(FATAL_ERROR "hello with an rpath: unexpected output:\n${out}")
+endif()
+message(STATUS "rpath: ok")
 
 # find_package(cltensor), shared and static.
 foreach(target cltensor::cltensor cltensor::cltensor_static)

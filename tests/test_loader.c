@@ -349,6 +349,92 @@ START_TEST(test_fashion_mnist_files)
 }
 END_TEST
 
+static uint64_t total_syncs(void)
+{
+    uint64_t n = clt_sync_count(clt_pinned());
+    for (int i = 0; i < clt_device_count(); i++) {
+        clt_device d;
+        ck_assert_ok(clt_device_from_list(i, &d));
+        n += clt_sync_count(d);
+    }
+    return n;
+}
+
+static void reset_syncs(void)
+{
+    clt_reset_sync_count(clt_pinned());
+    for (int i = 0; i < clt_device_count(); i++) {
+        clt_device d;
+        ck_assert_ok(clt_device_from_list(i, &d));
+        clt_reset_sync_count(d);
+    }
+}
+
+/* One step on a loader batch; adds loss * batch to total. */
+static void step(clt_model *m, clt_optimizer *opt, clt_loader *l, clt_tensor *total)
+{
+    clt_tensor *x, *y, *logits, *loss, *dlogits;
+    ck_assert_ok(clt_loader_next(l, &x, &y));
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ok(clt_model_zero_grad(m));
+    ck_assert_ok(clt_model_forward(m, x, &logits));
+    ck_assert_ok(clt_cross_entropy_forward(&loss, &dlogits, logits, y));
+    ck_assert_ok(clt_model_backward(m, dlogits, NULL));
+    ck_assert_ok(clt_optimizer_step(opt));
+    ck_assert_ok(clt_axpy_(total, (float)clt_tensor_dim(x, 0), loss));
+    clt_tensor_release(x);
+    clt_tensor_release(y);
+    clt_tensor_release(logits);
+    clt_tensor_release(loss);
+    clt_tensor_release(dlogits);
+}
+
+/* A hand-written loop over the loader and a model needs no synchronization
+ * point until the loss is read: with the device held back (a gate) no copy
+ * finishes, so the loader must stage every batch in a buffer of its own
+ * rather than wait to reuse one. */
+START_TEST(test_epoch_without_sync_points)
+{
+    enum { N = 1000, B = 50 };
+    clt_dataset ds = make_dataset(N, 28, 28);
+    clt_device dev = clt_try_gpu(0);
+    clt_loader_options o = clt_loader_default_options();
+    o.batch_size = B;
+    o.flatten = 1;
+    clt_loader *l;
+    ck_assert_ok(clt_loader_create(&l, &ds, dev, &o));
+    int64_t hidden[] = {16}, one = 1;
+    clt_model *m;
+    clt_optimizer *opt;
+    clt_tensor *total;
+    ck_assert_ok(clt_model_create_mlp(&m, dev, 28 * 28, 1, hidden, 10, 3));
+    ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
+    ck_assert_ok(clt_zeros(&total, dev, CLT_FLOAT32, 1, &one));
+    step(m, opt, l, total); /* kernels built, gradients and optimizer state made */
+    ck_assert_ok(clt_synchronize_all());
+    ck_assert_ok(clt_loader_set_epoch(l, 1));
+    reset_syncs();
+
+    clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
+    cl_event gate = clt_test_close_gate(dev);
+    for (int i = 0; i < N / B; i++) step(m, opt, l, total);
+    ck_assert_int_eq(total_syncs(), 0);
+    double v;
+    ck_assert_status(clt_item(total, &v), CLT_ERR_SYNC);
+    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_test_open_gate(gate);
+    ck_assert_ok(clt_item(total, &v));
+    ck_assert_int_eq(total_syncs(), 1);
+    ck_assert(v > 0 && v < 10.0 * (N + B));
+    clt_tensor_release(total);
+    clt_optimizer_free(opt);
+    clt_model_free(m);
+    clt_loader_free(l);
+    clt_dataset_free(&ds);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loader");
@@ -357,6 +443,7 @@ int main(void)
     tcase_add_test(tc, test_file_order_subset_and_flatten);
     tcase_add_test(tc, test_shards);
     tcase_add_test(tc, test_fashion_mnist_files);
+    tcase_add_test(tc, test_epoch_without_sync_points);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

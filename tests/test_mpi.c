@@ -3,7 +3,8 @@
  * (SGD with an uneven split, and Adam). Each rank trains on gpu:<rank> when
  * two GPUs are present (POCL_DEVICES="pthread pthread" CLT_CPU_AS_GPU=1),
  * else both on the CPU. Skips, saying why, when mpirun is missing or clt was
- * built without MPI; then checks that --distributed says so. */
+ * built without MPI; then checks that --distributed says so. A distributed
+ * run stopped part way and resumed ends as an uninterrupted one. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -149,6 +150,30 @@ START_TEST(test_mpi_load)
 }
 END_TEST
 
+/* --distributed saves every epoch and resumes: stopped by --steps part way
+ * through epoch 2 and resumed under mpirun, it ends with the bytes of an
+ * uninterrupted distributed run (Adam: its state is in the file too). */
+START_TEST(test_mpi_resume)
+{
+    const char *missing = mpi_missing();
+    clt_test_skip_if(missing, "mpi", "%s", missing);
+    const char *mpi = "mpirun -np 2 --oversubscribe --mca btl self,vader";
+    const char *args = "--distributed --hiddens 32 --blocks 1 --epochs 2 --batch-size 24 --optimizer adam --lr 0.001 "
+                       "--val-limit 10";
+    int rc = run("%s %s train --data %s %s --save %s/full.st", mpi, clt_test_clt_path(), dir, args, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    rc = run("%s %s train --data %s %s --steps 7 --save %s/part.st", mpi, clt_test_clt_path(), dir, args, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    ck_assert_msg(strstr(out, "stopped after batch 2 of 5") != NULL, "%s", out);
+    rc = run("%s %s train --data %s %s --resume %s/part.st --save %s/part.st", mpi, clt_test_clt_path(), dir, args, dir,
+             dir);
+    ck_assert_msg(rc == 0, "resuming under mpirun failed: %s", out);
+    ck_assert_msg(strstr(out, "trained 2 epoch(s), 10 steps") != NULL, "%s", out);
+    ck_assert_msg(run("cmp %s/full.st %s/part.st", dir, dir) == 0,
+                  "a resumed distributed run differs from an uninterrupted one");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mpi");
@@ -159,6 +184,7 @@ int main(void)
     tcase_add_test(tc, test_mpi_adam);
     tcase_add_test(tc, test_mpi_load);
     tcase_add_test(tc, test_mpi_fp16);
+    tcase_add_test(tc, test_mpi_resume);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

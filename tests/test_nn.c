@@ -637,6 +637,20 @@ END_TEST
 
 /* pocl compiles kernels lazily on its worker threads: a process that exits
  * with work queued can race LLVM's exit-time destructors. */
+/* Pinned memory holds host data for transfers; a model cannot live there. */
+START_TEST(test_model_to_pinned_refused)
+{
+    int64_t hidden[] = {3};
+    clt_model *m;
+    ck_assert_ok(clt_model_create_mlp(&m, clt_cpu(), 4, 1, hidden, 2, 1));
+    ck_assert_status(clt_model_to(m, clt_pinned()), CLT_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "pinned"));
+    ck_assert(clt_device_equal(clt_model_device(m), clt_cpu()));
+    clt_model_free(m);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("nn");
@@ -650,6 +664,7 @@ int main(void)
     tcase_add_test(tc, test_activations_kept_and_freed);
     tcase_add_test(tc, test_output_kept_by_last_relu);
     tcase_add_test(tc, test_model_to);
+    tcase_add_test(tc, test_model_to_pinned_refused);
     tcase_add_test(tc, test_clip_grad_norm);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);

@@ -214,6 +214,46 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* Shapes must match exactly: equal element counts are not equal shapes. */
+START_TEST(test_shapes_match_exactly)
+{
+    int64_t s23[] = {2, 3}, s32[] = {3, 2}, s2[] = {2}, s21[] = {2, 1};
+    clt_tensor *a, *b, *i2, *i21, *out = NULL;
+    ck_assert_ok(clt_zeros(&a, dev(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&b, dev(), CLT_FLOAT32, 2, s32));
+    ck_assert_ok(clt_zeros(&i2, dev(), CLT_INT32, 1, s2));
+    ck_assert_ok(clt_zeros(&i21, dev(), CLT_INT32, 2, s21));
+    ck_assert_status(clt_add_(a, b), CLT_ERR_SHAPE);
+    ck_assert_msg(strstr(clt_last_error(), "clt_add_: shapes (2, 3) and (3, 2) differ"), "%s", clt_last_error());
+    ck_assert_status(clt_axpy_(a, 2, b), CLT_ERR_SHAPE);
+    ck_assert_status(clt_add(&out, a, b), CLT_ERR_SHAPE);
+    ck_assert_msg(strstr(clt_last_error(), "(2, 3) and (3, 2)"), "%s", clt_last_error());
+    ck_assert_ptr_null(out);
+    ck_assert_status(clt_relu_backward(&out, a, b), CLT_ERR_SHAPE);
+    ck_assert_msg(strstr(clt_last_error(), "(2, 3) and (3, 2)"), "%s", clt_last_error());
+    ck_assert_ptr_null(out);
+    ck_assert_status(clt_count_equal(&out, i2, i21), CLT_ERR_SHAPE);
+    ck_assert_msg(strstr(clt_last_error(), "(2,) and (2, 1)"), "%s", clt_last_error());
+    ck_assert_ptr_null(out);
+    /* Two one-element tensors match: a loss of shape () adds into a (1) total. */
+    int64_t s1[] = {1};
+    clt_tensor *total, *loss;
+    ck_assert_ok(clt_zeros(&total, dev(), CLT_FLOAT32, 1, s1));
+    ck_assert_ok(clt_full(&loss, dev(), CLT_FLOAT32, 0, NULL, 2.5));
+    ck_assert_ok(clt_axpy_(total, 2, loss));
+    double v;
+    ck_assert_ok(clt_item(total, &v));
+    ck_assert_double_eq(v, 5.0);
+    clt_tensor_release(total);
+    clt_tensor_release(loss);
+    clt_tensor_release(a);
+    clt_tensor_release(b);
+    clt_tensor_release(i2);
+    clt_tensor_release(i21);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops");
@@ -224,6 +264,7 @@ int main(void)
     tcase_add_test(tc, test_relu_nan_passes);
     tcase_add_test(tc, test_zero_size);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_shapes_match_exactly);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

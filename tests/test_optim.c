@@ -255,6 +255,44 @@ END_TEST
 
 /* pocl compiles kernels lazily on its worker threads: a process that exits
  * with work queued can race LLVM's exit-time destructors. */
+/* nn.h: convert before building an optimizer. One built before refuses to
+ * step (its state and master weights are of the old parameters). */
+START_TEST(test_convert_after_optimizer_refused)
+{
+    int64_t hidden[] = {3}, xs[] = {2, 4}, ys[] = {2};
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int32_t y[2] = {0, 1};
+    clt_tensor *tx, *ty, *logits, *loss, *dlogits;
+    ck_assert_ok(clt_from_host(&tx, clt_cpu(), CLT_FLOAT32, 2, xs, x));
+    ck_assert_ok(clt_from_host(&ty, clt_cpu(), CLT_INT32, 1, ys, y));
+    for (int round_trip = 0; round_trip < 2; round_trip++) {
+        clt_model *m;
+        clt_optimizer *opt;
+        ck_assert_ok(clt_model_create_mlp(&m, clt_cpu(), 4, 1, hidden, 2, 1));
+        ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
+        ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+        if (round_trip) ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT32));
+        ck_assert_ok(clt_model_forward(m, tx, &logits));
+        ck_assert_ok(clt_cross_entropy_forward(&loss, &dlogits, logits, ty));
+        ck_assert_ok(clt_model_backward(m, dlogits, NULL));
+        ck_assert_status(clt_optimizer_step(opt), CLT_ERR_INVALID_ARGUMENT);
+        ck_assert_ptr_nonnull(strstr(clt_last_error(), "convert before building an optimizer"));
+        clt_optimizer_free(opt);
+        /* Built after the conversion, it steps. */
+        ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
+        ck_assert_ok(clt_optimizer_step(opt));
+        clt_tensor_release(logits);
+        clt_tensor_release(loss);
+        clt_tensor_release(dlogits);
+        clt_optimizer_free(opt);
+        clt_model_free(m);
+    }
+    clt_tensor_release(tx);
+    clt_tensor_release(ty);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("optim");
@@ -264,6 +302,7 @@ int main(void)
     tcase_add_test(tc, test_adam_matches_host);
     tcase_add_test(tc, test_schedule_and_restore);
     tcase_add_test(tc, test_invalid_arguments);
+    tcase_add_test(tc, test_convert_after_optimizer_refused);
     suite_add_tcase(s, tc);
     TCase *gpus = clt_test_tcase("gpus"); /* a ctest entry of its own, which may skip */
     tcase_set_tags(gpus, "gpus");

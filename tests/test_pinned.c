@@ -113,10 +113,15 @@ START_TEST(test_upload_in_flight_guard)
         ck_assert_status(clt_tensor_write(p, other, sizeof other, 0), CLT_ERR_BUSY);
         void *ptr;
         ck_assert_status(clt_tensor_host_ptr(p, 0, &ptr), CLT_ERR_BUSY);
+        ck_assert_ptr_nonnull(strstr(clt_last_error(), "or pass wait = 1"));
         ck_assert_ptr_null(ptr);
         clt_tensor *q;
         ck_assert_ok(clt_zeros(&q, clt_pinned(), CLT_FLOAT32, 1, shape));
         ck_assert_status(clt_copy_(p, q), CLT_ERR_BUSY);
+        /* clt_copy_ has no wait argument, and its message offers none. */
+        ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_event_wait"));
+        ck_assert_ptr_null(strstr(clt_last_error(), "wait = 1"));
+        ck_assert_ptr_null(strstr(clt_last_error(), "ask this call"));
         clt_tensor_release(q);
         /* Work on the destination queues behind the upload. */
         ck_assert_ok(clt_add_(w, d));
@@ -126,7 +131,7 @@ START_TEST(test_upload_in_flight_guard)
         ck_assert_ok(clt_event_wait(ev));
         ck_assert_int_eq(clt_sync_count(devs[i]), before + 1);
         ck_assert_int_eq(clt_sync_count(clt_pinned()), before_pinned);
-        clt_event_release(ev);
+        clt_event_free(ev);
         ck_assert_int_eq(clt_tensor_in_flight(p), 0);
         ck_assert_ok(clt_tensor_write(p, other, sizeof other, 0));
         float *h = clt_test_read(w);
@@ -194,7 +199,7 @@ START_TEST(test_download_delivers_after_wait)
         clt_test_open_gate(gate);
         ck_assert_ok(clt_event_wait(ev));
         ck_assert_int_eq(clt_sync_count(devs[i]), before + 1);
-        clt_event_release(ev);
+        clt_event_free(ev);
         float *x;
         ck_assert_ok(clt_tensor_host_ptr(h, 0, (void **)&x));
         for (int k = 0; k < N; k++) ck_assert_float_eq(x[k], 2.0f * data[k]);

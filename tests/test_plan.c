@@ -501,9 +501,16 @@ START_TEST(test_cli_plan)
     ck_assert_msg(strstr(out, "fits: 64.0 MiB available") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "largest batch that fits:") != NULL, "%s", out);
     free(out);
-    out = run_clt("CLT_MEMORY_CAP=8M", "--batch-size 4096 --checkpoint-segments auto", &st);
+    /* Under a cap the table's reserved figure is the capped replay's. */
+    out = run_clt("CLT_MEMORY_CAP=8M", "--batch-size 64 --blocks 2 --hiddens 32", &st);
     ck_assert_msg(st == 0, "exit %d:\n%s", st, out);
-    ck_assert_msg(strstr(out, "checkpointed segments of 1 blocks") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "segments under the 8.0 MiB cap") != NULL, "%s", out);
+    free(out);
+    /* A plan that does not fit exits 1; auto says what it chose, in words. */
+    out = run_clt("CLT_MEMORY_CAP=8M", "--batch-size 4096 --checkpoint-segments auto", &st);
+    ck_assert_msg(st == 1, "exit %d:\n%s", st, out);
+    ck_assert_msg(strstr(out, "segments of 1 block, chosen by auto") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "1 blocks") == NULL, "%s", out);
     ck_assert_msg(strstr(out, "DOES NOT FIT") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "to fit:") != NULL, "%s", out);
     free(out);

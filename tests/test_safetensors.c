@@ -165,14 +165,14 @@ START_TEST(test_round_trip_is_exact)
     ck_assert_ok(clt_zeros(&wrong_dtype, clt_cpu(), CLT_INT32, 1, s1));
     ck_assert_status(clt_safetensors_read_into(f, "net.1.bias", wrong_dtype), CLT_ERR_SHAPE);
     clt_tensor_release(wrong_dtype);
-    clt_safetensors_close(f);
-    clt_safetensors_close(NULL);
+    clt_safetensors_free(f);
+    clt_safetensors_free(NULL);
 
     /* Saving with no tensors gives a valid empty file. */
     ck_assert_ok(clt_safetensors_save(path, 0, NULL, NULL, 0, NULL, NULL));
     ck_assert_ok(clt_safetensors_open(&f, path));
     ck_assert_int_eq(clt_safetensors_count(f), 0);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
 
     for (int i = 0; i < 6; i++) clt_tensor_release(t[i]);
     ck_assert_int_eq(count_entries(), 1);
@@ -240,7 +240,7 @@ START_TEST(test_reads_python_layout)
     ck_assert_status(clt_safetensors_read(f, "num_batches_tracked", clt_cpu(), &w), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "I64"));
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "num_batches_tracked"));
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     remove_dir();
     clt_test_assert_no_live_tensors();
 }
@@ -421,7 +421,7 @@ START_TEST(test_every_truncation_and_byte_flip)
                 clt_tensor *r;
                 if (clt_safetensors_read(f, info.name, clt_cpu(), &r) == CLT_OK) clt_tensor_release(r);
             }
-            clt_safetensors_close(f);
+            clt_safetensors_free(f);
         }
     }
     free(good);
@@ -449,7 +449,7 @@ START_TEST(test_file_shrinking_after_open)
     ck_assert_status(clt_safetensors_read(f, "w", clt_cpu(), &r), CLT_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "'w'"));
     ck_assert_status(clt_safetensors_read_into(f, "w", t), CLT_ERR_FORMAT);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     clt_tensor_release(t);
     remove_dir();
     clt_test_assert_no_live_tensors();
@@ -478,7 +478,7 @@ static void check_filled(const char *path, int64_t n, float value)
     for (int64_t i = 0; i < n; i++) ck_assert_float_eq(x[i], value);
     free(x);
     clt_tensor_release(r);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
 }
 
 /* A tensor the device cannot hold is refused before its bytes are read:
@@ -503,7 +503,7 @@ START_TEST(test_too_large_for_device_refused_before_reading)
     ck_assert_ok(clt_set_memory_cap(clt_cpu(), 0));
     ck_assert_status(clt_safetensors_read(f, "w", clt_cpu(), &r), CLT_ERR_FORMAT);
     ck_assert_ptr_null(r);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     remove_dir();
     clt_test_assert_no_live_tensors();
 }

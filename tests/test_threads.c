@@ -1,6 +1,8 @@
 /* Two threads train two models at once in one process, each on its own
  * device (gpu:0 and gpu:1 when there are two, else both on the CPU), and
- * each must get exactly what the same training gives alone. Run under
+ * each must get exactly what the same training gives alone; then threads on
+ * every device at once, each starting cold (its context, queue and kernels
+ * made while the others make theirs: the locks are per device). Run under
  * ThreadSanitizer by scripts/test --tsan. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -94,11 +96,45 @@ START_TEST(test_two_threads_two_models)
 }
 END_TEST
 
+/* One thread per device (gpu:0, gpu:1 of one context and cpu:0 of its own
+ * under CLT_CPU_AS_GPU=1; else the devices there are), started before any
+ * device was used in this process, so contexts, queues and kernel tables are
+ * created concurrently; each result must equal its device's run alone. */
+START_TEST(test_threads_on_every_device_from_cold)
+{
+    enum { MOST = 4 };
+    int n = clt_device_count();
+    if (n > MOST) n = MOST;
+    job alone[MOST], together[MOST];
+    pthread_t th[MOST];
+    for (int i = 0; i < n; i++) {
+        memset(&together[i], 0, sizeof together[i]);
+        ck_assert_ok(clt_device_from_list(i, &together[i].dev));
+        together[i].seed = 11 + (uint64_t)i;
+        alone[i] = together[i];
+    }
+    for (int i = 0; i < n; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, train, &together[i]), 0);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(together[i].status == CLT_OK, "thread %d: %s", i, together[i].error);
+        train(&alone[i]);
+        ck_assert_msg(alone[i].status == CLT_OK, "alone %d: %s", i, alone[i].error);
+        ck_assert_int_eq(together[i].n, alone[i].n);
+        ck_assert_msg(memcmp(together[i].params, alone[i].params, (size_t)alone[i].n * sizeof(float)) == 0,
+                      "the thread on device %d trained differently beside the others", i);
+        free(alone[i].params);
+        free(together[i].params);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("threads");
     TCase *tc = clt_test_tcase("training");
     tcase_add_test(tc, test_two_threads_two_models);
+    tcase_add_test(tc, test_threads_on_every_device_from_cold);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -168,6 +168,125 @@ START_TEST(test_fp16_num_gpus)
 }
 END_TEST
 
+/* --num-gpus 2 (data parallel where two GPUs exist: POCL_DEVICES="pthread
+ * pthread" CLT_CPU_AS_GPU=1) saves every epoch, stops on SIGINT saving
+ * where it is, and --resume ends with the bytes of an uninterrupted run. */
+START_TEST(test_num_gpus_interrupt_and_resume)
+{
+    const char *args = "--num-gpus 2 --epochs 30 --batch-size 32 --hiddens 32 --blocks 1 --seed 4 --val-limit 16";
+    int rc = run("%s train --data %s %s --save %s/dp_full.st", clt_test_clt_path(), dir, args, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    if (clt_num_gpus() >= 2) ck_assert_msg(strstr(out, "+1") != NULL, "not data parallel: %s", out);
+    rc = run("%s train --data %s %s --save %s/dp_part.st > %s/dp_log 2>&1 & pid=$!; "
+             "for i in $(seq 600); do [ -f %s/dp_part.st ] && break; sleep 0.05; done; "
+             "kill -INT $pid; wait $pid; echo \"exit $?\"; cat %s/dp_log",
+             clt_test_clt_path(), dir, args, dir, dir, dir, dir);
+    int code = -1;
+    const char *at = strstr(out, "exit ");
+    ck_assert_ptr_nonnull(at);
+    ck_assert_int_eq(sscanf(at, "exit %d", &code), 1);
+    ck_assert_msg(code == 130, "exit %d: %s", code, out);
+    ck_assert_ptr_nonnull(strstr(out, "continue with --resume"));
+    rc = run("%s train --data %s %s --resume %s/dp_part.st --save %s/dp_part.st", clt_test_clt_path(), dir, args, dir,
+             dir);
+    ck_assert_msg(rc == 0, "resuming a data parallel run failed: %s", out);
+    ck_assert_msg(run("cmp %s/dp_full.st %s/dp_part.st", dir, dir) == 0,
+                  "resumed with --num-gpus 2, the parameters differ from an uninterrupted run");
+}
+END_TEST
+
+/* A run stopped by --steps part way through an epoch and resumed writes
+ * that epoch's metrics row as an uninterrupted run does: the same steps and
+ * train loss (and validation figures), and seconds that include the time
+ * before the stop. The stop's log line does not claim a finished epoch. */
+START_TEST(test_resumed_metrics_row)
+{
+    const char *args = "--epochs 2 --batch-size 32 --hiddens 32 --blocks 1 --seed 6 --val-limit 16";
+    int rc = run("%s train --data %s %s --metrics %s/r_full.csv", clt_test_clt_path(), dir, args, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    rc = run("%s train --data %s %s --steps 21 --metrics %s/r_part.csv --save %s/r_part.st", clt_test_clt_path(), dir,
+             args, dir, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    ck_assert_msg(strstr(out, "epoch 2/2 (stopped after batch 5 of 16): train loss") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "epoch 2/2:") == NULL, "%s", out);
+    double before = 0;
+    ck_assert_int_eq(run("sed -n 3p %s/r_part.csv | cut -d, -f6", dir), 0);
+    before = atof(out);
+    ck_assert_msg(before > 0, "no partial row: %s", out);
+    rc = run("%s train --data %s %s --resume %s/r_part.st --metrics %s/r_part.csv", clt_test_clt_path(), dir, args,
+             dir, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    /* epoch, steps, train_loss, val_loss, val_accuracy agree; seconds cover both parts. */
+    ck_assert_int_eq(run("cut -d, -f1-5 %s/r_full.csv > %s/r_a && cut -d, -f1-5 %s/r_part.csv > %s/r_b && diff %s/r_a %s/r_b", dir,
+                         dir, dir, dir, dir, dir), 0);
+    ck_assert_int_eq(run("test $(wc -l < %s/r_part.csv) -eq 3", dir), 0);
+    ck_assert_int_eq(run("sed -n 3p %s/r_part.csv | cut -d, -f6", dir), 0);
+    ck_assert_msg(atof(out) >= before, "resumed epoch's seconds %s < the %g before the stop", out, before);
+}
+END_TEST
+
+/* CLT_DEVICE is the default device of clt train, eval, tune and --plan;
+ * an explicit --device wins; a bad value is refused, named. */
+START_TEST(test_clt_device)
+{
+    const char *clt = clt_test_clt_path();
+    ck_assert_int_eq(run("CLT_DEVICE=banana %s train --data %s --steps 1", clt, dir), 2);
+    ck_assert_msg(strstr(out, "clt train: ") && strstr(out, "CLT_DEVICE") && strstr(out, "banana"), "%s", out);
+    ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s train --data %s --steps 1 --hiddens 16 --blocks 1", clt, dir), 1);
+    ck_assert_msg(strstr(out, "gpu:77") != NULL, "%s", out);
+    ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s train --plan --hiddens 16 --blocks 1", clt), 1);
+    ck_assert_msg(strstr(out, "gpu:77") != NULL, "%s", out);
+    ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s train --data %s --steps 1 --hiddens 16 --blocks 1 --val-limit 8 "
+                         "--device cpu --save %s/dev.st", clt, dir, dir), 0);
+    ck_assert_msg(strstr(out, "on cpu:0") != NULL, "%s", out);
+    ck_assert_int_eq(run("CLT_DEVICE=cpu %s train --data %s --steps 1 --hiddens 16 --blocks 1 --val-limit 8", clt,
+                         dir), 0);
+    ck_assert_msg(strstr(out, "on cpu:0") != NULL, "%s", out);
+    ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s eval --load %s/dev.st --data %s", clt, dir, dir), 1);
+    ck_assert_msg(strstr(out, "gpu:77") != NULL, "%s", out);
+    ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s eval --load %s/dev.st --data %s --device cpu", clt, dir, dir), 0);
+    ck_assert_int_ne(run("CLT_DEVICE=gpu:77 %s tune --batch 8 --inputs 8 --hidden 8 --blocks 1 --outputs 8", clt), 0);
+    ck_assert_msg(strstr(out, "gpu:77") != NULL, "%s", out);
+}
+END_TEST
+
+/* --lr 1e6: the loss becomes NaN; clt train exits 1 saying so, and the last
+ * good checkpoint and metrics are left as they were (no blank fields). */
+START_TEST(test_divergence_exits_nonzero)
+{
+    const char *args = "--batch-size 32 --hiddens 32 --blocks 1 --val-limit 16";
+    int rc = run("%s train --data %s %s --save %s/d.st --metrics %s/d.csv && cp %s/d.st %s/d0.st && cp %s/d.csv "
+                 "%s/d0.csv", clt_test_clt_path(), dir, args, dir, dir, dir, dir, dir, dir);
+    ck_assert_msg(rc == 0, "%s", out);
+    rc = run("%s train --data %s %s --epochs 3 --lr 1e6 --save %s/d.st --metrics %s/d.csv", clt_test_clt_path(), dir,
+             args, dir, dir);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "clt train: training: ") && strstr(out, "diverged") && strstr(out, "learning rate"),
+                  "%s", out);
+    ck_assert_int_eq(run("cmp %s/d.st %s/d0.st && cmp %s/d.csv %s/d0.csv", dir, dir, dir, dir), 0);
+    ck_assert_int_ne(run("grep -E ',,|,$|nan' %s/d.csv", dir), 0);
+}
+END_TEST
+
+/* What --help, the log and the messages say. */
+START_TEST(test_help_and_messages)
+{
+    const char *clt = clt_test_clt_path();
+    ck_assert_int_eq(run("%s train --help", clt), 0);
+    ck_assert_msg(strstr(out, "at every\n                          epoch's end and on Ctrl-C") != NULL, "%s", out);
+    ck_assert_int_eq(run("%s train --epochs zero", clt), 2);
+    ck_assert_msg(strncmp(out, "clt train: --epochs", 19) == 0, "%s", out);
+    ck_assert_int_eq(run("%s train --frobnicate", clt), 2);
+    ck_assert_msg(strncmp(out, "clt train: unknown option '--frobnicate'", 40) == 0, "%s", out);
+    ck_assert_int_eq(run("%s eval --load", clt), 2);
+    ck_assert_msg(strncmp(out, "clt eval: --load needs a value", 30) == 0, "%s", out);
+    /* Missing data: which files, from where; the fetch script as in-tree only. */
+    ck_assert_int_eq(run("%s train --data %s/none", clt, dir), 1);
+    ck_assert_msg(strstr(out, "t10k-labels-idx1-ubyte") && strstr(out, "github.com/zalandoresearch/fashion-mnist") &&
+                      strstr(out, "in a cltensor source tree, scripts/fetch-fashion-mnist"), "%s", out);
+}
+END_TEST
+
 /* PyTorch's side is bench/pytorch_resmlp.py; without PyTorch this test
  * skips (a failure when CLT_TEST_REQUIRE names torch, as in scripts/test --ci). */
 START_TEST(test_matches_pytorch)
@@ -201,6 +320,11 @@ int main(void)
     tcase_add_test(tc, test_interrupt_and_resume);
     tcase_add_test(tc, test_fp16_resume_exact);
     tcase_add_test(tc, test_fp16_num_gpus);
+    tcase_add_test(tc, test_num_gpus_interrupt_and_resume);
+    tcase_add_test(tc, test_resumed_metrics_row);
+    tcase_add_test(tc, test_clt_device);
+    tcase_add_test(tc, test_divergence_exits_nonzero);
+    tcase_add_test(tc, test_help_and_messages);
     suite_add_tcase(s, tc);
     /* Its own ctest entry (tests/CMakeLists.txt), which may skip. */
     TCase *torch = clt_test_tcase("pytorch");

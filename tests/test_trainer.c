@@ -263,6 +263,249 @@ START_TEST(test_checkpoint_missing_and_corrupt_files)
 }
 END_TEST
 
+/* The library prints nothing unless asked: no log and no bar by default. */
+START_TEST(test_default_options_are_silent)
+{
+    clt_trainer_options o = clt_trainer_default_options();
+    ck_assert_ptr_null(o.log);
+    ck_assert_int_eq(o.progress, 0);
+}
+END_TEST
+
+/* The epoch line leaves out what does not exist (no validation set: no
+ * "val loss nan") and says when a step limit stopped the epoch part way. */
+START_TEST(test_log_line)
+{
+    clt_dataset train = clt_test_make_dataset(96, 1);
+    clt_model *m = resmlp(0);
+    clt_trainer_options o = quiet_options();
+    char buf[4096] = "";
+    FILE *log = fmemopen(buf, sizeof buf - 1, "w");
+    ck_assert_ptr_nonnull(log);
+    o.log = log;
+    ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, NULL));
+    o.max_steps = 1;
+    ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, NULL));
+    fclose(log);
+    ck_assert_msg(strstr(buf, "epoch 1/1: train loss") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "val loss") == NULL && strstr(buf, "nan") == NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "epoch 1/1 (stopped after batch 1 of 3): train loss") != NULL, "%s", buf);
+    clt_model_free(m);
+    clt_dataset_free(&train);
+}
+END_TEST
+
+START_TEST(test_empty_dataset_is_refused)
+{
+    clt_dataset train = clt_test_make_dataset(8, 1);
+    clt_model *m = resmlp(0);
+    clt_trainer_options o = quiet_options();
+    int64_t n = train.n;
+    train.n = 0;
+    ck_assert_status(clt_trainer_fit(m, &train, NULL, &o, NULL), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "no examples"));
+    train.n = n;
+    clt_model_free(m);
+    clt_dataset_free(&train);
+}
+END_TEST
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static char *slurp_text(const char *path)
+{
+    long n = file_size(path);
+    ck_assert_int_ge(n, 0);
+    char *buf = calloc(1, (size_t)n + 1);
+    FILE *f = fopen(path, "rb");
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return buf;
+}
+
+/* A non-finite loss stops the run with CLT_ERR_DIVERGED naming the epoch,
+ * the step and the loss, and writes nothing: the last good checkpoint and
+ * metrics stay as they were. */
+START_TEST(test_divergence_stops_and_keeps_the_checkpoint)
+{
+    char dir[256], ckpt[300], csv[300];
+    clt_test_make_temp_dir(dir, sizeof dir, "diverge");
+    snprintf(ckpt, sizeof ckpt, "%s/c.st", dir);
+    snprintf(csv, sizeof csv, "%s/m.csv", dir);
+    clt_dataset train = clt_test_make_dataset(96, 1);
+    clt_model *m = resmlp(0);
+    clt_trainer_options o = quiet_options();
+    o.save_path = ckpt;
+    o.metrics_path = csv;
+    ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, NULL));
+    char *good = slurp_text(ckpt), *good_csv = slurp_text(csv);
+    long good_size = file_size(ckpt);
+    o.lr = 1e6f;
+    o.max_epochs = 3;
+    clt_trainer_result r;
+    ck_assert_status(clt_trainer_fit(m, &train, NULL, &o, &r), CLT_ERR_DIVERGED);
+    const char *msg = clt_last_error();
+    ck_assert_msg(strstr(msg, "diverged") && strstr(msg, "epoch 1") && strstr(msg, "nan") &&
+                      strstr(msg, "learning rate"), "%s", msg);
+    ck_assert_int_eq(file_size(ckpt), good_size);
+    char *after = slurp_text(ckpt), *after_csv = slurp_text(csv);
+    ck_assert_int_eq(memcmp(good, after, (size_t)good_size), 0);
+    ck_assert_str_eq(good_csv, after_csv);
+    ck_assert_int_eq(r.epochs, 0);
+    ck_assert_str_eq(clt_status_string(CLT_ERR_DIVERGED), "CLT_ERR_DIVERGED");
+    free(good);
+    free(after);
+    free(good_csv);
+    free(after_csv);
+    clt_model_free(m);
+    clt_dataset_free(&train);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
+/* A float16 run whose every step overflows (a static loss scale of 1e30)
+ * skips them all: CLT_ERR_DIVERGED saying so. One that skips some reports
+ * how many. */
+START_TEST(test_fp16_all_steps_skipped)
+{
+    clt_dataset train = clt_test_make_dataset(64, 1);
+    clt_model *m = resmlp(0);
+    ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+    ck_assert_ok(clt_model_set_loss_scale(m, 1e30f, 0));
+    clt_trainer_options o = quiet_options();
+    o.fp16 = 1;
+    clt_trainer_result r;
+    ck_assert_status(clt_trainer_fit(m, &train, NULL, &o, &r), CLT_ERR_DIVERGED);
+    ck_assert_msg(strstr(clt_last_error(), "every one of the 2 steps of epoch 1 was skipped"), "%s", clt_last_error());
+    ck_assert_int_eq(r.skipped_steps, 2);
+    /* A dynamic scale of 3 * 2^20 overflows at first (test_data_parallel's
+     * test_half_overflow_skips_everywhere), halves, then fits. */
+    clt_dataset more = clt_test_make_dataset(320, 1);
+    ck_assert_ok(clt_model_set_loss_scale(m, 3145728.0f, 1));
+    ck_assert_ok(clt_trainer_fit(m, &more, NULL, &o, &r));
+    ck_assert_int_eq(r.steps, 10);
+    ck_assert_int_gt(r.skipped_steps, 0);
+    ck_assert_int_lt(r.skipped_steps, r.steps);
+    clt_dataset_free(&more);
+    clt_model_free(m);
+    clt_dataset_free(&train);
+}
+END_TEST
+
+/* Saves m's parameters under key=value metadata. */
+static void save_with_metadata(const char *path, const clt_model *m, const char *key, const char *value)
+{
+    int n = clt_model_num_named_parameters(m);
+    const char *names[16], *keys[2] = {"format", key}, *values[2] = {"pt", value};
+    clt_tensor *tensors[16];
+    ck_assert_int_lt(n, 16);
+    for (int i = 0; i < n; i++) ck_assert_ok(clt_model_named_parameter(m, i, &names[i], &tensors[i], NULL));
+    ck_assert_ok(clt_safetensors_save(path, n, names, tensors, 2, keys, values));
+}
+
+/* Resume metadata is checked, not trusted: out of range, unparsable or
+ * contradicting the file's tensors or the run is CLT_ERR_FORMAT naming the
+ * key and the value, before anything is loaded. */
+START_TEST(test_resume_metadata_is_checked)
+{
+    char dir[256], path[300];
+    clt_test_make_temp_dir(dir, sizeof dir, "meta");
+    snprintf(path, sizeof path, "%s/c.st", dir);
+    clt_model *m = resmlp(0);
+    const struct {
+        const char *key, *value;
+    } bad[] = {
+        {"cltensor.epoch", "2147483647"},
+        {"cltensor.epoch", "banana"},
+        {"cltensor.epoch", "4294967296"},
+        {"cltensor.epoch", "-1"},
+        {"cltensor.epoch", "1x"},
+        {"cltensor.steps", "9223372036854775807"},
+        {"cltensor.steps", "99999999999999999999"},
+        {"cltensor.optimizer_steps", "9223372036854775806"},
+        {"cltensor.batch", "-5"},
+        {"cltensor.hiddens", "64"},
+        {"cltensor.loss_scale_dynamic", "2"},
+        {"cltensor.epoch_loss_sum", "nan"},
+        {"cltensor.epoch_seconds", "-1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        save_with_metadata(path, m, bad[i].key, bad[i].value);
+        clt_checkpoint_info info;
+        ck_assert_status(clt_checkpoint_load(path, m, NULL, &info), CLT_ERR_FORMAT);
+        ck_assert_msg(strstr(clt_last_error(), bad[i].key) && strstr(clt_last_error(), bad[i].value),
+                      "%s=%s: %s", bad[i].key, bad[i].value, clt_last_error());
+    }
+    /* In range for the file, but not for this run: batch 7 of an epoch of 2. */
+    clt_dataset train = clt_test_make_dataset(64, 1);
+    clt_trainer_options o = quiet_options();
+    o.resume_path = path;
+    save_with_metadata(path, m, "cltensor.batch", "7");
+    ck_assert_status(clt_trainer_fit(m, &train, NULL, &o, NULL), CLT_ERR_FORMAT);
+    ck_assert_msg(strstr(clt_last_error(), "cltensor.steps"), "%s", clt_last_error());
+    clt_checkpoint_info info = {.arch = "resmlp", .hiddens = 32, .blocks = 1, .steps = 9, .batch = 7};
+    ck_assert_ok(clt_checkpoint_save(path, m, NULL, &info));
+    ck_assert_status(clt_trainer_fit(m, &train, NULL, &o, NULL), CLT_ERR_FORMAT);
+    ck_assert_msg(strstr(clt_last_error(), "cltensor.batch is 7") && strstr(clt_last_error(), "2 batches"), "%s",
+                  clt_last_error());
+    /* The largest epoch accepted resumes without overflow: nothing left to train. */
+    info.epoch = 2147483646;
+    info.batch = 0;
+    ck_assert_ok(clt_checkpoint_save(path, m, NULL, &info));
+    o.max_epochs = 2147483647;
+    o.max_steps = 10;
+    clt_trainer_result r;
+    ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, &r));
+    ck_assert_int_eq(r.epochs, 2147483646);
+    ck_assert_int_eq(r.steps, 10);
+    clt_model_free(m);
+    clt_dataset_free(&train);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
+/* A run stopped part way through an epoch (a step limit, then a stop
+ * request) and resumed reports that epoch's train loss exactly as an
+ * uninterrupted run does, and ends with its parameters. */
+START_TEST(test_resumed_epoch_reports_as_uninterrupted)
+{
+    char dir[256], ckpt[300];
+    clt_test_make_temp_dir(dir, sizeof dir, "resume");
+    snprintf(ckpt, sizeof ckpt, "%s/c.st", dir);
+    clt_dataset train = clt_test_make_dataset(320, 1);
+    clt_trainer_options o = quiet_options();
+    o.max_epochs = 2;
+    clt_model *full = resmlp(3), *part = resmlp(3);
+    clt_trainer_result a, b;
+    ck_assert_ok(clt_trainer_fit(full, &train, NULL, &o, &a));
+    o.save_path = ckpt;
+    o.max_steps = 13; /* epoch 2, batch 3 of 10 */
+    ck_assert_ok(clt_trainer_fit(part, &train, NULL, &o, &b));
+    o.max_steps = 0;
+    o.resume_path = ckpt;
+    ck_assert_ok(clt_trainer_fit(part, &train, NULL, &o, &b));
+    ck_assert_int_eq(b.steps, 20);
+    ck_assert_int_eq(b.epochs, 2);
+    ck_assert_msg(b.train_loss == a.train_loss, "resumed %.9g, uninterrupted %.9g", b.train_loss, a.train_loss);
+    float *pa = params(full), *pb = params(part);
+    ck_assert_int_eq(memcmp(pa, pb, clt_tensor_nbytes(clt_model_parameters(full))), 0);
+    free(pa);
+    free(pb);
+    clt_model_free(full);
+    clt_model_free(part);
+    clt_dataset_free(&train);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trainer");
@@ -277,6 +520,13 @@ int main(void)
     tcase_add_test(tc, test_checkpoint_with_adam_state);
     tcase_add_test(tc, test_checkpoint_refuses_other_architecture);
     tcase_add_test(tc, test_checkpoint_missing_and_corrupt_files);
+    tcase_add_test(tc, test_default_options_are_silent);
+    tcase_add_test(tc, test_log_line);
+    tcase_add_test(tc, test_empty_dataset_is_refused);
+    tcase_add_test(tc, test_divergence_stops_and_keeps_the_checkpoint);
+    tcase_add_test(tc, test_fp16_all_steps_skipped);
+    tcase_add_test(tc, test_resume_metadata_is_checked);
+    tcase_add_test(tc, test_resumed_epoch_reports_as_uninterrupted);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -178,6 +179,9 @@ END_TEST
 
 int main(void)
 {
+    const char *cls = getenv("CLT_DEVICE_CLASS");
+    if (cls && strcasecmp(cls, "gpu") == 0)
+        return clt_test_skip_all("cpu-class", "tuning is for CPU-class devices, and CLT_DEVICE_CLASS=gpu");
     /* The tuning cache and the kernel cache share the directory: start from
      * an empty one so no earlier tile is read. */
     if (!mkdtemp(cache_dir)) return 1;

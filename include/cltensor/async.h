@@ -51,7 +51,7 @@ clt_status clt_event_wait(clt_event *ev);
 /* *done = 1 when the command has finished; never waits. */
 clt_status clt_event_query(const clt_event *ev, int *done);
 /* Frees the handle (the command itself runs on); NULL does nothing. */
-void clt_event_release(clt_event *ev);
+void clt_event_free(clt_event *ev);
 
 /* Pinned (page-locked) host memory as a device ("pinned"), MXNet's
  * cpu_pinned(). Its buffers are allocated for host access in the context
@@ -79,7 +79,10 @@ int clt_tensor_in_flight(const clt_tensor *t);
 /* The host address of a pinned tensor's first element. It fails with
  * CLT_ERR_BUSY while the tensor is in flight, unless wait is 1 (then it
  * waits: a synchronization point). CLT_ERR_UNSUPPORTED for tensors on other
- * devices. The pointer is valid while the tensor lives and is not in flight. */
+ * devices. The pointer is valid while the tensor lives and is not in flight:
+ * nothing guards writes through it, so writing through a pointer taken
+ * before a non-blocking copy while that copy runs corrupts the copy
+ * silently (take the pointer again after each copy). */
 clt_status clt_tensor_host_ptr(clt_tensor *t, int wait, void **out);
 
 /* Copies nbytes (the tensor's size) of host data into t. On a device this

@@ -91,11 +91,12 @@ clt_status clt_loader_set_position(clt_loader *l, int64_t epoch, int64_t batch);
 
 /* The next batch of the current epoch: *x (B,1,rows,cols) or (B,rows*cols),
  * *y (B), new tensors on the loader's device (the caller releases both).
- * The batch is prepared in one of two pinned host buffers and copied to the
- * device without waiting, so the host prepares the next batch while the
- * device computes on this one. The host waits (a synchronization point of
- * clt_tensor_host_ptr) only when it comes back to a buffer whose copy, two
- * batches ago, has not finished: that bounds how far it runs ahead. After the epoch's last batch, sets
+ * The batch is prepared in a pinned host buffer and copied to the device
+ * without waiting, so the host prepares the next batch while the device
+ * computes on this one. A buffer is reused once its copy has finished; while
+ * all are in flight a new one is added, so the host does not wait for a
+ * copy. Only past 256 MiB of staging buffers does it wait for the oldest
+ * (a synchronization point of clt_loader_next). After the epoch's last batch, sets
  * *x and *y to NULL, returns CLT_OK and moves to the next epoch.
  * Errors: device errors; nothing is handed out then. */
 clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y);

@@ -67,13 +67,13 @@ typedef struct clt_safetensors_info {
  * the shape's byte size), and that the tensors tile the data buffer exactly:
  * no overlap, no gap, nothing past the end, no trailing bytes. Metadata must
  * map strings to strings. Tensors of dtypes cltensor cannot hold still open
- * (they fail only when read). The file stays open until clt_safetensors_close.
+ * (they fail only when read). The file stays open until clt_safetensors_free.
  * Errors: CLT_ERR_IO (cannot open or read), CLT_ERR_FORMAT (any problem
  * above; the message names the file, the tensor and the problem). */
 clt_status clt_safetensors_open(clt_safetensors **out, const char *path);
 
-/* Closes the file; NULL does nothing. */
-void clt_safetensors_close(clt_safetensors *f);
+/* Closes the file and frees the handle; NULL does nothing. */
+void clt_safetensors_free(clt_safetensors *f);
 
 /* Number of tensors (metadata excluded), in the order of their offsets. */
 int clt_safetensors_count(const clt_safetensors *f);

@@ -42,9 +42,10 @@ clt_status clt_reset_peak_memory_stats(clt_device dev);
 clt_status clt_empty_cache(clt_device dev);
 
 /* Device-wide memory: *total is the device's global memory; *free is what
- * the device reports free (AMD's free-memory query; the host's available
- * memory for CPU-class devices, see CLT_DEVICE_CLASS in docs/gpu.md), or -1
- * when the driver cannot tell. */
+ * the device reports free (AMD's free-memory query), for CPU-class devices
+ * (see CLT_DEVICE_CLASS in docs/gpu.md) the host's MemAvailable capped at
+ * *total (so often equal to *total, whatever is in use), or -1 when the
+ * driver cannot tell. */
 clt_status clt_mem_get_info(clt_device dev, int64_t *free_bytes, int64_t *total_bytes);
 
 /* Counts of the allocator's work, for tests and tuning. */

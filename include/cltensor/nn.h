@@ -100,7 +100,8 @@ void clt_model_free(clt_model *m);
  * flat tensor; a no-op when already there. Activations kept by an unfinished
  * training forward are dropped. Views obtained earlier from
  * clt_model_named_parameter are invalid afterwards. Build optimizers after
- * moving (their state is created on the parameters' device). */
+ * moving (their state is created on the parameters' device). Pinned memory
+ * is refused (CLT_ERR_UNSUPPORTED): kernels do not run there. */
 clt_status clt_model_to(clt_model *m, clt_device dev);
 /* Where the parameters live. */
 clt_device clt_model_device(const clt_model *m);
@@ -151,7 +152,8 @@ int clt_model_num_blocks(const clt_model *m);
  * CLT_FLOAT16 (else CLT_ERR_UNSUPPORTED); float32 to float16 rounds to
  * nearest. A no-op when already dt. Drops kept activations; views from
  * clt_model_named_parameter are invalid afterwards. Convert before building
- * an optimizer. */
+ * an optimizer: a step of an optimizer built before the conversion fails
+ * with CLT_ERR_INVALID_ARGUMENT (its state and master weights do not fit). */
 clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt);
 /* The parameters' dtype (CLT_FLOAT32 for NULL or an uninitialised model). */
 clt_dtype clt_model_dtype(const clt_model *m);

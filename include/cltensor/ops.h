@@ -5,7 +5,8 @@
  * on the operands' device (the caller owns one reference). A name ending in
  * `_` updates its first argument in place. Operands on different devices
  * fail with CLT_ERR_DEVICE_MISMATCH; shapes that do not fit fail with
- * CLT_ERR_SHAPE; dtypes other than those documented fail with
+ * CLT_ERR_SHAPE, and operands said to share a shape must have exactly the
+ * same shape (one-element tensors excepted); dtypes other than those documented fail with
  * CLT_ERR_UNSUPPORTED. Shapes are given as (rows, cols) for 2-D tensors. */
 #ifndef CLTENSOR_OPS_H
 #define CLTENSOR_OPS_H
@@ -52,7 +53,10 @@ clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_te
  * clt_linear_backward's db in the same order. */
 clt_status clt_relu_backward_bias(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y);
 
-/* In-place elementwise updates (same shape or same element count). */
+/* In-place elementwise updates. x must have exactly y's shape (equal
+ * element counts are not enough: (2, 3) and (3, 2) fail with CLT_ERR_SHAPE
+ * naming both); two one-element tensors match whatever their shapes, so a
+ * loss of shape () adds into a (1) total. */
 clt_status clt_fill_(clt_tensor *t, double value);
 clt_status clt_scale_(clt_tensor *x, float alpha);                    /* x *= alpha */
 clt_status clt_axpy_(clt_tensor *y, float alpha, const clt_tensor *x); /* y += alpha * x */

@@ -19,7 +19,8 @@ extern "C" {
 /* A group of `world` processes of which this one is `rank`. allreduce_sum
  * replaces buf[0..n) on every rank by the elementwise sum over all ranks;
  * every rank calls it with the same n in the same order (it is collective).
- * It returns CLT_OK or an error status (and should set clt's message). */
+ * It returns CLT_OK or an error status, with a message set by
+ * clt_set_error (clt_parallel_fit's own message then ends with it). */
 typedef struct clt_collective {
     int rank, world;
     clt_status (*allreduce_sum)(void *ctx, float *buf, int64_t n);
@@ -36,7 +37,10 @@ clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device
 
 /* ---- Data parallel ----------------------------------------------------- */
 
-/* Trains `model` as clt_trainer_fit does, on several devices at once.
+/* Trains `model` as clt_trainer_fit does, on several devices at once: the
+ * same engine, so the same per-epoch checkpoint (save_path), stop on
+ * clt_trainer_request_stop, resume (resume_path, loaded by every rank),
+ * metrics, plot and divergence checks.
  *
  * Devices: devices[0..num_devices) when devices is not NULL; otherwise the
  * first num_devices of clt_try_all_gpus (all of them when num_devices is 0).
@@ -67,7 +71,9 @@ clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device
  * With comm (NULL: one process): every rank must start from the same
  * parameters (same seed, or the same checkpoint loaded on every rank) and
  * call this with the same options; only rank 0 evaluates on val, logs,
- * writes metrics, plot and checkpoint. out (may be NULL) receives on every
+ * writes metrics, plot and checkpoint. With comm, a stop request on any
+ * rank stops every rank after the same step (it rides on the gradient
+ * allreduce). out (may be NULL) receives on every
  * rank the global train loss; val figures on rank 0 only (NaN elsewhere);
  * out->device names the primary, with "+k" for k more devices in this
  * process.

@@ -8,7 +8,7 @@ extern "C" {
 #endif
 
 /* Grouped by cause: 1xx the caller's arguments, 2xx the device and its
- * resources, 3xx files and data. */
+ * resources, 3xx files and data, 4xx training. */
 typedef enum clt_status {
     CLT_OK = 0,
 
@@ -24,7 +24,9 @@ typedef enum clt_status {
     CLT_ERR_UNSUPPORTED = 203,      /* the device or build lacks a feature */
 
     CLT_ERR_IO = 300,               /* a file could not be read or written */
-    CLT_ERR_FORMAT = 301            /* a file or data stream is malformed */
+    CLT_ERR_FORMAT = 301,           /* a file or data stream is malformed */
+
+    CLT_ERR_DIVERGED = 400          /* training diverged: a non-finite loss, or every step skipped */
 } clt_status;
 
 /* A constant name such as "CLT_ERR_SHAPE"; "unknown status" for others. */
@@ -36,6 +38,15 @@ const char *clt_last_error(void);
 
 /* Forgets the calling thread's last message. */
 void clt_clear_error(void);
+
+/* Sets the calling thread's message (printf format) and returns s: for
+ * callbacks cltensor calls, such as a clt_collective's allreduce_sum, whose
+ * failure message the calling cltensor function then reports. */
+clt_status clt_set_error(clt_status s, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #ifdef __cplusplus
 }

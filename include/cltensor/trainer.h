@@ -51,8 +51,9 @@ typedef struct clt_trainer_options {
     FILE *log;                 /* a line per epoch; NULL: silent */
 } clt_trainer_options;
 
-/* One epoch, batch 256, SGD lr 0.1, shuffled with seed 0, num_gpus 1,
- * progress automatic, log to stderr. */
+/* One epoch, batch 256, SGD lr 0.1, shuffled with seed 0, num_gpus 1, no
+ * progress bar and no log (the library prints nothing unless asked: set
+ * progress and log). */
 clt_trainer_options clt_trainer_default_options(void);
 
 typedef struct clt_trainer_result {
@@ -64,16 +65,21 @@ typedef struct clt_trainer_result {
     double images_per_second;
     char device[32];           /* where it trained, e.g. "gpu:0" */
     int stopped;               /* 1 when clt_trainer_request_stop ended training early */
+    int64_t skipped_steps;     /* steps a float16 run skipped (gradients overflowed), of `steps` */
 } clt_trainer_result;
 
 /* Trains model on train (and evaluates on val after each epoch; val may be
  * NULL) with the options. The model is moved to the training device first
  * and stays there. out may be NULL.
- * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named), device and
- * memory errors from the step, CLT_ERR_IO writing metrics, plot or
- * checkpoint. The three output paths are checked before any work (directory
- * writable, target absent or a regular file): a bad one is CLT_ERR_IO
- * naming it, before the first epoch. */
+ * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named) or a training
+ * set without examples, device and memory errors from the step, CLT_ERR_IO
+ * writing metrics, plot or checkpoint (the three output paths are checked
+ * before any work: directory writable, target absent or a regular file; a
+ * bad one is CLT_ERR_IO naming it, before the first epoch), CLT_ERR_FORMAT for a resume_path
+ * whose metadata is out of range or does not fit this run (the key and value
+ * named), CLT_ERR_DIVERGED when the loss read at a progress update or an
+ * epoch's end is not finite, or every step of a float16 epoch was skipped:
+ * that epoch writes nothing, so save_path keeps the last finite epoch. */
 clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
                            const clt_trainer_options *opt, clt_trainer_result *out);
 

@@ -23,6 +23,7 @@ const char *clt_status_string(clt_status s)
     case CLT_ERR_UNSUPPORTED: return "CLT_ERR_UNSUPPORTED";
     case CLT_ERR_IO: return "CLT_ERR_IO";
     case CLT_ERR_FORMAT: return "CLT_ERR_FORMAT";
+    case CLT_ERR_DIVERGED: return "CLT_ERR_DIVERGED";
     }
     return "unknown status";
 }
@@ -30,6 +31,15 @@ const char *clt_status_string(clt_status s)
 const char *clt_last_error(void) { return last_message; }
 
 void clt_clear_error(void) { last_message[0] = '\0'; }
+
+clt_status clt_set_error(clt_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_message, sizeof last_message, fmt ? fmt : "", ap);
+    va_end(ap);
+    return s;
+}
 
 clt_status clt__fail(clt_status s, const char *fmt, ...)
 {

@@ -69,8 +69,12 @@ static char *find_file(const char *dir, const char *name, clt_status *s)
     if (stat(path, &st) == 0) return path;
     snprintf(path, len, "%s/%s.gz", dir, name);
     if (stat(path, &st) == 0) return path;
-    *s = clt__fail(CLT_ERR_IO, "no %s or %s.gz in %s: %s (scripts/fetch-fashion-mnist %s fetches them)", name, name,
-                   dir, strerror(errno), dir);
+    *s = clt__fail(CLT_ERR_IO,
+                   "no %s or %s.gz in %s: %s. Fashion-MNIST is four IDX files (train-images-idx3-ubyte, "
+                   "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each may be .gz) from "
+                   "https://github.com/zalandoresearch/fashion-mnist; in a cltensor source tree, "
+                   "scripts/fetch-fashion-mnist %s fetches them",
+                   name, name, dir, strerror(errno), dir);
     free(path);
     return NULL;
 }

@@ -2,15 +2,18 @@
 #include <string.h>
 
 #include "../core/error.h"
-#include "../tensor/tensor_internal.h"
+#include "../tensor/pinned.h"
 #include "cltensor/async.h"
 #include "cltensor/data.h"
 
 /* Batches are staged in pinned host buffers and copied to the device without
- * waiting. Two buffers take turns (double buffering): the host fills one
- * while the copy of the other is in flight, and waits only if it comes back
- * to a buffer whose copy has not finished, which bounds how far it runs ahead. */
-#define STAGES 2
+ * waiting. A buffer is reused once its copy has finished (asked without
+ * waiting); while every one is in flight a new one joins the ring, so the
+ * ring grows to as many batches as the host runs ahead of the device and the
+ * host never waits for a copy. Past MAX_STAGING_BYTES of staging it waits for
+ * the oldest copy instead (a synchronization point of clt_loader_next). */
+#define FIRST_STAGES 2
+#define MAX_STAGING_BYTES ((int64_t)256 << 20)
 
 typedef struct staging {
     clt_tensor *x, *y; /* pinned: (most, pixels) float32 and (most) int32 */
@@ -23,10 +26,60 @@ struct clt_loader {
     int64_t n, num_batches, pixels;
     int64_t epoch, next_batch;
     int64_t *order;  /* example indices of the current epoch */
-    staging stage[STAGES];
+    staging *stage;  /* the ring: nstages buffers, the next one to try at next_stage */
+    int nstages, max_stages;
     int next_stage;
+    int64_t most;    /* rows of a staging buffer: the largest shard */
     float scale[256]; /* pixel value -> [0, 1] */
 };
+
+/* Appends a staging buffer to the ring, at next_stage (the next one used). */
+static clt_status add_stage(clt_loader *l)
+{
+    staging *grown = realloc(l->stage, (size_t)(l->nstages + 1) * sizeof *grown);
+    if (!grown) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_loader_next: out of host memory for a staging buffer");
+    l->stage = grown;
+    int64_t xshape[2] = {l->most, l->pixels}, yshape[1] = {l->most};
+    staging st = {NULL, NULL};
+    clt_status s = clt_empty(&st.x, clt_pinned(), CLT_FLOAT32, 2, xshape);
+    if (s == CLT_OK) s = clt_empty(&st.y, clt_pinned(), CLT_INT32, 1, yshape);
+    if (s != CLT_OK) {
+        clt_tensor_release(st.x);
+        clt_tensor_release(st.y);
+        return s;
+    }
+    memmove(&l->stage[l->next_stage + 1], &l->stage[l->next_stage],
+            (size_t)(l->nstages - l->next_stage) * sizeof *l->stage);
+    l->stage[l->next_stage] = st;
+    l->nstages++;
+    return CLT_OK;
+}
+
+/* The staging buffer for the next batch, writable now: the first one from
+ * next_stage on whose copy has finished, else a new one, else (the ring at
+ * its largest) the one at next_stage once its copy is done. */
+static clt_status take_stage(clt_loader *l, staging **out)
+{
+    for (int k = 0; k < l->nstages; k++) {
+        int i = (l->next_stage + k) % l->nstages;
+        if (!clt_tensor_in_flight(l->stage[i].x) && !clt_tensor_in_flight(l->stage[i].y)) {
+            l->next_stage = i;
+            *out = &l->stage[i];
+            return CLT_OK;
+        }
+    }
+    if (l->nstages < l->max_stages) {
+        CLT_TRY(add_stage(l));
+        *out = &l->stage[l->next_stage];
+        return CLT_OK;
+    }
+    staging *st = &l->stage[l->next_stage];
+    const char *api = "clt_loader_next (every pinned staging buffer in flight)";
+    CLT_TRY(clt__pinned_writable(st->x, 1, api));
+    CLT_TRY(clt__pinned_writable(st->y, 1, api));
+    *out = st;
+    return CLT_OK;
+}
 
 clt_loader_options clt_loader_default_options(void)
 {
@@ -103,10 +156,12 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
         clt_loader_free(l);
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld examples", op, (long long)l->n);
     }
-    int64_t xshape[2] = {most, l->pixels}, yshape[1] = {most};
-    for (int i = 0; i < STAGES; i++) {
-        clt_status s = clt_empty(&l->stage[i].x, clt_pinned(), CLT_FLOAT32, 2, xshape);
-        if (s == CLT_OK) s = clt_empty(&l->stage[i].y, clt_pinned(), CLT_INT32, 1, yshape);
+    l->most = most;
+    int64_t stage_bytes = most * (l->pixels + 1) * 4;
+    int64_t max_stages = MAX_STAGING_BYTES / (stage_bytes ? stage_bytes : 1);
+    l->max_stages = max_stages < FIRST_STAGES ? FIRST_STAGES : max_stages > 4096 ? 4096 : (int)max_stages;
+    for (int i = 0; i < FIRST_STAGES; i++) {
+        clt_status s = add_stage(l);
         if (s != CLT_OK) {
             clt_loader_free(l);
             return s;
@@ -122,10 +177,11 @@ void clt_loader_free(clt_loader *l)
 {
     if (!l) return;
     free(l->order);
-    for (int i = 0; i < STAGES; i++) {
+    for (int i = 0; i < l->nstages; i++) {
         clt_tensor_release(l->stage[i].x);
         clt_tensor_release(l->stage[i].y);
     }
+    free(l->stage);
     free(l);
 }
 
@@ -192,10 +248,9 @@ clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y)
     *x = *y = NULL;
     CLT_TRY(clt__need(op, "l", l));
     if (l->next_batch >= l->num_batches) return clt_loader_set_epoch(l, l->epoch + 1);
-    staging *st = &l->stage[l->next_stage];
-    void *xs, *ys;
-    CLT_TRY(clt_tensor_host_ptr(st->x, 1, &xs));
-    CLT_TRY(clt_tensor_host_ptr(st->y, 1, &ys));
+    staging *st;
+    CLT_TRY(take_stage(l, &st));
+    void *xs = clt__pinned_ptr(st->x), *ys = clt__pinned_ptr(st->y);
     int64_t count = prepare(l, l->next_batch, xs, ys);
     int64_t xshape[4] = {count, 1, l->ds->rows, l->ds->cols}, flat[2] = {count, l->pixels};
     int64_t yshape[1] = {count};
@@ -207,7 +262,7 @@ clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y)
         *x = *y = NULL;
         return s;
     }
-    l->next_stage = (l->next_stage + 1) % STAGES;
+    l->next_stage = (l->next_stage + 1) % l->nstages;
     l->next_batch++;
     return CLT_OK;
 }

@@ -12,16 +12,17 @@
 
 typedef struct clt__context_group {
     cl_context context;
+    pthread_mutex_t lock; /* creating the context */
 } clt__context_group;
 
 static clt__slot *slots;
 static int slot_count;
 static clt__context_group *groups;
 static int group_count;
-static cl_command_queue *queues;
+static cl_command_queue *queues;     /* read without a lock once set (atomically) */
+static pthread_mutex_t *queue_locks; /* one per slot: creating its queue */
 static int pinned_slot = -1;
 static pthread_once_t enumerate_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
 
 static int is_cpu(cl_device_id d)
@@ -139,15 +140,20 @@ static void enumerate(void)
     int ngroups = 2 * (int)np;
     groups = calloc((size_t)ngroups, sizeof *groups);
     queues = calloc((size_t)(n ? n : 1), sizeof *queues);
-    if (!groups || !queues) {
+    queue_locks = calloc((size_t)(n ? n : 1), sizeof *queue_locks);
+    if (!groups || !queues || !queue_locks) {
         free(groups);
         free(queues);
+        free(queue_locks);
         free(tab);
         groups = NULL;
         queues = NULL;
+        queue_locks = NULL;
         pinned_slot = -1;
         return;
     }
+    for (int i = 0; i < ngroups; i++) pthread_mutex_init(&groups[i].lock, NULL);
+    for (int i = 0; i < n; i++) pthread_mutex_init(&queue_locks[i], NULL);
     group_count = ngroups;
     slots = tab;
     slot_count = n;
@@ -411,8 +417,8 @@ clt_status clt__slot_context(int slot, cl_context *out)
 {
     const clt__slot *s = clt__slot_get(slot);
     if (!s) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad device slot %d", slot);
-    pthread_mutex_lock(&create_lock);
     clt__context_group *g = &groups[s->context_group];
+    pthread_mutex_lock(&g->lock);
     clt_status st = CLT_OK;
     if (!g->context) {
         /* One context over every device of the group, so buffers move
@@ -440,35 +446,38 @@ clt_status clt__slot_context(int slot, cl_context *out)
         }
     }
     *out = g->context;
-    pthread_mutex_unlock(&create_lock);
+    pthread_mutex_unlock(&g->lock);
     return st;
 }
 
 clt_status clt__slot_queue(int slot, cl_command_queue *out)
 {
-    if (slot >= 0 && slot < clt__slot_count() && queues[slot]) {
-        *out = queues[slot];
+    cl_command_queue made = slot >= 0 && slot < clt__slot_count() ? __atomic_load_n(&queues[slot], __ATOMIC_ACQUIRE)
+                                                                  : NULL;
+    if (made) {
+        *out = made;
         return CLT_OK;
     }
     cl_context ctx;
     CLT_TRY(clt__slot_context(slot, &ctx));
     CLT_TRY(clt__trace_env_status());
-    pthread_mutex_lock(&create_lock);
+    pthread_mutex_lock(&queue_locks[slot]);
     clt_status st = CLT_OK;
     if (!queues[slot]) {
         cl_int err;
-        queues[slot] = clCreateCommandQueue(ctx, slots[slot].device, clt__queue_properties(), &err);
-        if (err != CL_SUCCESS) {
-            queues[slot] = NULL;
-            st = clt__cl_fail(err, "clCreateCommandQueue for %s", slots[slot].name);
-        }
+        cl_command_queue q = clCreateCommandQueue(ctx, slots[slot].device, clt__queue_properties(), &err);
+        if (err != CL_SUCCESS) st = clt__cl_fail(err, "clCreateCommandQueue for %s", slots[slot].name);
+        else __atomic_store_n(&queues[slot], q, __ATOMIC_RELEASE);
     }
     *out = queues[slot];
-    pthread_mutex_unlock(&create_lock);
+    pthread_mutex_unlock(&queue_locks[slot]);
     return st;
 }
 
-int clt__slot_in_use(int slot) { return slot >= 0 && slot < clt__slot_count() && queues[slot] != NULL; }
+int clt__slot_in_use(int slot)
+{
+    return slot >= 0 && slot < clt__slot_count() && __atomic_load_n(&queues[slot], __ATOMIC_ACQUIRE) != NULL;
+}
 
 int clt__same_context(int a, int b) { return slots[a].context_group == slots[b].context_group; }
 

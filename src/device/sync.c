@@ -391,7 +391,7 @@ clt_status clt_event_query(const clt_event *ev, int *done)
     return CLT_OK;
 }
 
-void clt_event_release(clt_event *ev)
+void clt_event_free(clt_event *ev)
 {
     if (!ev) return;
     clReleaseEvent(ev->ev);

@@ -1,5 +1,5 @@
 /* Internal: the one place where the host waits for a device, and the hook
- * every enqueued command passes through (trace, blocking mode). */
+ * every enqueued kernel and transfer passes through (trace, blocking mode). */
 #ifndef CLT_DEVICE_SYNC_H
 #define CLT_DEVICE_SYNC_H
 
@@ -29,10 +29,12 @@ void clt__sync_set_after_wait(clt__after_wait_hook hook);
  * queue): traced, not counted. */
 clt_status clt__host_wait(int slot, const char *why, cl_event ev);
 
-/* Every command enqueued on a device queue passes its event here right
- * after the enqueue (the caller keeps its reference): the trace records it,
- * and blocking mode waits for it and returns its failure. `name` is the
- * kernel or command name. */
+/* Every kernel, fill and transfer enqueued on a device queue passes its
+ * event here right after the enqueue (the caller keeps its reference): the
+ * trace records it, and blocking mode waits for it and returns its failure.
+ * `name` is the kernel or command name. Barriers (they carry no work), the
+ * side queue's map and unmap of pinned memory, and the allocator's touch of
+ * a new buffer outside blocking mode do not pass it. */
 clt_status clt__after_enqueue(int slot, cl_event ev, const char *name);
 /* The same for a transfer: `what` names the direction ("gpu:0->gpu:1"). */
 clt_status clt__after_copy(int slot, cl_event ev, const char *what, size_t bytes);
@@ -41,7 +43,7 @@ clt_status clt__after_copy(int slot, cl_event ev, const char *what, size_t bytes
 cl_command_queue_properties clt__queue_properties(void);
 
 /* A second queue on the slot's device, for short commands that must not
- * wait behind the pipeline (touching new buffers, mapping pinned memory). */
+ * wait behind the pipeline (mapping and unmapping pinned memory). */
 clt_status clt__side_queue(int slot, cl_command_queue *out);
 
 /* An event of context ctx that completes with ev (ev itself when it belongs

@@ -55,7 +55,7 @@ struct clt_safetensors {
     char **meta_keys, **meta_values;
 };
 
-void clt_safetensors_close(clt_safetensors *f)
+void clt_safetensors_free(clt_safetensors *f)
 {
     if (!f) return;
     if (f->fd >= 0) close(f->fd);
@@ -298,7 +298,7 @@ clt_status clt_safetensors_open(clt_safetensors **out, const char *path)
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (f->fd < 0) {
         clt_status s = clt__fail(CLT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-        clt_safetensors_close(f);
+        clt_safetensors_free(f);
         return s;
     }
     char msg[200];
@@ -354,7 +354,7 @@ clt_status clt_safetensors_open(clt_safetensors **out, const char *path)
 done:
     free(header);
     if (s != CLT_OK) {
-        clt_safetensors_close(f);
+        clt_safetensors_free(f);
         return s;
     }
     *out = f;

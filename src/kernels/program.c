@@ -50,13 +50,14 @@ typedef struct slot_programs {
     int nkernels, cap;
     program_variant *variants; /* built with extra options */
     int nvariants;
+    pthread_mutex_t lock;        /* the tables above */
+    pthread_mutex_t launch_lock; /* setting a kernel's arguments and enqueueing it */
 } slot_programs;
 
 static slot_programs *table;
 static clt__program_stats stats; /* under lock */
 static _Thread_local int save_all; /* clt__program_save_binaries */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* stats only: the tables lock per slot */
 
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
@@ -254,8 +255,11 @@ static int same_options(const char *a, const char *b) { return a == b || (a && b
 static void save_binary(const clt__slot *s, const char *path, cl_program p)
 {
     double t0 = clt__now_seconds();
-    if (write_binary(path, p, s->device)) stats.saved++;
+    int saved = write_binary(path, p, s->device);
+    pthread_mutex_lock(&lock);
+    if (saved) stats.saved++;
     stats.save_seconds += clt__now_seconds() - t0;
+    pthread_mutex_unlock(&lock);
 }
 
 /* The program of source `index` built with extra options (NULL for none);
@@ -300,12 +304,18 @@ static clt_status get_program(int slot, int index, const char *extra, int save, 
     clt_status st = clt__slot_context(slot, &ctx);
     char path[1024];
     int cached = st == CLT_OK && cache_path(slot, options, src->source, path, sizeof path);
-    if (cached && (p = from_binary(ctx, s, options, path)) != NULL) stats.loaded++;
+    if (cached && (p = from_binary(ctx, s, options, path)) != NULL) {
+        pthread_mutex_lock(&lock);
+        stats.loaded++;
+        pthread_mutex_unlock(&lock);
+    }
     if (st == CLT_OK && !p) {
         double t0 = clt__now_seconds();
         st = from_source(ctx, s, src, options, &p);
+        pthread_mutex_lock(&lock);
         stats.build_seconds += clt__now_seconds() - t0;
         if (st == CLT_OK) stats.built++;
+        pthread_mutex_unlock(&lock);
         if (st == CLT_OK && cached && (save || save_all || !binary_is_a_build(s))) save_binary(s, path, p);
     }
     if (st != CLT_OK) {
@@ -318,11 +328,26 @@ static clt_status get_program(int slot, int index, const char *extra, int save, 
     return CLT_OK;
 }
 
-/* The table, created on first use. Lock held. */
-static clt_status table_get(void)
+/* The table, one entry per slot with its own locks (threads driving two
+ * devices never contend), created once. */
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void make_table(void)
 {
-    if (!table) table = calloc((size_t)clt__slot_count(), sizeof *table);
-    return table ? CLT_OK : clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+    int n = clt__slot_count();
+    table = calloc((size_t)(n ? n : 1), sizeof *table);
+    for (int i = 0; table && i < n; i++) {
+        pthread_mutex_init(&table[i].lock, NULL);
+        pthread_mutex_init(&table[i].launch_lock, NULL);
+    }
+}
+
+/* The slot's entry, or NULL with a message. */
+static slot_programs *programs_of(int slot)
+{
+    pthread_once(&table_once, make_table);
+    if (!table) clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+    return table ? &table[slot] : NULL;
 }
 
 clt_status clt__program_prepare(int slot, const char *program, int save)
@@ -331,27 +356,29 @@ clt_status clt__program_prepare(int slot, const char *program, int save)
         return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d for kernel programs", slot);
     int index = find_source(program);
     if (index < 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: no kernel source cl/%s.cl", program);
-    pthread_mutex_lock(&lock);
+    slot_programs *sp = programs_of(slot);
+    if (!sp) return CLT_ERR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&sp->lock);
     cl_program p = NULL;
-    clt_status st = table_get();
-    if (st == CLT_OK) st = get_program(slot, index, NULL, save, &p);
+    clt_status st = get_program(slot, index, NULL, save, &p);
     char path[1024];
     const clt__kernel_source *src = &clt__kernel_sources[index];
     char options[] = BUILD_OPTIONS;
     /* Built (or loaded) before without a binary in the cache: write it now. */
     if (st == CLT_OK && save && cache_path(slot, options, src->source, path, sizeof path) && access(path, F_OK) != 0)
         save_binary(clt__slot_get(slot), path, p);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&sp->lock);
     return st;
 }
 
 int clt__program_built(int slot, const char *program)
 {
     int index = find_source(program), built = 0;
-    pthread_mutex_lock(&lock);
-    if (table && index >= 0 && slot >= 0 && slot < clt__slot_count() && table[slot].programs)
-        built = table[slot].programs[index] != NULL;
-    pthread_mutex_unlock(&lock);
+    slot_programs *sp = index >= 0 && slot >= 0 && slot < clt__slot_count() ? programs_of(slot) : NULL;
+    if (!sp) return 0;
+    pthread_mutex_lock(&sp->lock);
+    if (sp->programs) built = sp->programs[index] != NULL;
+    pthread_mutex_unlock(&sp->lock);
     return built;
 }
 
@@ -385,14 +412,15 @@ static clt_status kernel_lookup(int slot, const char *program, const char *optio
     if (slot == clt__pinned_slot())
         return clt__fail(CLT_ERR_UNSUPPORTED, "kernel %s: pinned tensors hold host memory and kernels do not run "
                          "on them; move the tensor to a device with clt_to first", name);
-    pthread_mutex_lock(&lock);
-    clt_status st = table_get();
-    slot_programs *sp = table ? &table[slot] : NULL;
-    for (int i = 0; st == CLT_OK && i < sp->nkernels; i++) {
+    slot_programs *sp = programs_of(slot);
+    if (!sp) return CLT_ERR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&sp->lock);
+    clt_status st = CLT_OK;
+    for (int i = 0; i < sp->nkernels; i++) {
         if (strcmp(sp->kernels[i].name, name) == 0 && same_options(sp->kernels[i].options, options)) {
             *out = sp->kernels[i].kernel;
             *most = sp->kernels[i].most;
-            pthread_mutex_unlock(&lock);
+            pthread_mutex_unlock(&sp->lock);
             return CLT_OK;
         }
     }
@@ -429,7 +457,7 @@ static clt_status kernel_lookup(int slot, const char *program, const char *optio
             *most = wg;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&sp->lock);
     return st;
 }
 
@@ -462,8 +490,9 @@ clt_status clt__launch_opts(int slot, const char *program, const char *options, 
     cl_event ev;
     /* Threads launching the same kernel share its cl_kernel, on which
      * clSetKernelArg is not thread-safe: arguments and the enqueue that
-     * captures them go together under one lock. */
-    pthread_mutex_lock(&launch_lock);
+     * captures them go together under the slot's lock (kernels are per slot). */
+    slot_programs *sp = &table[slot]; /* made by the lookup above */
+    pthread_mutex_lock(&sp->launch_lock);
     cl_int err = CL_SUCCESS;
     int bad_arg = -1;
     for (int i = 0; i < nargs && err == CL_SUCCESS; i++) {
@@ -473,7 +502,7 @@ clt_status clt__launch_opts(int slot, const char *program, const char *options, 
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(q, k, (cl_uint)dims, NULL, global, local, wait ? 1 : 0, wait ? &wait : NULL,
                                      &ev);
-    pthread_mutex_unlock(&launch_lock);
+    pthread_mutex_unlock(&sp->launch_lock);
     if (wait) clReleaseEvent(wait);
     if (bad_arg >= 0) return clt__cl_fail(err, "setting argument %d of kernel %s", bad_arg, name);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "enqueueing kernel %s on %s", name, clt__slot_get(slot)->name);

@@ -123,10 +123,46 @@ static clt_status oom(clt__allocator *a, size_t nbytes, const char *why)
                      (double)a->stats.allocated / MIB, (double)a->stats.reserved / MIB);
 }
 
-/* Gets a buffer from the driver and touches it, so that a lazily allocating
- * driver reports out-of-memory here rather than at a later kernel launch.
- * The touch runs on a side queue: it does not wait behind queued work.
- * Pinned memory is allocated for host access and mapped for good instead. */
+/* Pinned memory is allocated for host access and mapped for good, on the
+ * side queue (the host waits for the map: it needs the address). */
+static clt_status map_pinned(clt__allocator *a, cl_mem m, size_t size, void **host)
+{
+    cl_command_queue q;
+    CLT_TRY(clt__side_queue(a->slot, &q));
+    cl_int err;
+    cl_event ev;
+    *host = clEnqueueMapBuffer(q, m, CL_FALSE, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, NULL, &ev, &err);
+    if (err != CL_SUCCESS)
+        return clt__cl_fail(err, "mapping a new pinned buffer of %zu bytes on %s", size, clt__slot_get(a->slot)->name);
+    clt_status st = clt__host_wait(a->slot, "mapping new pinned memory", ev);
+    clReleaseEvent(ev);
+    return st;
+}
+
+/* A new device buffer is zero-filled on the device's own in-order queue, so
+ * that a lazily allocating driver has to back it: one that fails at the
+ * enqueue fails this allocation; one that fails when the fill runs fails the
+ * next synchronization point. The host does not wait for the fill, which
+ * would drain the pipeline (pocl runs it only after the work queued ahead),
+ * and the queue's order puts it before every later use of the memory. */
+static clt_status touch_device(clt__allocator *a, cl_mem m, size_t size)
+{
+    cl_command_queue q;
+    CLT_TRY(clt__slot_queue(a->slot, &q));
+    const cl_uchar zero = 0;
+    cl_event ev;
+    cl_int err = clEnqueueFillBuffer(q, m, &zero, 1, 0, size, 0, NULL, &ev);
+    if (err != CL_SUCCESS)
+        return clt__cl_fail(err, "touching a new buffer of %zu bytes on %s", size, clt__slot_get(a->slot)->name);
+    /* Through the hook only in blocking mode: the enqueue includes the
+     * driver's allocation, and as a trace's first command on the device it
+     * would skew the mapping of device clocks (src/device/trace.c). */
+    clt_status st = clt_get_launch_blocking() ? clt__after_enqueue(a->slot, ev, "touch new buffer") : CLT_OK;
+    clReleaseEvent(ev);
+    return st;
+}
+
+/* Gets a buffer from the driver: mapped (pinned memory) or touched. */
 static clt_status driver_alloc(void *allocator, size_t size, void **owner)
 {
     clt__allocator *a = allocator;
@@ -135,29 +171,16 @@ static clt_status driver_alloc(void *allocator, size_t size, void **owner)
         return clt__cl_fail(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer of %zu bytes on %s (injected by CLT_FAULT)",
                             size, s->name);
     cl_context ctx;
-    cl_command_queue q;
     CLT_TRY(clt__slot_context(a->slot, &ctx));
-    CLT_TRY(clt__side_queue(a->slot, &q));
     int pinned = s->type == CLT_DEVICE_PINNED;
     cl_int err;
     cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE | (pinned ? CL_MEM_ALLOC_HOST_PTR : 0), size, NULL, &err);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "clCreateBuffer of %zu bytes on %s", size, s->name);
-    const cl_uchar zero = 0;
-    cl_event ev;
     void *p = NULL;
-    if (pinned)
-        p = clEnqueueMapBuffer(q, m, CL_FALSE, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, NULL, &ev, &err);
-    else
-        err = clEnqueueFillBuffer(q, m, &zero, 1, 0, size, 0, NULL, &ev);
-    clt_status st = CLT_OK;
-    if (err == CL_SUCCESS) {
-        st = clt__host_wait(a->slot, pinned ? "mapping new pinned memory" : "touching a new device buffer", ev);
-        clReleaseEvent(ev);
-    }
-    if (err != CL_SUCCESS || st != CLT_OK) {
+    clt_status st = pinned ? map_pinned(a, m, size, &p) : touch_device(a, m, size);
+    if (st != CLT_OK) {
         clReleaseMemObject(m);
-        if (st != CLT_OK) return st;
-        return clt__cl_fail(err, "touching a new buffer of %zu bytes on %s", size, s->name);
+        return st;
     }
     driver_buf *d = malloc(sizeof *d);
     if (!d) {
@@ -167,6 +190,18 @@ static clt_status driver_alloc(void *allocator, size_t size, void **owner)
     *d = (driver_buf){m, p, a->slot};
     *owner = d;
     return CLT_OK;
+}
+
+/* A cap set below what is reserved: the cached segments beyond it go back
+ * to the driver, and a request the cache could still serve fails when the
+ * tensors would then hold more than the cap, as on a device that small (the
+ * book asks the driver only within the cap). Lock held. */
+static int within_cap(clt__allocator *a, size_t nbytes)
+{
+    clt_memory_stats *s = &a->stats;
+    if (!s->cap || s->reserved <= s->cap) return 1;
+    clt__book_empty(&a->book);
+    return s->allocated + (int64_t)nbytes <= s->cap;
 }
 
 clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **out)
@@ -184,7 +219,7 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **ou
                          s->name);
     pthread_mutex_lock(&a->lock);
     clt__block *b;
-    clt_status st = clt__book_take(&a->book, nbytes, &b);
+    clt_status st = within_cap(a, nbytes) ? clt__book_take(&a->book, nbytes, &b) : CLT_ERR_OUT_OF_MEMORY;
     if (st == CLT_ERR_OUT_OF_MEMORY) {
         const char *why = clt_last_error();
         char reason[256];

@@ -7,6 +7,8 @@
 
 #include "../core/checked.h"
 #include "../ops/half.h"
+#include "../tensor/tensor_internal.h"
+#include "cltensor/async.h"
 #include "cltensor/ops.h"
 #include "nn_internal.h"
 
@@ -402,6 +404,9 @@ static clt_status adopt(clt_model *m, clt_status s, clt_tensor *params, clt_tens
 clt_status clt_model_to(clt_model *m, clt_device dev)
 {
     CLT_TRY(need_built("clt_model_to", m));
+    if (clt_device_equal(dev, clt_pinned()))
+        return clt__fail(CLT_ERR_UNSUPPORTED, "clt_model_to: pinned memory is host memory where kernels do not run; "
+                         "move the model to a device");
     clt_tensor *params = NULL, *grads = NULL;
     CLT_TRY(clt_to(&params, m->params, dev));
     if (params == m->params) {
@@ -607,8 +612,8 @@ clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total
     if (s == CLT_OK) s = clt_reshape(&g, half ? wide : m->grads, 2, row);
     if (s == CLT_OK) s = clt_zeros(&sq, clt_model_device(m), CLT_FLOAT32, 2, one);
     if (s == CLT_OK) s = clt_gemm(0, 1, 1.0f, g, g, 0.0f, sq);
-    double norm2 = 0;
-    if (s == CLT_OK) s = clt_item(sq, &norm2);
+    float norm2 = 0; /* the sync point is this call's, reading the norm */
+    if (s == CLT_OK) s = clt__read_host(sq, &norm2, sizeof norm2, "clt_model_clip_grad_norm (reading the norm)");
     clt_tensor_release(g);
     clt_tensor_release(sq);
     if (s != CLT_OK) {
@@ -639,6 +644,7 @@ clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt)
     if (s == CLT_OK) s = clt_tensor_set_category(params, CLT_MEM_WEIGHTS);
     if (s == CLT_OK && m->grads) s = clt_to_dtype(&grads, m->grads, dt);
     if (s == CLT_OK && grads) s = clt_tensor_set_category(grads, CLT_MEM_GRADIENTS);
+    if (s == CLT_OK) m->conversions++;
     return adopt(m, s, params, grads);
 }
 

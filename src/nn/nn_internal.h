@@ -67,6 +67,7 @@ struct clt_model {
     float loss_scale;
     int scale_dynamic;
     int64_t clean_steps;
+    int64_t conversions;    /* dtype changes by clt_model_to_dtype (an optimizer built before one refuses to step) */
 };
 
 #define CLT__SCALE_GROWTH 2000

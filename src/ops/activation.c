@@ -27,7 +27,7 @@ clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_te
     *dx = NULL;
     CLT_TRY(clt__need_float_pair(op, "dy", dy, "y", y));
     CLT_TRY(clt__same_device(op, dy, y));
-    CLT_TRY(clt__same_numel(op, dy, y));
+    CLT_TRY(clt__same_shape(op, dy, y));
     int half = dy->dtype == CLT_FLOAT16;
     clt_tensor *out;
     CLT_TRY(clt__tensor_new(&out, dy->st->slot, dy->dtype, dy->ndim, dy->shape));

@@ -55,13 +55,14 @@ clt_status clt__need_2d(const char *op, const char *what, const clt_tensor *t)
                      clt__shape_str(t, s, sizeof s));
 }
 
-clt_status clt__same_numel(const char *op, const clt_tensor *a, const clt_tensor *b)
+clt_status clt__same_shape(const char *op, const clt_tensor *a, const clt_tensor *b)
 {
-    if (a->numel == b->numel) return CLT_OK;
+    int same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+    if (same || (a->numel == 1 && b->numel == 1)) return CLT_OK;
     char sa[128], sb[128];
-    return clt__fail(CLT_ERR_SHAPE, "%s: shapes %s and %s hold different element counts (%lld and %lld)", op,
-                     clt__shape_str(a, sa, sizeof sa), clt__shape_str(b, sb, sizeof sb), (long long)a->numel,
-                     (long long)b->numel);
+    return clt__fail(CLT_ERR_SHAPE, "%s: shapes %s and %s differ", op, clt__shape_str(a, sa, sizeof sa),
+                     clt__shape_str(b, sb, sizeof sb));
 }
 
 clt_status clt__finish(clt_status s, clt_tensor *t, clt_tensor **out)

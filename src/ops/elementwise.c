@@ -8,10 +8,7 @@ clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
     *out = NULL;
     CLT_TRY(clt__need_float_pair("clt_add", "a", a, "b", b));
     CLT_TRY(clt__same_device("clt_add", a, b));
-    int same = a->ndim == b->ndim;
-    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
-    if (!same) return clt__fail(CLT_ERR_SHAPE, "clt_add: shapes differ (%d and %d dimensions, %lld and %lld elements)",
-                                a->ndim, b->ndim, (long long)a->numel, (long long)b->numel);
+    CLT_TRY(clt__same_shape("clt_add", a, b));
     clt_tensor *y;
     CLT_TRY(clt__tensor_new(&y, a->st->slot, a->dtype, a->ndim, a->shape));
     clt__buf ab = clt__tensor_buf(a), bb = clt__tensor_buf(b), yb = clt__tensor_buf(y);
@@ -62,7 +59,7 @@ static clt_status axpy(const char *op, clt_tensor *y, float alpha, const clt_ten
     CLT_TRY(clt__need_f32(op, "y", y));
     CLT_TRY(clt__need_f32(op, "x", x));
     CLT_TRY(clt__same_device(op, y, x));
-    CLT_TRY(clt__same_numel(op, y, x));
+    CLT_TRY(clt__same_shape(op, y, x));
     clt__buf yb = clt__tensor_buf(y), xb = clt__tensor_buf(x);
     cl_ulong n = (cl_ulong)y->numel;
     clt__arg args[] = {CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(alpha), CLT_ARG(xb.mem), CLT_ARG(xb.off),

@@ -58,7 +58,7 @@ clt_status clt__narrow_into(clt_tensor *dst, const clt_tensor *src, float scale)
     CLT_TRY(need_f16(op, "dst", dst));
     CLT_TRY(clt__need_f32(op, "src", src));
     CLT_TRY(clt__same_device(op, dst, src));
-    CLT_TRY(clt__same_numel(op, dst, src));
+    CLT_TRY(clt__same_shape(op, dst, src));
     clt__buf xb = clt__tensor_buf(src), yb = clt__tensor_buf(dst);
     cl_ulong n = (cl_ulong)src->numel;
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(scale),
@@ -87,7 +87,7 @@ clt_status clt__accumulate_f16(clt_tensor *dst, const clt_tensor *src)
     CLT_TRY(need_f16(op, "dst", dst));
     CLT_TRY(clt__need_f32(op, "src", src));
     CLT_TRY(clt__same_device(op, dst, src));
-    CLT_TRY(clt__same_numel(op, dst, src));
+    CLT_TRY(clt__same_shape(op, dst, src));
     clt__buf db = clt__tensor_buf(dst), sb = clt__tensor_buf(src);
     cl_ulong n = (cl_ulong)dst->numel;
     clt__arg args[] = {CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(n)};
@@ -102,7 +102,7 @@ clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale,
     CLT_TRY(clt__need_i32(op, "flag", flag));
     CLT_TRY(clt__same_device(op, dst, src));
     CLT_TRY(clt__same_device(op, dst, flag));
-    CLT_TRY(clt__same_numel(op, dst, src));
+    CLT_TRY(clt__same_shape(op, dst, src));
     /* The flag is written too, by the same launch. */
     CLT_TRY(clt__wait_foreign_read(dst->st->slot, flag));
     clt__buf db = clt__tensor_buf(dst), sb = clt__tensor_buf(src), fb = clt__tensor_buf(flag);

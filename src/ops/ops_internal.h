@@ -27,8 +27,10 @@ clt_status clt__launch_cols_wg(int slot, const char *program, const char *name, 
                                cl_ulong cols, clt_tensor *written);
 /* CLT_ERR_SHAPE unless t has two dimensions. */
 clt_status clt__need_2d(const char *op, const char *what, const clt_tensor *t);
-/* CLT_ERR_SHAPE unless a and b hold the same number of elements. */
-clt_status clt__same_numel(const char *op, const clt_tensor *a, const clt_tensor *b);
+/* CLT_ERR_SHAPE naming both shapes unless a and b have exactly the same
+ * shape (equal element counts are not enough) or are both one element (a
+ * loss of shape () adds into a (1) total). */
+clt_status clt__same_shape(const char *op, const clt_tensor *a, const clt_tensor *b);
 
 /* Makes the slot's queue wait for a pending read of t by another queue
  * (a barrier, no host wait): for tensors a launch writes besides the one

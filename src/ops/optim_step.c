@@ -8,7 +8,7 @@ static clt_status check_state(const char *op, const char *what, const clt_tensor
 {
     CLT_TRY(clt__need_f32(op, what, t));
     CLT_TRY(clt__same_device(op, param, t));
-    CLT_TRY(clt__same_numel(op, param, t));
+    CLT_TRY(clt__same_shape(op, param, t));
     return clt__wait_foreign_read(param->st->slot, t);
 }
 
@@ -19,7 +19,7 @@ clt_status clt_sgd_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *
     CLT_TRY(clt__need_f32(op, "param", param));
     CLT_TRY(clt__need_f32(op, "grad", grad));
     CLT_TRY(clt__same_device(op, param, grad));
-    CLT_TRY(clt__same_numel(op, param, grad));
+    CLT_TRY(clt__same_shape(op, param, grad));
     if (!(lr >= 0.0f) || !(momentum >= 0.0f) || !(weight_decay >= 0.0f))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: lr %g, momentum %g and weight_decay %g must be >= 0", op,
                          (double)lr, (double)momentum, (double)weight_decay);
@@ -47,7 +47,7 @@ clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor 
     CLT_TRY(clt__need_f32(op, "param", param));
     CLT_TRY(clt__need_f32(op, "grad", grad));
     CLT_TRY(clt__same_device(op, param, grad));
-    CLT_TRY(clt__same_numel(op, param, grad));
+    CLT_TRY(clt__same_shape(op, param, grad));
     if (step < 1) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: step counts from 1, got %lld", op, (long long)step);
     if (!(lr >= 0.0f) || !(eps >= 0.0f) || !(weight_decay >= 0.0f) || !(beta1 >= 0.0f && beta1 < 1.0f) ||
         !(beta2 >= 0.0f && beta2 < 1.0f))

@@ -163,7 +163,7 @@ clt_status clt_count_equal(clt_tensor **out, const clt_tensor *a, const clt_tens
     CLT_TRY(clt__need_i32(op, "a", a));
     CLT_TRY(clt__need_i32(op, "b", b));
     CLT_TRY(clt__same_device(op, a, b));
-    CLT_TRY(clt__same_numel(op, a, b));
+    CLT_TRY(clt__same_shape(op, a, b));
     int slot = a->st->slot;
     cl_ulong n = (cl_ulong)a->numel, parts = clt__sum_parts(a->numel);
     int64_t pshape[] = {(int64_t)parts};

@@ -6,6 +6,7 @@
 #include "../core/error.h"
 #include "../nn/nn_internal.h"
 #include "../ops/half.h"
+#include "../tensor/tensor_internal.h"
 #include "cltensor/ops.h"
 #include "cltensor/optim.h"
 
@@ -20,6 +21,8 @@ struct clt_optimizer {
     int nstate;             /* buffers this optimizer keeps: 0, 1 or 2 */
     clt_tensor *state[2];   /* flat (N), CLT_MEM_OPTIMIZER; NULL until created */
     clt_tensor *master;     /* float16 models: float32 master weights (N), CLT_MEM_OPTIMIZER */
+    int64_t conversions;    /* the model's clt_model_to_dtype count when this was built */
+    clt_dtype dtype;        /* the model's dtype then */
 };
 
 static const char *state_name(const clt_optimizer *o, int i)
@@ -50,6 +53,8 @@ static clt_status create(clt_optimizer **out, const char *op, clt_model *model, 
     if (!o) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     *o = proto;
     o->model = model;
+    o->conversions = model->conversions;
+    o->dtype = clt_model_dtype(model);
     *out = o;
     return CLT_OK;
 }
@@ -161,8 +166,10 @@ static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tenso
     if (s == CLT_OK) s = clt_tensor_set_category(g, CLT_MEM_GRADIENTS);
     if (s == CLT_OK) s = clt_zeros(&flag, clt_model_device(m), CLT_INT32, 1, &one);
     if (s == CLT_OK) s = clt__unscale_f16(g, m->grads, 1.0f / m->loss_scale, flag);
-    double overflow = 0;
-    if (s == CLT_OK) s = clt_item(flag, &overflow);
+    int32_t overflow = 0; /* the sync point is this call's, reading the flag */
+    if (s == CLT_OK)
+        s = clt__read_host(flag, &overflow, sizeof overflow,
+                           "clt_optimizer_step (reading the float16 gradients' overflow flag)");
     clt_tensor_release(flag);
     if (s != CLT_OK) {
         clt_tensor_release(g);
@@ -188,6 +195,12 @@ clt_status clt_optimizer_step(clt_optimizer *opt)
 {
     const char *op = "clt_optimizer_step";
     if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: optimizer is NULL", op);
+    if (opt->model->conversions != opt->conversions)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "%s: the model was converted (clt_model_to_dtype, now %s) after this optimizer was built on "
+                         "its %s parameters, so its state and master weights do not fit; convert before building an "
+                         "optimizer",
+                         op, clt_dtype_name(clt_model_dtype(opt->model)), clt_dtype_name(opt->dtype));
     clt_tensor *params = clt_model_parameters(opt->model), *grads = clt_model_gradients(opt->model);
     if (!grads) return CLT_OK;
     CLT_TRY(check_state_device(opt, op));

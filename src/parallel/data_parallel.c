@@ -7,14 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "../core/error.h"
-#include "../core/file.h"
 #include "../ops/half.h"
-#include "../trainer/board.h"
-#include "../trainer/progress.h"
+#include "../trainer/engine.h"
 #include "cltensor/ops.h"
 #include "cltensor/parallel.h"
 #include "parallel_internal.h"
@@ -44,18 +40,12 @@ typedef struct dp_state {
     int rank, world;
     const clt_collective *comm;
     clt_optimizer *opt;
-    float *staging;            /* host copy of the gradients for allreduce_sum */
+    float *staging;            /* host copy of the gradients (and the stop request) for allreduce_sum */
     int64_t examples;          /* per epoch, after the limit, over all ranks */
-    clt__board board;
-    clt__progress progress;
+    int64_t batch_size, batch; /* global; the next global batch of the epoch */
+    int64_t local_seen;        /* examples this process took this epoch (the progress bar's) */
+    double clip;
 } dp_state;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void batch_release(replica *r)
 {
@@ -78,7 +68,6 @@ static void dp_release(dp_state *d)
     }
     clt_optimizer_free(d->opt);
     free(d->staging);
-    clt__board_clear(&d->board);
 }
 
 /* The primary needs a gradient buffer to combine into even when its own
@@ -103,6 +92,7 @@ static clt_status ensure_gradients(clt_model *m, int64_t features)
 /* comm->allreduce_sum, its failure named. */
 static clt_status collective_sum(const clt_collective *comm, float *buf, int64_t n, const char *what)
 {
+    clt_clear_error(); /* so that an earlier failure's message is not taken for its own */
     clt_status s = comm->allreduce_sum(comm->ctx, buf, n);
     if (s == CLT_OK) return CLT_OK;
     char why[256];
@@ -111,13 +101,18 @@ static clt_status collective_sum(const clt_collective *comm, float *buf, int64_t
                      comm->world, what, (long long)n, why[0] ? ": " : "", why);
 }
 
-/* g (float32, on the primary) += its counterparts of every process (host staging). */
-static clt_status allreduce_gradients(dp_state *d, clt_tensor *g)
+/* g (float32, on the primary) += its counterparts of every process (host
+ * staging). One more float rides along: *stop, this process's stop request
+ * in, whether any process asked out, so that every rank stops after the
+ * same step without a collective of its own. */
+static clt_status allreduce_gradients(dp_state *d, clt_tensor *g, int *stop)
 {
     clt_tensor *back = NULL;
     int64_t n = clt_tensor_numel(g);
     CLT_TRY(clt_to_host(g, d->staging, (size_t)n * sizeof(float)));
-    CLT_TRY(collective_sum(d->comm, d->staging, n, "gradients"));
+    d->staging[n] = *stop ? 1.0f : 0.0f;
+    CLT_TRY(collective_sum(d->comm, d->staging, n + 1, "gradients"));
+    *stop = d->staging[n] > 0;
     CLT_TRY(clt_from_host(&back, clt_tensor_device(g), CLT_FLOAT32, 1, &n, d->staging));
     clt_status s = clt_copy_(g, back);
     clt_tensor_release(back);
@@ -131,7 +126,7 @@ static clt_status allreduce_gradients(dp_state *d, clt_tensor *g)
  * one device's backward on the global batch would. An inf or NaN of any
  * replica survives the sum, so the optimizer's overflow check on the
  * primary skips the step for all. */
-static clt_status reduce_gradients(dp_state *d)
+static clt_status reduce_gradients(dp_state *d, int *stop)
 {
     clt_tensor *g0 = clt_model_gradients(d->r[0].model), *sum = NULL;
     CLT_TRY(clt_to_dtype(&sum, g0, CLT_FLOAT32)); /* g0 itself for float32 */
@@ -145,7 +140,7 @@ static clt_status reduce_gradients(dp_state *d)
         clt_tensor_release(wide);
         clt_tensor_release(moved);
     }
-    if (s == CLT_OK && d->comm) s = allreduce_gradients(d, sum);
+    if (s == CLT_OK && d->comm) s = allreduce_gradients(d, sum, stop);
     if (s == CLT_OK && sum != g0) s = clt__narrow_into(g0, sum, 1.0f);
     clt_tensor_release(sum);
     return s;
@@ -160,7 +155,7 @@ static clt_status broadcast(dp_state *d)
 }
 
 /* One optimizer step on a global batch of global_n examples, its shards already loaded. */
-static clt_status dp_step(dp_state *d, int64_t global_n, double clip)
+static clt_status dp_step(dp_state *d, int64_t global_n, double clip, int *stop)
 {
     clt_model *primary = d->r[0].model;
     /* Issue every device's work before waiting on any. */
@@ -176,7 +171,7 @@ static clt_status dp_step(dp_state *d, int64_t global_n, double clip)
         CLT_TRY(clt_model_backward(r->model, r->dlogits, NULL));
         CLT_TRY(clt_axpy_(r->loss_sum, (float)r->n, r->loss));
     }
-    CLT_TRY(reduce_gradients(d));
+    CLT_TRY(reduce_gradients(d, stop));
     if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(primary, clip, NULL));
     CLT_TRY(clt_optimizer_step(d->opt));
     CLT_TRY(broadcast(d));
@@ -200,54 +195,69 @@ static clt_status local_loss(dp_state *d, double *sum)
     return CLT_OK;
 }
 
-static clt_status run_epoch(dp_state *d, const clt_trainer_options *o, int epoch, int64_t *steps, double *mean_loss,
-                            int64_t *examples, double *seconds)
+/* ---- The backend of the fit engine (src/trainer/engine.h) ---- */
+
+static clt_status dp_begin(void *ctx, int64_t epoch, int64_t batch, double loss_sum)
 {
+    dp_state *d = ctx;
     for (int i = 0; i < d->k; i++) {
-        CLT_TRY(clt_loader_set_epoch(d->r[i].loader, epoch - 1));
-        CLT_TRY(clt_fill_(d->r[i].loss_sum, 0.0));
+        CLT_TRY(clt_loader_set_position(d->r[i].loader, epoch, batch));
+        /* A resumed partial epoch's sum, counted once: on rank 0's primary. */
+        CLT_TRY(clt_fill_(d->r[i].loss_sum, i == 0 && d->rank == 0 ? loss_sum : 0.0));
     }
-    int64_t total_batches = clt_loader_num_batches(d->r[0].loader), batch = 0, seen = 0, local_seen = 0;
-    double start = now();
-    clt__progress_begin(&d->progress, epoch, o->max_epochs, total_batches);
+    d->batch = batch;
+    d->local_seen = 0;
+    return CLT_OK;
+}
+
+static clt_status dp_next(void *ctx, int64_t *n, int *stop)
+{
+    dp_state *d = ctx;
+    int done = 0;
     clt_status s = CLT_OK;
-    while (s == CLT_OK && !(o->max_steps && *steps >= o->max_steps)) {
-        int done = 0;
-        for (int i = 0; s == CLT_OK && i < d->k; i++) {
-            replica *r = &d->r[i];
-            s = clt_loader_next(r->loader, &r->x, &r->y);
-            if (s == CLT_OK && !r->x) done = 1;
-            r->n = r->x ? clt_tensor_dim(r->x, 0) : 0;
-            local_seen += r->n;
-        }
-        if (s != CLT_OK || done) break;
-        int64_t start_ex = batch * o->batch_size;
-        int64_t global_n = d->examples - start_ex < o->batch_size ? d->examples - start_ex : o->batch_size;
-        s = dp_step(d, global_n, o->gradient_clip_val);
-        for (int i = 0; i < d->k; i++) batch_release(&d->r[i]);
-        if (s != CLT_OK) break;
-        seen += global_n;
-        (*steps)++;
-        batch++;
-        if (clt__progress_due(&d->progress)) {
-            double sum = 0;
-            s = local_loss(d, &sum);
-            clt__progress_update(&d->progress, batch, seen, local_seen ? sum / (double)local_seen : NAN);
+    *n = 0;
+    for (int i = 0; s == CLT_OK && i < d->k; i++) {
+        replica *r = &d->r[i];
+        s = clt_loader_next(r->loader, &r->x, &r->y);
+        if (s == CLT_OK && !r->x) done = 1;
+        r->n = r->x ? clt_tensor_dim(r->x, 0) : 0;
+    }
+    if (s == CLT_OK && !done) {
+        int64_t start = d->batch * d->batch_size;
+        int64_t global_n = d->examples - start < d->batch_size ? d->examples - start : d->batch_size;
+        for (int i = 0; i < d->k; i++) d->local_seen += d->r[i].n;
+        s = dp_step(d, global_n, d->clip, stop);
+        if (s == CLT_OK) {
+            *n = global_n;
+            d->batch++;
         }
     }
     for (int i = 0; i < d->k; i++) batch_release(&d->r[i]);
-    float totals[2] = {0, 0};
-    double sum = 0;
-    if (s == CLT_OK) s = local_loss(d, &sum);
-    totals[0] = (float)sum;
-    totals[1] = (float)local_seen;
-    if (s == CLT_OK && d->comm) s = collective_sum(d->comm, totals, 2, "epoch's loss");
-    *seconds = now() - start;
-    clt__progress_end(&d->progress);
-    *mean_loss = seen ? (double)totals[0] / (double)seen : NAN;
-    *examples = seen;
     return s;
 }
+
+static clt_status dp_loss(void *ctx, double *sum)
+{
+    dp_state *d = ctx;
+    CLT_TRY(local_loss(d, sum));
+    if (!d->comm) return CLT_OK;
+    float total = (float)*sum;
+    CLT_TRY(collective_sum(d->comm, &total, 1, "epoch's loss"));
+    *sum = total;
+    return CLT_OK;
+}
+
+static clt_status dp_running(void *ctx, int64_t seen, double *mean)
+{
+    dp_state *d = ctx;
+    double sum = 0;
+    CLT_TRY(local_loss(d, &sum));
+    int64_t of = d->comm ? d->local_seen : seen;
+    *mean = of ? sum / (double)of : NAN;
+    return CLT_OK;
+}
+
+static clt_status dp_sync(void *ctx) { return broadcast(ctx); }
 
 static clt_status check_args(const clt_model *model, const clt_dataset *train, const clt_trainer_options *opt,
                              const clt_device *devices, int num_devices, const clt_collective *comm)
@@ -260,19 +270,7 @@ static clt_status check_args(const clt_model *model, const clt_dataset *train, c
     if (comm && (comm->world < 1 || comm->rank < 0 || comm->rank >= comm->world || !comm->allreduce_sum))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: collective with rank %d of world %d%s", op, comm->rank,
                          comm->world, comm->allreduce_sum ? "" : " and no allreduce_sum");
-    if (opt->max_epochs < 1 || opt->batch_size < 1 || !(opt->lr > 0) || !isfinite(opt->lr) ||
-        !(opt->gradient_clip_val >= 0) || opt->max_steps < 0 || opt->train_limit < 0 || opt->val_limit < 0 ||
-        (opt->optimizer != CLT_OPTIMIZER_SGD && opt->optimizer != CLT_OPTIMIZER_ADAM))
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
-                         "%s: bad options (max_epochs %d, batch_size %lld, lr %g, gradient_clip_val %g, max_steps "
-                         "%lld, limits %lld/%lld, optimizer %d)", op, opt->max_epochs, (long long)opt->batch_size,
-                         opt->lr, opt->gradient_clip_val, (long long)opt->max_steps, (long long)opt->train_limit,
-                         (long long)opt->val_limit, (int)opt->optimizer);
-    /* The lead's output paths, checked before any work (src/core/file.h). */
-    const char *const outputs[] = {opt->metrics_path, opt->plot_path, opt->save_path};
-    for (size_t i = 0; (!comm || comm->rank == 0) && i < sizeof outputs / sizeof outputs[0]; i++)
-        if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
-    return CLT_OK;
+    return clt__fit_check(op, train, opt, !comm || comm->rank == 0);
 }
 
 /* Moves the model to the primary, makes the replicas and the loaders. */
@@ -297,15 +295,8 @@ static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *tra
     }
     for (int i = 0; i < d->k; i++) CLT_TRY(clt_model_set_checkpointing(d->r[i].model, opt->checkpoint_segments));
     CLT_TRY(ensure_gradients(model, train->rows * train->cols));
-    CLT_TRY(opt->optimizer == CLT_OPTIMIZER_ADAM
-                ? clt_optimizer_create_adam(&d->opt, model, opt->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
-                : clt_optimizer_create_sgd(&d->opt, model, opt->lr, 0.0f, 0.0f));
-    clt_loader_options lo = clt_loader_default_options();
-    lo.batch_size = opt->batch_size;
-    lo.shuffle = opt->shuffle;
-    lo.seed = opt->seed;
-    lo.limit = opt->train_limit;
-    lo.flatten = 1;
+    CLT_TRY(clt__fit_optimizer(&d->opt, model, opt));
+    clt_loader_options lo = clt__fit_loader_options(opt);
     lo.world = d->world * d->k;
     int64_t one = 1;
     for (int i = 0; i < d->k; i++) {
@@ -314,11 +305,38 @@ static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *tra
         CLT_TRY(clt_zeros(&d->r[i].loss_sum, list[i], CLT_FLOAT32, 1, &one));
     }
     d->examples = clt_loader_num_examples(d->r[0].loader);
+    d->batch_size = opt->batch_size;
+    d->clip = opt->gradient_clip_val;
     if (d->comm) {
-        d->staging = malloc((size_t)clt_model_parameter_count(model) * sizeof(float));
+        /* The gradients and one float for the stop request. */
+        d->staging = malloc(((size_t)clt_model_parameter_count(model) + 1) * sizeof(float));
         if (!d->staging) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_parallel_fit: no host memory for staging");
     }
     return CLT_OK;
+}
+
+/* The engine's view of d. */
+static void dp_backend(dp_state *d, const clt_device *list, clt__fit_backend *b)
+{
+    memset(b, 0, sizeof *b);
+    b->ctx = d;
+    b->op = "clt_parallel_fit";
+    char primary[24] = "?";
+    clt_device_name(list[0], primary, sizeof primary);
+    if (d->k > 1) snprintf(b->device, sizeof b->device, "%s+%d", primary, d->k - 1);
+    else snprintf(b->device, sizeof b->device, "%s", primary);
+    if (d->world > 1) snprintf(b->log_suffix, sizeof b->log_suffix, " x %d ranks", d->world);
+    b->lead = d->rank == 0;
+    b->collective = d->comm != NULL;
+    b->model = d->r[0].model;
+    b->opt = d->opt;
+    b->examples = d->examples;
+    b->batches = clt_loader_num_batches(d->r[0].loader);
+    b->sync = dp_sync;
+    b->begin_epoch = dp_begin;
+    b->step = dp_next;
+    b->loss_sum = dp_loss;
+    b->running_loss = dp_running;
 }
 
 clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
@@ -341,54 +359,12 @@ clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const cl
     d->comm = comm;
     d->rank = comm ? comm->rank : 0;
     d->world = comm ? comm->world : 1;
-    int lead = d->rank == 0;
-    char ranks[32] = "";
-    if (d->world > 1) snprintf(ranks, sizeof ranks, " x %d ranks", d->world);
     clt_status s = dp_setup(d, model, train, opt, list);
-
-    clt_trainer_result r;
-    memset(&r, 0, sizeof r);
-    char primary[24] = "?";
-    clt_device_name(list[0], primary, sizeof primary);
-    if (k > 1) snprintf(r.device, sizeof r.device, "%s+%d", primary, k - 1);
-    else snprintf(r.device, sizeof r.device, "%s", primary);
-    int show_bar = lead && (opt->progress < 0 ? isatty(fileno(stderr)) : opt->progress);
-    clt__progress_init(&d->progress, show_bar ? stderr : NULL, r.device);
-    r.val_loss = r.val_accuracy = NAN;
-    int64_t total_examples = 0;
-    for (int epoch = 1; s == CLT_OK && epoch <= opt->max_epochs; epoch++) {
-        if (opt->max_steps && r.steps >= opt->max_steps) break;
-        clt__epoch_row row = {.epoch = epoch, .val_loss = NAN, .val_accuracy = NAN};
-        int64_t examples = 0;
-        s = run_epoch(d, opt, epoch, &r.steps, &row.train_loss, &examples, &row.seconds);
-        if (s != CLT_OK) break;
-        row.steps = r.steps;
-        row.images_per_second = row.seconds > 0 ? (double)examples / row.seconds : 0;
-        r.seconds += row.seconds;
-        total_examples += examples;
-        if (val && lead) s = clt_evaluate(model, val, opt->batch_size, opt->val_limit, &row.val_loss, &row.val_accuracy);
-        clt_model_set_training(model, 1);
-        if (s == CLT_OK) s = clt__board_add(&d->board, &row);
-        if (s == CLT_OK && lead && opt->log)
-            fprintf(opt->log,
-                    "epoch %d/%d: train loss %.4f, val loss %.4f, val acc %.4f, %.2f s, %.0f images/s on %s%s\n",
-                    epoch, opt->max_epochs, row.train_loss, row.val_loss, row.val_accuracy, row.seconds,
-                    row.images_per_second, r.device, ranks);
-        r.epochs = epoch;
-        r.train_loss = row.train_loss;
-        r.val_loss = row.val_loss;
-        r.val_accuracy = row.val_accuracy;
-        if (s == CLT_OK && lead && opt->metrics_path) s = clt__board_write_csv(&d->board, opt->metrics_path);
-        if (s == CLT_OK && lead && opt->plot_path) s = clt__board_write_svg(&d->board, opt->plot_path);
+    clt__fit_backend b;
+    if (s == CLT_OK) {
+        dp_backend(d, list, &b);
+        s = clt__fit_run(&b, val, opt, out);
     }
-    r.images_per_second = r.seconds > 0 ? (double)total_examples / r.seconds : 0;
-    if (s == CLT_OK && lead && opt->save_path) {
-        clt_checkpoint_info info = opt->save_info;
-        info.epoch = r.epochs;
-        info.steps = r.steps;
-        s = clt_checkpoint_save(opt->save_path, model, d->opt, &info);
-    }
-    if (out) *out = r;
     dp_release(d);
     free(d);
     return s;

@@ -660,20 +660,31 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     fprintf(out, "predicted peak of one %s training step at batch %lld on %s%s:\n",
             half ? "float16 (mixed-precision)" : "float32", (long long)o->batch_size, dev,
             p.segment_size ? "" : ", no checkpointing");
-    if (p.segment_size) fprintf(out, "  (checkpointed segments of %d blocks)\n", p.segment_size);
+    if (p.segment_size)
+        fprintf(out, "  (activation checkpointing: segments of %d block%s%s)\n", p.segment_size,
+                p.segment_size == 1 ? "" : "s",
+                o->checkpoint_segments == CLT_CHECKPOINT_AUTO ? ", chosen by auto as about sqrt(blocks)" : "");
     fprintf(out, "  weights      %10.1f MiB\n  gradients    %10.1f MiB\n  optimizer    %10.1f MiB\n", p.weights / MIB,
             p.gradients / MIB, p.optimizer / MIB);
     fprintf(out, "  batch        %10.1f MiB\n  activations  %10.1f MiB (peak %.1f MiB)\n  temporaries  %10.1f MiB\n",
             p.batch / MIB, p.activations / MIB, p.peak_activations / MIB, p.temporaries / MIB);
     fprintf(out, "  total        %10.1f MiB\n", p.peak / MIB);
-    fprintf(out, "  reserved     %10.1f MiB (the allocator's segments, from the model's creation on)\n",
-            p.reserved / MIB);
-    if (budget <= 0) return CLT_OK;
+    if (budget <= 0) {
+        fprintf(out, "  reserved     %10.1f MiB (the allocator's segments, from the model's creation on)\n",
+                p.reserved / MIB);
+        return CLT_OK;
+    }
     /* Under the cap the allocator releases its cache on a miss: what it
-     * reserves there is what counts. */
+     * reserves there is what counts, and what the table shows. */
     clt_plan capped;
     int fits;
     CLT_TRY(plan_with(m, o, &d, budget, &capped, &fits));
+    if (fits)
+        fprintf(out, "  reserved     %10.1f MiB (the allocator's segments under the %.1f MiB cap, from the model's "
+                "creation on)\n", capped.reserved / MIB, budget / MIB);
+    else
+        fprintf(out, "  reserved     %10.1f MiB (the allocator's segments with no cap; under %.1f MiB a request "
+                "fails)\n", p.reserved / MIB, budget / MIB);
     fprintf(out, "%s: %.1f MiB available (tensors %.0f%%, reserved %.0f%%)\n", fits ? "fits" : "DOES NOT FIT",
             budget / MIB, 100.0 * (double)p.peak / (double)budget,
             100.0 * (double)(fits ? capped.reserved : p.reserved) / (double)budget);

@@ -83,10 +83,13 @@ clt_status clt__pinned_writable(clt_tensor *t, int wait, const char *api)
     clt__storage *st = t->st;
     int w = writing(st), r = reading(st);
     if (!w && !r) return CLT_OK;
-    if (!wait)
+    if (!wait) {
+        /* Only these two calls take a wait argument. */
+        int offers_wait = strcmp(api, "clt_tensor_host_ptr") == 0 || strcmp(api, "clt_tensor_write") == 0;
         return clt__fail(CLT_ERR_BUSY, "%s: the pinned tensor is in flight (a non-blocking copy %s it); wait for "
-                         "the copy's event with clt_event_wait, or ask this call to wait", api,
-                         w ? "writes" : "reads");
+                         "the copy's event with clt_event_wait first%s", api, w ? "writes" : "reads",
+                         offers_wait ? ", or pass wait = 1" : "");
+    }
     int n = (w ? 1 : 0) + (r ? st->io->n : 0);
     cl_event *evs = malloc((size_t)n * sizeof *evs);
     if (!evs) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory waiting for transfers");

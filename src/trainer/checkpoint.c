@@ -1,10 +1,14 @@
 /* Model checkpoints: safetensors with PyTorch's state_dict names, plus the
  * optimizer's state under "optimizer.<state>.<parameter>". */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/error.h"
+#include "checkpoint.h"
 #include "cltensor/io.h"
 #include "cltensor/trainer.h"
 
@@ -104,14 +108,14 @@ static clt_status collect(entry_list *l, const clt_model *m, const clt_optimizer
     return CLT_OK;
 }
 
-clt_status clt_checkpoint_save(const char *path, const clt_model *model, const clt_optimizer *opt,
-                               const clt_checkpoint_info *info)
+clt_status clt__checkpoint_save(const char *path, const clt_model *model, const clt_optimizer *opt,
+                                const clt_checkpoint_info *info, const clt__partial_epoch *partial)
 {
     if (!path || !model) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_checkpoint_save: path or model is NULL");
     entry_list l = {0};
     clt_status s = collect(&l, model, opt);
-    char nums[6][32], scaler[3][32];
-    const char *keys[11], *values[11];
+    char nums[6][32], scaler[3][32], sums[2][40];
+    const char *keys[13], *values[13];
     int nm = 0;
     keys[nm] = "format";
     values[nm++] = "pt";
@@ -149,15 +153,101 @@ clt_status clt_checkpoint_save(const char *path, const clt_model *model, const c
             values[nm++] = scaler[i];
         }
     }
+    /* Only a partial epoch has partial sums: an epoch's end writes what it always did. */
+    if (partial && info && info->batch > 0) {
+        snprintf(sums[0], sizeof sums[0], "%.17g", partial->loss_sum);
+        snprintf(sums[1], sizeof sums[1], "%.17g", partial->seconds);
+        keys[nm] = "cltensor.epoch_loss_sum";
+        values[nm++] = sums[0];
+        if (partial->seconds > 0) {
+            keys[nm] = "cltensor.epoch_seconds";
+            values[nm++] = sums[1];
+        }
+    }
     if (s == CLT_OK) s = clt_safetensors_save(path, l.n, l.names, l.tensors, nm, keys, values);
     list_free(&l);
     return s;
 }
 
-static int64_t meta_int(const clt_safetensors *f, const char *key)
+clt_status clt_checkpoint_save(const char *path, const clt_model *model, const clt_optimizer *opt,
+                               const clt_checkpoint_info *info)
 {
+    return clt__checkpoint_save(path, model, opt, info, NULL);
+}
+
+/* ---- Metadata, parsed strictly: a value outside its range is an error naming the key ---- */
+
+#define MAX_COUNT ((int64_t)1 << 53) /* steps, batches: exact in a double, far from overflow */
+
+static int starts_number(const char *v) { return v[0] == '-' || (v[0] >= '0' && v[0] <= '9'); }
+
+/* *out = the integer under key (0 when absent), which must lie in [lo, hi]. */
+static clt_status meta_int(const char *path, const clt_safetensors *f, const char *key, int64_t lo, int64_t hi,
+                           int64_t *out)
+{
+    *out = 0;
     const char *v = clt_safetensors_metadata(f, key);
-    return v ? strtoll(v, NULL, 10) : 0;
+    if (!v) return CLT_OK;
+    char *end = NULL;
+    errno = 0;
+    long long n = starts_number(v) ? strtoll(v, &end, 10) : 0;
+    if (!end || *end != '\0' || errno != 0 || n < lo || n > hi)
+        return clt__fail(CLT_ERR_FORMAT, "%s: metadata %s is \"%.40s\"%s; it must be an integer in [%lld, %lld]", path,
+                         key, v, strlen(v) > 40 ? "..." : "", (long long)lo, (long long)hi);
+    *out = n;
+    return CLT_OK;
+}
+
+/* *out = the finite number under key (0 when absent), in [0, hi]. */
+static clt_status meta_real(const char *path, const clt_safetensors *f, const char *key, double hi, double *out)
+{
+    *out = 0;
+    const char *v = clt_safetensors_metadata(f, key);
+    if (!v) return CLT_OK;
+    char *end = NULL;
+    double d = starts_number(v) ? strtod(v, &end) : NAN;
+    if (!end || *end != '\0' || !isfinite(d) || d < 0 || d > hi)
+        return clt__fail(CLT_ERR_FORMAT, "%s: metadata %s is \"%.40s\"%s; it must be a number in [0, %g]", path, key, v,
+                         strlen(v) > 40 ? "..." : "", hi);
+    *out = d;
+    return CLT_OK;
+}
+
+typedef struct file_meta {
+    clt_checkpoint_info info;
+    clt__partial_epoch partial;
+    int64_t optimizer_steps, scale_dynamic, scale_clean;
+} file_meta;
+
+/* What the metadata says must agree with the file's own tensors and with itself. */
+static clt_status meta_against_tensors(const char *path, const clt_safetensors *f, const file_meta *m)
+{
+    int k = clt_safetensors_find(f, "net.1.weight");
+    clt_safetensors_info fi;
+    if (m->info.hiddens > 0 && k >= 0 && clt_safetensors_info_get(f, k, &fi) == CLT_OK && fi.ndim == 2 &&
+        fi.shape[0] != m->info.hiddens)
+        return clt__fail(CLT_ERR_FORMAT, "%s: metadata cltensor.hiddens is %lld but net.1.weight has %lld rows", path,
+                         (long long)m->info.hiddens, (long long)fi.shape[0]);
+    if (m->info.batch > 0 && m->info.steps < m->info.batch)
+        return clt__fail(CLT_ERR_FORMAT, "%s: metadata cltensor.steps is %lld, fewer than cltensor.batch (%lld)", path,
+                         (long long)m->info.steps, (long long)m->info.batch);
+    return CLT_OK;
+}
+
+static clt_status read_meta(const char *path, const clt_safetensors *f, file_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    CLT_TRY(meta_int(path, f, "cltensor.hiddens", 0, INT32_MAX, &m->info.hiddens));
+    CLT_TRY(meta_int(path, f, "cltensor.blocks", 0, INT32_MAX, &m->info.blocks));
+    CLT_TRY(meta_int(path, f, "cltensor.epoch", 0, INT32_MAX - 1, &m->info.epoch));
+    CLT_TRY(meta_int(path, f, "cltensor.steps", 0, MAX_COUNT, &m->info.steps));
+    CLT_TRY(meta_int(path, f, "cltensor.batch", 0, MAX_COUNT, &m->info.batch));
+    CLT_TRY(meta_int(path, f, "cltensor.optimizer_steps", 0, MAX_COUNT, &m->optimizer_steps));
+    CLT_TRY(meta_int(path, f, "cltensor.loss_scale_dynamic", 0, 1, &m->scale_dynamic));
+    CLT_TRY(meta_int(path, f, "cltensor.loss_scale_clean_steps", 0, MAX_COUNT, &m->scale_clean));
+    CLT_TRY(meta_real(path, f, "cltensor.epoch_loss_sum", 1e300, &m->partial.loss_sum));
+    CLT_TRY(meta_real(path, f, "cltensor.epoch_seconds", 1e12, &m->partial.seconds));
+    return meta_against_tensors(path, f, m);
 }
 
 static int same_shape(const clt_safetensors_info *fi, const clt_tensor *t)
@@ -212,7 +302,8 @@ static clt_status validate(const char *path, const clt_safetensors *f, const ent
     return CLT_OK;
 }
 
-clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt, clt_checkpoint_info *info)
+clt_status clt__checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt, clt_checkpoint_info *info,
+                                clt__partial_epoch *partial)
 {
     if (!path || !model) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_checkpoint_load: path or model is NULL");
     clt_safetensors *f;
@@ -223,37 +314,39 @@ clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer
         if (clt_safetensors_info_get(f, k, &fi) == CLT_OK)
             has_opt_state = strncmp(fi.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
     }
-    clt_status s = CLT_OK;
-    if (opt && has_opt_state) s = clt_optimizer_init_state(opt);
+    file_meta meta;
+    clt_status s = read_meta(path, f, &meta);
+    if (s == CLT_OK && opt && has_opt_state) s = clt_optimizer_init_state(opt);
     entry_list l = {0};
     if (s == CLT_OK) s = collect(&l, model, opt && has_opt_state ? opt : NULL);
     if (s == CLT_OK) s = validate(path, f, &l, opt && has_opt_state);
     for (int i = 0; s == CLT_OK && i < l.n; i++)
         if (clt_safetensors_find(f, l.names[i]) >= 0) s = clt_safetensors_read_into(f, l.names[i], l.tensors[i]);
     if (s == CLT_OK && opt && clt_safetensors_metadata(f, "cltensor.optimizer_steps"))
-        s = clt_optimizer_set_steps(opt, meta_int(f, "cltensor.optimizer_steps"));
+        s = clt_optimizer_set_steps(opt, meta.optimizer_steps);
     const char *scale = clt_safetensors_metadata(f, "cltensor.loss_scale");
     if (s == CLT_OK && scale && clt_model_dtype(model) == CLT_FLOAT16) {
         char *end;
         double v = strtod(scale, &end);
         if (end == scale || *end)
             s = clt__fail(CLT_ERR_FORMAT, "%s: cltensor.loss_scale \"%.40s\" is not a number", path, scale);
-        else if (clt_model_set_loss_scale_state(model, (float)v, meta_int(f, "cltensor.loss_scale_dynamic") != 0,
-                                                meta_int(f, "cltensor.loss_scale_clean_steps")) != CLT_OK)
+        else if (clt_model_set_loss_scale_state(model, (float)v, meta.scale_dynamic != 0, meta.scale_clean) != CLT_OK)
             s = clt__fail(CLT_ERR_FORMAT, "%s: the loss scaler's metadata is out of range (scale %.40s, %lld clean steps)",
-                          path, scale, (long long)meta_int(f, "cltensor.loss_scale_clean_steps"));
+                          path, scale, (long long)meta.scale_clean);
     }
     if (s == CLT_OK && info) {
+        *info = meta.info;
         info->arch = NULL;
-        info->hiddens = meta_int(f, "cltensor.hiddens");
-        info->blocks = meta_int(f, "cltensor.blocks");
-        info->epoch = meta_int(f, "cltensor.epoch");
-        info->steps = meta_int(f, "cltensor.steps");
-        info->batch = meta_int(f, "cltensor.batch");
     }
+    if (s == CLT_OK && partial) *partial = meta.partial;
     list_free(&l);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     return s;
+}
+
+clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt, clt_checkpoint_info *info)
+{
+    return clt__checkpoint_load(path, model, opt, info, NULL);
 }
 
 /* The block of a name "net.<3 + b>.body.0.weight", else -1. */
@@ -298,6 +391,6 @@ clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64
             s = clt__fail(CLT_ERR_FORMAT, "%s holds more than %d residual blocks (net.3 to net.%d and on)", path,
                           CLT_RESMLP_MAX_BLOCKS, CLT_RESMLP_MAX_BLOCKS + 3);
     }
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     return s;
 }

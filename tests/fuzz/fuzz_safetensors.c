@@ -42,7 +42,7 @@ static int fuzz_safetensors(const uint8_t *data, size_t size)
         }
     }
     FUZZ_REQUIRE(clt_memory_allocated(clt_cpu()) == before);
-    clt_safetensors_close(f);
+    clt_safetensors_free(f);
     return 0;
 }
 

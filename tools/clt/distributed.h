@@ -28,8 +28,7 @@ static clt_status mpi_allreduce_sum(void *ctx, float *buf, int64_t n)
             char msg[MPI_MAX_ERROR_STRING];
             int len = 0;
             MPI_Error_string(rc, msg, &len);
-            fprintf(stderr, "clt train: MPI_Allreduce failed: %s\n", msg);
-            return CLT_ERR_IO;
+            return clt_set_error(CLT_ERR_IO, "MPI_Allreduce failed: %.*s", len, msg);
         }
         at += count;
     }

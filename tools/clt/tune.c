@@ -39,7 +39,7 @@ static void help(void)
 {
     printf("usage: clt tune [--device D] [--batch B] [--inputs I] [--hidden H] [--blocks N] [--outputs O]\n\n"
            "Times a small set of tile sizes of the CPU GEMM kernels for every product of a\n"
-           "training step of ResMLP(I, H, N blocks, O) at batch B (defaults: cpu:0, 256, 784,\n"
+           "training step of ResMLP(I, H, N blocks, O) at batch B (defaults: CLT_DEVICE, else cpu:0; 256, 784,\n"
            "256, 2, 10, the chapter's capstone) and records the fastest per shape in the\n"
            "tuning cache of the device and driver ($CLT_CACHE_DIR, else\n"
            "$XDG_CACHE_HOME/cltensor). Later runs use the winners without timing; CLT_TUNE=1\n"
@@ -50,7 +50,8 @@ static void help(void)
 
 int clt_cmd_tune(int argc, char **argv)
 {
-    const char *devname = "cpu:0";
+    const char *env = getenv("CLT_DEVICE"); /* the default device; --device wins */
+    const char *devname = env && env[0] ? env : "cpu:0";
     int64_t batch = 256, inputs = 784, hidden = 256, blocks = 2, outputs = 10;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

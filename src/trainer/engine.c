@@ -1,0 +1,289 @@
+/* The one epoch/step engine (engine.h): every backend's resume, epoch loop,
+ * stop, divergence check, evaluation, log, progress, metrics, plot and
+ * checkpoints. */
+#include "engine.h"
+
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/clock.h"
+#include "../core/error.h"
+#include "../core/file.h"
+#include "board.h"
+#include "checkpoint.h"
+#include "progress.h"
+
+static volatile sig_atomic_t stop_flag;
+
+void clt_trainer_request_stop(void) { stop_flag = 1; }
+
+int clt__fit_stop_requested(void) { return stop_flag != 0; }
+
+clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_trainer_options *o, int lead)
+{
+    if (o->max_epochs < 1) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: max_epochs is %d; it must be at least 1", op, o->max_epochs);
+    if (o->num_gpus < 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: num_gpus is %d; it must not be negative", op, o->num_gpus);
+    if (o->batch_size < 1)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch_size is %lld; it must be at least 1", op, (long long)o->batch_size);
+    if (!(o->lr > 0) || !isfinite(o->lr)) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: lr is %g; it must be positive", op, o->lr);
+    if (!(o->gradient_clip_val >= 0))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: gradient_clip_val is %g; it must be >= 0", op, o->gradient_clip_val);
+    if (o->max_steps < 0 || o->train_limit < 0 || o->val_limit < 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: max_steps, train_limit and val_limit must not be negative", op);
+    if (o->optimizer != CLT_OPTIMIZER_SGD && o->optimizer != CLT_OPTIMIZER_ADAM)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown optimizer %d", op, (int)o->optimizer);
+    if (train->n < 1 || !train->images || !train->labels)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the training set has no examples (%lld images): nothing to train on",
+                         op, (long long)train->n);
+    const char *const outputs[] = {o->metrics_path, o->plot_path, o->save_path};
+    for (size_t i = 0; lead && i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
+    return CLT_OK;
+}
+
+clt_status clt__fit_optimizer(clt_optimizer **out, clt_model *model, const clt_trainer_options *o)
+{
+    return o->optimizer == CLT_OPTIMIZER_ADAM ? clt_optimizer_create_adam(out, model, o->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
+                                              : clt_optimizer_create_sgd(out, model, o->lr, 0.0f, 0.0f);
+}
+
+clt_loader_options clt__fit_loader_options(const clt_trainer_options *o)
+{
+    clt_loader_options lo = clt_loader_default_options();
+    lo.batch_size = o->batch_size;
+    lo.shuffle = o->shuffle;
+    lo.seed = o->seed;
+    lo.limit = o->train_limit;
+    lo.flatten = 1;
+    return lo;
+}
+
+typedef struct engine {
+    const clt__fit_backend *b;
+    const clt_trainer_options *o;
+    const clt_dataset *val;
+    clt__board board;
+    clt__progress progress;
+    clt_trainer_result r;
+    int64_t total_examples;
+    int stop;                  /* every rank agreed to stop (or this one asked, without ranks) */
+} engine;
+
+/* Where an epoch starts: a checkpoint's partial epoch, or its beginning. */
+typedef struct position {
+    int64_t batch;
+    double loss_sum, seconds;
+} position;
+
+/* How an epoch ended. */
+typedef struct epoch_end {
+    int64_t batch, examples, steps, skipped;
+    double loss_sum, seconds;
+} epoch_end;
+
+/* Examples in the global batches before `batch`. */
+static int64_t examples_before(const clt__fit_backend *b, const clt_trainer_options *o, int64_t batch)
+{
+    return batch >= b->batches ? b->examples : batch * o->batch_size;
+}
+
+static int stop_asked(const engine *e) { return e->stop || (!e->b->collective && clt__fit_stop_requested()); }
+
+static int steps_done(const engine *e) { return e->o->max_steps && e->r.steps >= e->o->max_steps; }
+
+static clt_status diverged(const engine *e, int64_t epoch, double loss)
+{
+    return clt__fail(CLT_ERR_DIVERGED,
+                     "%s: training diverged: the loss is %g in epoch %lld after step %lld; stopped without saving, "
+                     "so the last checkpoint is the last finite one (try a lower learning rate than %g)",
+                     e->b->op, loss, (long long)epoch, (long long)e->r.steps, e->o->lr);
+}
+
+/* The progress bar's update, and a divergence check where no other rank must agree. */
+static clt_status progress(engine *e, int64_t epoch, int64_t batch, int64_t seen)
+{
+    if (!clt__progress_due(&e->progress)) return CLT_OK;
+    double mean = 0;
+    CLT_TRY(e->b->running_loss(e->b->ctx, seen, &mean));
+    if (!e->b->collective && !isfinite(mean)) return diverged(e, epoch, mean);
+    clt__progress_update(&e->progress, batch, seen, mean);
+    return CLT_OK;
+}
+
+/* Runs epoch `epoch` (from 1) from `at` until its end, the step limit or a stop request. */
+static clt_status run_epoch(engine *e, int64_t epoch, const position *at, epoch_end *end)
+{
+    const clt__fit_backend *b = e->b;
+    memset(end, 0, sizeof *end);
+    CLT_TRY(b->begin_epoch(b->ctx, epoch - 1, at->batch, at->loss_sum));
+    int64_t batch = at->batch, seen = examples_before(b, e->o, at->batch), opt_steps = clt_optimizer_steps(b->opt);
+    double start = clt__now_seconds();
+    clt__progress_begin(&e->progress, (int)epoch, e->o->max_epochs, b->batches);
+    clt_status s = CLT_OK;
+    while (s == CLT_OK && !steps_done(e) && !stop_asked(e)) {
+        int stop = clt__fit_stop_requested();
+        int64_t n = 0;
+        s = b->step(b->ctx, &n, &stop);
+        if (s != CLT_OK || n == 0) break;
+        seen += n;
+        e->r.steps++;
+        end->steps++;
+        batch++;
+        if (b->collective && stop) e->stop = 1;
+        s = progress(e, epoch, batch, seen);
+    }
+    double sum = 0;
+    if (s == CLT_OK) s = b->loss_sum(b->ctx, &sum);
+    clt__progress_end(&e->progress);
+    if (s == CLT_OK && !isfinite(sum)) s = diverged(e, epoch, sum);
+    end->batch = batch;
+    end->examples = seen - examples_before(b, e->o, at->batch);
+    end->loss_sum = sum;
+    end->seconds = at->seconds + (clt__now_seconds() - start);
+    end->skipped = end->steps - (clt_optimizer_steps(b->opt) - opt_steps);
+    if (s == CLT_OK && end->steps > 0 && end->skipped == end->steps)
+        s = clt__fail(CLT_ERR_DIVERGED,
+                      "%s: every one of the %lld steps of epoch %lld was skipped: the float16 gradients overflowed at "
+                      "every loss scale (try a lower learning rate than %g, or float32)",
+                      b->op, (long long)end->steps, (long long)epoch, e->o->lr);
+    e->r.skipped_steps += end->skipped;
+    return s;
+}
+
+static clt_status save(const engine *e, int64_t epochs_done, int64_t batch, double loss_sum, double seconds)
+{
+    if (!e->o->save_path || !e->b->lead) return CLT_OK;
+    clt_checkpoint_info info = e->o->save_info;
+    info.epoch = epochs_done;
+    info.batch = batch;
+    info.steps = e->r.steps;
+    clt__partial_epoch partial = {loss_sum, seconds};
+    return clt__checkpoint_save(e->o->save_path, e->b->model, e->b->opt, &info, &partial);
+}
+
+static void log_row(const engine *e, const clt__epoch_row *row, const epoch_end *end, int complete)
+{
+    FILE *f = e->o->log;
+    if (!f || !e->b->lead) return;
+    fprintf(f, "epoch %d/%d", row->epoch, e->o->max_epochs);
+    if (!complete) fprintf(f, " (stopped after batch %lld of %lld)", (long long)end->batch, (long long)e->b->batches);
+    fprintf(f, ": train loss %.4f", row->train_loss);
+    if (e->val) fprintf(f, ", val loss %.4f, val acc %.4f", row->val_loss, row->val_accuracy);
+    fprintf(f, ", %.2f s, %.0f images/s on %s%s", row->seconds, row->images_per_second, e->b->device, e->b->log_suffix);
+    if (end->skipped)
+        fprintf(f, "; %lld of %lld steps skipped (float16 gradients overflowed)", (long long)end->skipped,
+                (long long)end->steps);
+    fputc('\n', f);
+}
+
+/* An epoch that ran (whole, or up to the step limit): evaluation, its row, files, checkpoint. */
+static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
+{
+    const clt__fit_backend *b = e->b;
+    const clt_trainer_options *o = e->o;
+    int complete = end->batch >= b->batches;
+    int64_t examples = examples_before(b, o, end->batch);
+    clt__epoch_row row = {.epoch = (int)epoch, .steps = e->r.steps, .val_loss = NAN, .val_accuracy = NAN};
+    row.train_loss = examples ? end->loss_sum / (double)examples : NAN;
+    row.seconds = end->seconds;
+    row.images_per_second = row.seconds > 0 ? (double)examples / row.seconds : 0;
+    clt_status s = CLT_OK;
+    if (e->val && b->lead) s = clt_evaluate(b->model, e->val, o->batch_size, o->val_limit, &row.val_loss, &row.val_accuracy);
+    clt_model_set_training(b->model, 1);
+    if (s == CLT_OK) s = clt__board_add(&e->board, &row);
+    if (s == CLT_OK) log_row(e, &row, end, complete);
+    e->r.epochs = complete ? (int)epoch : (int)epoch - 1;
+    e->r.train_loss = row.train_loss;
+    e->r.val_loss = row.val_loss;
+    e->r.val_accuracy = row.val_accuracy;
+    if (s == CLT_OK && b->lead && o->metrics_path) s = clt__board_write_csv(&e->board, o->metrics_path);
+    if (s == CLT_OK && b->lead && o->plot_path) s = clt__board_write_svg(&e->board, o->plot_path);
+    /* A step limit's stop is part of the run (same seed, same checkpoint bytes), so its elapsed
+     * time goes to the metrics row only, where a resumed run finds it (resume()). */
+    if (s == CLT_OK) s = complete ? save(e, epoch, 0, 0, 0) : save(e, epoch - 1, end->batch, end->loss_sum, 0);
+    return s;
+}
+
+/* Loads o->resume_path into the primary and checks its position against this run. */
+static clt_status resume(engine *e, int64_t *epochs_done, position *at)
+{
+    const clt__fit_backend *b = e->b;
+    const char *path = e->o->resume_path;
+    clt_checkpoint_info info = {0};
+    clt__partial_epoch partial = {0, 0};
+    CLT_TRY(clt__checkpoint_load(path, b->model, b->opt, &info, &partial));
+    if (info.batch >= b->batches)
+        return clt__fail(CLT_ERR_FORMAT,
+                         "%s: metadata cltensor.batch is %lld but an epoch of this run has %lld batches (resume with "
+                         "the batch size and train limit of the run that saved it)",
+                         path, (long long)info.batch, (long long)b->batches);
+    if (b->sync) CLT_TRY(b->sync(b->ctx));
+    if (b->lead && e->o->metrics_path) {
+        /* The epochs before, and the partial epoch's row a step limit wrote (its time, when the
+         * checkpoint has none): the resumed epoch replaces that row. */
+        CLT_TRY(clt__board_read_csv(&e->board, e->o->metrics_path, (int)info.epoch + 1));
+        if (e->board.count && e->board.rows[e->board.count - 1].epoch == info.epoch + 1) {
+            double seconds = e->board.rows[--e->board.count].seconds;
+            if (info.batch && partial.seconds == 0 && isfinite(seconds) && seconds >= 0) partial.seconds = seconds;
+        }
+    }
+    *epochs_done = info.epoch;
+    e->r.epochs = (int)info.epoch;
+    e->r.steps = info.steps;
+    at->batch = info.batch;
+    at->loss_sum = info.batch ? partial.loss_sum : 0;
+    at->seconds = info.batch ? partial.seconds : 0;
+    return CLT_OK;
+}
+
+clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const clt_trainer_options *o,
+                        clt_trainer_result *out)
+{
+    engine e = {.b = b, .o = o, .val = val};
+    snprintf(e.r.device, sizeof e.r.device, "%s", b->device);
+    e.r.val_loss = e.r.val_accuracy = NAN;
+    int show_bar = b->lead && (o->progress < 0 ? isatty(fileno(stderr)) : o->progress);
+    clt__progress_init(&e.progress, show_bar ? stderr : NULL, b->device);
+    position at = {0};
+    int64_t done = 0;
+    clt_status s = o->resume_path ? resume(&e, &done, &at) : CLT_OK;
+    /* Compilation before the clock: the epochs' times and images/s exclude it. */
+    clt_warmup_result warm;
+    clt__progress_compiling(&e.progress);
+    /* The largest batch the loader makes: no batch is larger than the data. */
+    int64_t warm_batch = o->batch_size < b->examples ? o->batch_size : b->examples;
+    if (s == CLT_OK) s = clt_model_warmup(b->model, warm_batch, o->optimizer, o->gradient_clip_val, 0, &warm);
+    clt__progress_end(&e.progress);
+    if (s == CLT_OK && b->lead) clt__progress_warmup_log(o->log, b->device, &warm);
+    for (int64_t epoch = done + 1; s == CLT_OK && epoch <= o->max_epochs; epoch++) {
+        if (steps_done(&e)) break;
+        if (stop_asked(&e)) {
+            e.r.stopped = 1;
+            break;
+        }
+        epoch_end end;
+        s = run_epoch(&e, epoch, &at, &end);
+        double carried = at.seconds; /* spent by the run that saved the checkpoint */
+        memset(&at, 0, sizeof at);
+        if (s != CLT_OK) break;
+        e.r.seconds += end.seconds - carried;
+        e.total_examples += end.examples;
+        if (end.batch < b->batches && stop_asked(&e)) {
+            /* Interrupted: save the position for resume_path, skip evaluation. */
+            e.r.stopped = 1;
+            e.r.epochs = (int)epoch - 1;
+            s = save(&e, epoch - 1, end.batch, end.loss_sum, end.seconds);
+            break;
+        }
+        s = finish_epoch(&e, epoch, &end);
+    }
+    e.r.images_per_second = e.r.seconds > 0 ? (double)e.total_examples / e.r.seconds : 0;
+    if (out) *out = e.r;
+    clt__board_clear(&e.board);
+    stop_flag = 0; /* a request that came too late to act on does not stop the next fit */
+    return s;
+}
