@@ -552,9 +552,9 @@ static void extent(const clt__layer *l, int n, int64_t *layers, int64_t *widest)
  * and layer, 32 per parameter) and checked, so that no sum below wraps. */
 static int step_bound(const clt_model *m, int64_t rows)
 {
-    int64_t layers = 4, widest = m->features > 1 ? m->features : 1, per_row, all, params;
+    int64_t layers = 4, widest = m->features > 1 ? m->features : 1, rows1, per_row, all, params;
     extent(m->layers, m->nlayers, &layers, &widest);
-    return clt__mul_i64(rows + 1, widest + PACK_TN, &per_row) != 0 || clt__mul_i64(per_row, layers, &all) != 0 ||
+    return clt__add_i64(rows, 1, &rows1) != 0 || clt__mul_i64(rows1, widest + PACK_TN, &per_row) != 0 || clt__mul_i64(per_row, layers, &all) != 0 ||
            clt__mul_i64(all, 64, &all) != 0 || clt__mul_i64(m->nparams + PACK_TN * (widest + 1), 32, &params) != 0 ||
            clt__add_i64(all, params, &all) != 0;
 }
