@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -462,7 +463,10 @@ START_TEST(test_cache_files_never_block_or_get_replaced)
         tunes += tune;
     }
     closedir(d);
-    ck_assert_msg(bins > 0 && tunes > 0, "%d kernel binaries, %d tuning files in %s", bins, tunes, cache);
+    /* GPU-class devices are not tuned (CLBlast runs their products). */
+    const char *cls = getenv("CLT_DEVICE_CLASS");
+    int tuned = !(cls && strcasecmp(cls, "gpu") == 0);
+    ck_assert_msg(bins > 0 && (tunes > 0 || !tuned), "%d kernel binaries, %d tuning files in %s", bins, tunes, cache);
     for (int i = 0; i < bins + tunes; i++) {
         ck_assert_int_eq(unlink(names[i]), 0);
         ck_assert_int_eq(mkfifo(names[i], 0600), 0);

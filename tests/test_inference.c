@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "support.h"
+#include "device/device_internal.h"
+#include "ops/ops_internal.h"
 
 static clt_device dev(void) { return clt_try_gpu(0); }
 
@@ -19,17 +21,10 @@ static int64_t floats_to_bytes(int64_t n) { return n * B * 4; }
  * product when the CPU kernels run it (src/ops/dense.c), else 0. */
 static int64_t packed(int64_t in, int64_t out)
 {
-    const char *env = getenv("CLT_DENSE");
-    int cpu = env && *env ? strcmp(env, "cpu") == 0 : 0;
-    if (!env || !*env) {
-        char name[32];
-        ck_assert_ok(clt_device_name(dev(), name, sizeof name));
-        for (int i = 0; i < clt_device_count(); i++) {
-            clt_device_info info;
-            ck_assert_ok(clt_device_info_get(i, &info));
-            if (strcmp(info.name, name) == 0) cpu = strcmp(info.type, "cpu") == 0;
-        }
-    }
+    /* The library's own choice (CLT_DENSE, CLT_DEVICE_CLASS, the device type). */
+    int slot, cpu = 0;
+    ck_assert_ok(clt__resolve(dev(), &slot));
+    ck_assert_ok(clt__dense_cpu(slot, &cpu));
     return cpu ? (out + 15) / 16 * 16 * in * 4 : 0;
 }
 
