@@ -12,6 +12,7 @@
 #ifndef CLTENSOR_ASYNC_H
 #define CLTENSOR_ASYNC_H
 
+#include "export.h"
 #include <stdint.h>
 #include "tensor.h"
 
@@ -21,10 +22,10 @@ extern "C" {
 
 /* Synchronization points counted on a device since the start (or the last
  * reset). 0 for a device that does not exist. */
-uint64_t clt_sync_count(clt_device dev);
+CLT_API uint64_t clt_sync_count(clt_device dev);
 /* Sets the device's counter back to 0 (nothing happens for a device that
  * does not exist). */
-void clt_reset_sync_count(clt_device dev);
+CLT_API void clt_reset_sync_count(clt_device dev);
 
 typedef enum clt_sync_debug {
     CLT_SYNC_DEBUG_OFF = 0,   /* count only */
@@ -33,25 +34,25 @@ typedef enum clt_sync_debug {
 } clt_sync_debug;
 
 /* The process-wide mode; starts from CLT_SYNC_DEBUG=warn|error (else off). */
-void clt_set_sync_debug(clt_sync_debug mode);
-clt_sync_debug clt_get_sync_debug(void);
+CLT_API void clt_set_sync_debug(clt_sync_debug mode);
+CLT_API clt_sync_debug clt_get_sync_debug(void);
 
 /* Blocking mode (CUDA_LAUNCH_BLOCKING's equivalent): every enqueued command
  * is waited for at once, so a device error fails the call that caused it.
  * Starts from CLT_LAUNCH_BLOCKING=1. These waits are not counted. */
-void clt_set_launch_blocking(int on);
-int clt_get_launch_blocking(void);
+CLT_API void clt_set_launch_blocking(int on);
+CLT_API int clt_get_launch_blocking(void);
 
 /* A handle on one enqueued command (a non-blocking copy). */
 typedef struct clt_event clt_event;
 
 /* Waits for the command (a synchronization point on its device) and reports
  * its failure, if any. */
-clt_status clt_event_wait(clt_event *ev);
+CLT_API clt_status clt_event_wait(clt_event *ev);
 /* *done = 1 when the command has finished; never waits. */
-clt_status clt_event_query(const clt_event *ev, int *done);
+CLT_API clt_status clt_event_query(const clt_event *ev, int *done);
 /* Frees the handle (the command itself runs on); NULL does nothing. */
-void clt_event_free(clt_event *ev);
+CLT_API void clt_event_free(clt_event *ev);
 
 /* Pinned (page-locked) host memory as a device ("pinned"), MXNet's
  * cpu_pinned(). Its buffers are allocated for host access in the context
@@ -60,7 +61,7 @@ void clt_event_free(clt_event *ev);
  * device to compute. It is not listed by clt_device_count, and
  * clt_synchronize(clt_pinned()) has nothing to wait for: wait on a copy's
  * event, or synchronize the device side. */
-clt_device clt_pinned(void);
+CLT_API clt_device clt_pinned(void);
 
 /* clt_to without waiting: *out is a promise whose value is correct for
  * every later command and read. From a pinned tensor the transfer reads its
@@ -70,11 +71,11 @@ clt_device clt_pinned(void);
  * clt_tensor_host_ptr). done may be NULL; otherwise the caller releases
  * *done (NULL when no command was needed). Plain clt_to waits for
  * transfers from or into pinned memory (a synchronization point). */
-clt_status clt_to_async(clt_tensor **out, clt_tensor *t, clt_device dev, clt_event **done);
+CLT_API clt_status clt_to_async(clt_tensor **out, clt_tensor *t, clt_device dev, clt_event **done);
 
 /* 1 while a transfer reads or writes the pinned tensor's memory. 0 for
  * other tensors. Never waits. */
-int clt_tensor_in_flight(const clt_tensor *t);
+CLT_API int clt_tensor_in_flight(const clt_tensor *t);
 
 /* The host address of a pinned tensor's first element. It fails with
  * CLT_ERR_BUSY while the tensor is in flight, unless wait is 1 (then it
@@ -83,12 +84,12 @@ int clt_tensor_in_flight(const clt_tensor *t);
  * nothing guards writes through it, so writing through a pointer taken
  * before a non-blocking copy while that copy runs corrupts the copy
  * silently (take the pointer again after each copy). */
-clt_status clt_tensor_host_ptr(clt_tensor *t, int wait, void **out);
+CLT_API clt_status clt_tensor_host_ptr(clt_tensor *t, int wait, void **out);
 
 /* Copies nbytes (the tensor's size) of host data into t. On a device this
  * enqueues and returns (the bytes are staged first). Into a pinned tensor in
  * flight it fails with CLT_ERR_BUSY, unless wait is 1. */
-clt_status clt_tensor_write(clt_tensor *t, const void *src, size_t nbytes, int wait);
+CLT_API clt_status clt_tensor_write(clt_tensor *t, const void *src, size_t nbytes, int wait);
 
 /* Timeline. Records every command (kernel, copy, with OpenCL profiling times)
  * and every synchronization point, and writes Chrome trace-event JSON
@@ -102,11 +103,11 @@ clt_status clt_tensor_write(clt_tensor *t, const void *src, size_t nbytes, int w
  * when the trace is written. A CLT_TRACE path that fails this check makes
  * every device's first use fail with that status and a message naming
  * CLT_TRACE. */
-clt_status clt_trace_start(const char *path);
+CLT_API clt_status clt_trace_start(const char *path);
 /* Waits for the recorded commands (not a counted synchronization point),
  * writes the file (a temporary name renamed into place) and stops. CLT_OK
  * when no trace runs; CLT_ERR_IO when the file cannot be written. */
-clt_status clt_trace_stop(void);
+CLT_API clt_status clt_trace_stop(void);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #ifndef CLTENSOR_DATA_H
 #define CLTENSOR_DATA_H
 
+#include "export.h"
 #include <stdint.h>
 #include "tensor.h"
 
@@ -27,7 +28,7 @@ typedef struct clt_dataset {
  * Errors: those of clt_idx_read, and CLT_ERR_FORMAT naming the files when
  * their dimensions do not fit (image file not 3-D, label file not 1-D,
  * different counts). On failure *out is zeroed. */
-clt_status clt_dataset_load_idx(clt_dataset *out, const char *images_path, const char *labels_path);
+CLT_API clt_status clt_dataset_load_idx(clt_dataset *out, const char *images_path, const char *labels_path);
 
 typedef enum clt_split {
     CLT_SPLIT_TRAIN = 0, /* 60000 images: train-images-idx3-ubyte, train-labels-idx1-ubyte */
@@ -40,13 +41,13 @@ typedef enum clt_split {
  * Errors: CLT_ERR_IO naming the missing file (and the script that fetches
  * it), else those of clt_dataset_load_idx, and CLT_ERR_FORMAT for other
  * image sizes or labels. */
-clt_status clt_fashion_mnist_load(clt_dataset *out, const char *dir, clt_split split);
+CLT_API clt_status clt_fashion_mnist_load(clt_dataset *out, const char *dir, clt_split split);
 
 /* "T-shirt/top", "Trouser", ..., "Ankle boot"; "?" outside 0..9. */
-const char *clt_fashion_mnist_label_name(int label);
+CLT_API const char *clt_fashion_mnist_label_name(int label);
 
 /* Frees the arrays and zeroes the struct; NULL does nothing. */
-void clt_dataset_free(clt_dataset *ds);
+CLT_API void clt_dataset_free(clt_dataset *ds);
 
 typedef struct clt_loader_options {
     int64_t batch_size; /* examples per global batch (over all ranks), >= 1 */
@@ -58,7 +59,7 @@ typedef struct clt_loader_options {
 } clt_loader_options;
 
 /* batch 256, shuffled, seed 0, every example, rank 0 of 1, not flattened. */
-clt_loader_options clt_loader_default_options(void);
+CLT_API clt_loader_options clt_loader_default_options(void);
 
 /* Batches of a dataset as device tensors: x float32 pixels scaled to [0, 1],
  * y int32 labels. Every epoch has ceil(n / batch_size) global batches; the
@@ -69,25 +70,25 @@ typedef struct clt_loader clt_loader;
 
 /* The loader borrows ds, which must outlive it, and starts at epoch 0.
  * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named). */
-clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device dev,
+CLT_API clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device dev,
                              const clt_loader_options *opt);
 /* NULL does nothing. Tensors already handed out stay valid. */
-void clt_loader_free(clt_loader *l);
+CLT_API void clt_loader_free(clt_loader *l);
 
 /* Examples used (after limit, before sharding) and global batches per epoch. */
-int64_t clt_loader_num_examples(const clt_loader *l);
-int64_t clt_loader_num_batches(const clt_loader *l);
+CLT_API int64_t clt_loader_num_examples(const clt_loader *l);
+CLT_API int64_t clt_loader_num_batches(const clt_loader *l);
 /* The epoch being iterated. */
-int64_t clt_loader_epoch(const clt_loader *l);
+CLT_API int64_t clt_loader_epoch(const clt_loader *l);
 
 /* Starts epoch `epoch` (>= 0) from its first batch; resuming a run picks the
  * same order as the uninterrupted run. */
-clt_status clt_loader_set_epoch(clt_loader *l, int64_t epoch);
+CLT_API clt_status clt_loader_set_epoch(clt_loader *l, int64_t epoch);
 
 /* Continues epoch `epoch` from global batch `batch` (0..batches per epoch),
  * as if the batches before it had been taken: how a resumed run picks up
  * exactly where an interrupted one stopped. */
-clt_status clt_loader_set_position(clt_loader *l, int64_t epoch, int64_t batch);
+CLT_API clt_status clt_loader_set_position(clt_loader *l, int64_t epoch, int64_t batch);
 
 /* The next batch of the current epoch: *x (B,1,rows,cols) or (B,rows*cols),
  * *y (B), new tensors on the loader's device (the caller releases both).
@@ -99,7 +100,7 @@ clt_status clt_loader_set_position(clt_loader *l, int64_t epoch, int64_t batch);
  * (a synchronization point of clt_loader_next). After the epoch's last batch, sets
  * *x and *y to NULL, returns CLT_OK and moves to the next epoch.
  * Errors: device errors; nothing is handed out then. */
-clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y);
+CLT_API clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y);
 
 #ifdef __cplusplus
 }

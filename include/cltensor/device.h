@@ -3,6 +3,7 @@
 #ifndef CLTENSOR_DEVICE_H
 #define CLTENSOR_DEVICE_H
 
+#include "export.h"
 #include <stddef.h>
 #include "status.h"
 
@@ -24,50 +25,50 @@ typedef struct clt_device {
 } clt_device;
 
 /* The first CPU device ("cpu:0"). */
-clt_device clt_cpu(void);
+CLT_API clt_device clt_cpu(void);
 /* The i-th GPU ("gpu:i"). */
-clt_device clt_gpu(int i);
+CLT_API clt_device clt_gpu(int i);
 /* Device `device_index` of OpenCL platform `platform_index`, as `clt devices`
  * lists them (P:D). */
-clt_device clt_device_at(int platform_index, int device_index);
+CLT_API clt_device clt_device_at(int platform_index, int device_index);
 
 /* Number of GPUs present (0 when there are none or OpenCL is unavailable).
  * With CLT_CPU_AS_GPU=1 in the environment, CPU OpenCL devices are presented
  * as GPUs, so a CPU-only machine (pocl) can run multi-GPU code paths. */
-int clt_num_gpus(void);
+CLT_API int clt_num_gpus(void);
 /* gpu(i) if it exists, else cpu(). */
-clt_device clt_try_gpu(int i);
+CLT_API clt_device clt_try_gpu(int i);
 /* Writes up to `max` devices: every GPU, or cpu() alone when there is none.
  * Returns how many there are (which may exceed max). */
-int clt_try_all_gpus(clt_device *out, int max);
+CLT_API int clt_try_all_gpus(clt_device *out, int max);
 
 /* 1 if the device exists on this machine. */
-int clt_device_exists(clt_device dev);
+CLT_API int clt_device_exists(clt_device dev);
 /* 1 if a and b name the same device (gpu:0 and its P:D are equal). */
-int clt_device_equal(clt_device a, clt_device b);
+CLT_API int clt_device_equal(clt_device a, clt_device b);
 
 /* "cpu:0", "gpu:1"; a device given by P:D is named by what it is. A device
  * that does not exist is still named ("gpu:7"). Returns CLT_ERR_INVALID_ARGUMENT
  * when buf is NULL or too small. */
-clt_status clt_device_name(clt_device dev, char *buf, size_t len);
+CLT_API clt_status clt_device_name(clt_device dev, char *buf, size_t len);
 
 /* Parses "cpu", "cpu:0", "gpu", "gpu:1", "pinned" or "P:D" (lower case,
  * indices of at most 9 digits). */
-clt_status clt_device_parse(const char *text, clt_device *out);
+CLT_API clt_status clt_device_parse(const char *text, clt_device *out);
 
 /* The default device of the calling thread: set by clt_set_default_device,
  * else CLT_DEVICE=P:D (or a name) from the environment, else cpu(), or the
  * first device listed when there is no cpu:0 (CLT_CPU_AS_GPU=only); the
  * same when CLT_DEVICE is malformed, which clt_check_environment reports. */
-clt_device clt_get_default_device(void);
-void clt_set_default_device(clt_device dev);
+CLT_API clt_device clt_get_default_device(void);
+CLT_API void clt_set_default_device(clt_device dev);
 
 /* Checks every CLT_* environment variable the library reads (the README's
  * table; docs/reliability.md has the grammar). The first call decides and
  * later calls repeat its answer; every call that uses a device makes it
  * first, so a malformed value fails that call. CLT_ERR_INVALID_ARGUMENT
  * naming the variable, its value and what it accepts. */
-clt_status clt_check_environment(void);
+CLT_API clt_status clt_check_environment(void);
 
 /* What `clt devices` prints about one device. */
 typedef struct clt_device_info {
@@ -88,18 +89,18 @@ typedef struct clt_device_info {
 
 /* Number of devices cltensor sees (every platform, plus cpu:0 again when CPUs
  * are presented as GPUs). */
-int clt_device_count(void);
+CLT_API int clt_device_count(void);
 /* Information on the i-th device in that list. */
-clt_status clt_device_info_get(int i, clt_device_info *out);
+CLT_API clt_status clt_device_info_get(int i, clt_device_info *out);
 /* The device value for the i-th entry. */
-clt_status clt_device_from_list(int i, clt_device *out);
+CLT_API clt_status clt_device_from_list(int i, clt_device *out);
 
 /* Waits until every command queued on the device has finished (a
  * synchronization point, see cltensor/async.h). A device never used is
  * already idle. */
-clt_status clt_synchronize(clt_device dev);
+CLT_API clt_status clt_synchronize(clt_device dev);
 /* clt_synchronize on every device in use. */
-clt_status clt_synchronize_all(void);
+CLT_API clt_status clt_synchronize_all(void);
 
 #ifdef __cplusplus
 }

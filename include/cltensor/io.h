@@ -15,6 +15,7 @@
 #ifndef CLTENSOR_IO_H
 #define CLTENSOR_IO_H
 
+#include "export.h"
 #include <stddef.h>
 #include <stdint.h>
 #include "tensor.h"
@@ -43,7 +44,7 @@ extern "C" {
  * Errors: CLT_ERR_INVALID_ARGUMENT for bad names or NULL arguments, CLT_ERR_IO
  * when the file cannot be written (the old file, if any, is left intact and
  * no temporary file remains). */
-clt_status clt_safetensors_save(const char *path, int n, const char *const *names, clt_tensor *const *tensors,
+CLT_API clt_status clt_safetensors_save(const char *path, int n, const char *const *names, clt_tensor *const *tensors,
                                 int n_meta, const char *const *meta_keys, const char *const *meta_values);
 
 /* An open safetensors file whose header has been checked. */
@@ -70,23 +71,23 @@ typedef struct clt_safetensors_info {
  * (they fail only when read). The file stays open until clt_safetensors_free.
  * Errors: CLT_ERR_IO (cannot open or read), CLT_ERR_FORMAT (any problem
  * above; the message names the file, the tensor and the problem). */
-clt_status clt_safetensors_open(clt_safetensors **out, const char *path);
+CLT_API clt_status clt_safetensors_open(clt_safetensors **out, const char *path);
 
 /* Closes the file and frees the handle; NULL does nothing. */
-void clt_safetensors_free(clt_safetensors *f);
+CLT_API void clt_safetensors_free(clt_safetensors *f);
 
 /* Number of tensors (metadata excluded), in the order of their offsets. */
-int clt_safetensors_count(const clt_safetensors *f);
+CLT_API int clt_safetensors_count(const clt_safetensors *f);
 /* The i-th tensor's description (CLT_ERR_INVALID_ARGUMENT when out of range). */
-clt_status clt_safetensors_info_get(const clt_safetensors *f, int i, clt_safetensors_info *out);
+CLT_API clt_status clt_safetensors_info_get(const clt_safetensors *f, int i, clt_safetensors_info *out);
 /* Index of the tensor called name, or -1. */
-int clt_safetensors_find(const clt_safetensors *f, const char *name);
+CLT_API int clt_safetensors_find(const clt_safetensors *f, const char *name);
 
 /* Number of metadata pairs, the i-th pair, and the value for a key (NULL if
  * absent). Strings stay valid until the file is closed. */
-int clt_safetensors_metadata_count(const clt_safetensors *f);
-clt_status clt_safetensors_metadata_at(const clt_safetensors *f, int i, const char **key, const char **value);
-const char *clt_safetensors_metadata(const clt_safetensors *f, const char *key);
+CLT_API int clt_safetensors_metadata_count(const clt_safetensors *f);
+CLT_API clt_status clt_safetensors_metadata_at(const clt_safetensors *f, int i, const char **key, const char **value);
+CLT_API const char *clt_safetensors_metadata(const clt_safetensors *f, const char *key);
 
 /* Reads the tensor called name into a new tensor on dev: F32 and I32 as they
  * are; F16 and BF16 widened exactly to float32.
@@ -96,7 +97,7 @@ const char *clt_safetensors_metadata(const clt_safetensors *f, const char *key);
  * errors from creating the tensor (CLT_ERR_OUT_OF_MEMORY when the device or
  * its cap cannot hold it), which come before any of the tensor's bytes are
  * read. */
-clt_status clt_safetensors_read(const clt_safetensors *f, const char *name, clt_device dev, clt_tensor **out);
+CLT_API clt_status clt_safetensors_read(const clt_safetensors *f, const char *name, clt_device dev, clt_tensor **out);
 
 /* Reads the tensor called name into dst, which must have the same shape and
  * a matching dtype (float32 or float16 for F32, F16 and BF16, rounded to
@@ -104,7 +105,7 @@ clt_status clt_safetensors_read(const clt_safetensors *f, const char *name, clt_
  * runs on dst's device without waiting.
  * Errors: as clt_safetensors_read, plus CLT_ERR_SHAPE naming both shapes or
  * both dtypes when they differ. */
-clt_status clt_safetensors_read_into(const clt_safetensors *f, const char *name, clt_tensor *dst);
+CLT_API clt_status clt_safetensors_read_into(const clt_safetensors *f, const char *name, clt_tensor *dst);
 
 /* ---- IDX ----
  * Layout: bytes 0 0 T D (T the element type, D the number of dimensions),
@@ -129,15 +130,15 @@ typedef struct clt_idx {
  * Errors: CLT_ERR_IO (cannot open or read), CLT_ERR_FORMAT (malformed,
  * naming the file and the problem), CLT_ERR_UNSUPPORTED (another element
  * type). On failure *out is zeroed and holds nothing. */
-clt_status clt_idx_read(const char *path, clt_idx *out);
+CLT_API clt_status clt_idx_read(const char *path, clt_idx *out);
 
 /* Frees the data and zeroes the struct; NULL does nothing. */
-void clt_idx_free(clt_idx *idx);
+CLT_API void clt_idx_free(clt_idx *idx);
 
 /* Writes an IDX file of unsigned bytes, gzip-compressed when gzip is
  * non-zero, atomically. Each dimension must be in 0..UINT32_MAX.
  * Errors: CLT_ERR_INVALID_ARGUMENT, CLT_ERR_IO. */
-clt_status clt_idx_write(const char *path, int ndim, const int64_t *dims, const uint8_t *data, int gzip);
+CLT_API clt_status clt_idx_write(const char *path, int ndim, const int64_t *dims, const uint8_t *data, int gzip);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 #ifndef CLTENSOR_MEMORY_H
 #define CLTENSOR_MEMORY_H
 
+#include "export.h"
 #include <stdint.h>
 #include <stdio.h>
 #include "device.h"
@@ -23,30 +24,30 @@ typedef enum clt_category {
     CLT_MEM_CATEGORY_COUNT = 5
 } clt_category;
 
-const char *clt_category_name(clt_category c);
+CLT_API const char *clt_category_name(clt_category c);
 
 /* Bytes held by live tensors on the device (their exact sizes). */
-int64_t clt_memory_allocated(clt_device dev);
+CLT_API int64_t clt_memory_allocated(clt_device dev);
 /* Bytes the allocator holds from the driver: allocated plus the cache. */
-int64_t clt_memory_reserved(clt_device dev);
+CLT_API int64_t clt_memory_reserved(clt_device dev);
 /* Highest clt_memory_allocated since start or the last reset. */
-int64_t clt_max_memory_allocated(clt_device dev);
+CLT_API int64_t clt_max_memory_allocated(clt_device dev);
 /* Highest clt_memory_reserved since start or the last reset. */
-int64_t clt_max_memory_reserved(clt_device dev);
+CLT_API int64_t clt_max_memory_reserved(clt_device dev);
 /* Live bytes and peak of one category. */
-int64_t clt_memory_allocated_category(clt_device dev, clt_category c);
-int64_t clt_max_memory_allocated_category(clt_device dev, clt_category c);
+CLT_API int64_t clt_memory_allocated_category(clt_device dev, clt_category c);
+CLT_API int64_t clt_max_memory_allocated_category(clt_device dev, clt_category c);
 /* Sets every peak to the current value. */
-clt_status clt_reset_peak_memory_stats(clt_device dev);
+CLT_API clt_status clt_reset_peak_memory_stats(clt_device dev);
 /* Returns cached blocks that no tensor uses to the driver. */
-clt_status clt_empty_cache(clt_device dev);
+CLT_API clt_status clt_empty_cache(clt_device dev);
 
 /* Device-wide memory: *total is the device's global memory; *free is what
  * the device reports free (AMD's free-memory query), for CPU-class devices
  * (see CLT_DEVICE_CLASS in docs/gpu.md) the host's MemAvailable capped at
  * *total (so often equal to *total, whatever is in use), or -1 when the
  * driver cannot tell. */
-clt_status clt_mem_get_info(clt_device dev, int64_t *free_bytes, int64_t *total_bytes);
+CLT_API clt_status clt_mem_get_info(clt_device dev, int64_t *free_bytes, int64_t *total_bytes);
 
 /* Counts of the allocator's work, for tests and tuning. */
 typedef struct clt_memory_stats {
@@ -63,10 +64,10 @@ typedef struct clt_memory_stats {
     int64_t cached_blocks;    /* free blocks in the cache now */
 } clt_memory_stats;
 
-clt_status clt_memory_stats_get(clt_device dev, clt_memory_stats *out);
+CLT_API clt_status clt_memory_stats_get(clt_device dev, clt_memory_stats *out);
 
 /* Writes a table of allocated / reserved / peak, overall and per category. */
-clt_status clt_memory_report(clt_device dev, FILE *out);
+CLT_API clt_status clt_memory_report(clt_device dev, FILE *out);
 
 /* Caps what the allocator may reserve on the device, in bytes (0 removes the
  * cap). Beyond it allocations fail exactly as if the device were that small.
@@ -74,9 +75,9 @@ clt_status clt_memory_report(clt_device dev, FILE *out);
  * CLT_MEMORY_CAP="gpu:0=1G,cpu:0=0.5" caps each (a fraction <= 1 is of the
  * device's global memory; suffixes K, M, G, T are powers of 1024, with an
  * optional B or iB; a malformed value fails clt_check_environment). */
-clt_status clt_set_memory_cap(clt_device dev, int64_t bytes);
+CLT_API clt_status clt_set_memory_cap(clt_device dev, int64_t bytes);
 /* The same, as a fraction (0 < fraction <= 1) of the device's memory. */
-clt_status clt_set_memory_fraction(clt_device dev, double fraction);
+CLT_API clt_status clt_set_memory_fraction(clt_device dev, double fraction);
 
 /* ---- Recording: a picture of the step (docs/memory.md) ------------------
  * Between clt_memory_record_start and clt_memory_record_stop the allocator
@@ -99,32 +100,32 @@ typedef struct clt_memory_sample {
 } clt_memory_sample;
 
 /* Starts recording on dev. CLT_ERR_INVALID_ARGUMENT when dev records already. */
-clt_status clt_memory_record_start(clt_device dev);
+CLT_API clt_status clt_memory_record_start(clt_device dev);
 /* Starts a major phase on dev's record (label copied, at most 127 bytes
  * kept); a no-op when dev does not record. */
-clt_status clt_memory_record_mark(clt_device dev, const char *label);
+CLT_API clt_status clt_memory_record_mark(clt_device dev, const char *label);
 /* Stops recording on dev and hands the record over (free it with
  * clt_memory_record_free). CLT_ERR_INVALID_ARGUMENT when dev does not record. */
-clt_status clt_memory_record_stop(clt_device dev, clt_memory_record **out);
-void clt_memory_record_free(clt_memory_record *r);
+CLT_API clt_status clt_memory_record_stop(clt_device dev, clt_memory_record **out);
+CLT_API void clt_memory_record_free(clt_memory_record *r);
 
 /* Samples kept (at most CLT_MEMORY_RECORD_MAX; later events are counted in
  * clt_memory_record_dropped, not kept). */
 #define CLT_MEMORY_RECORD_MAX 1000000
-int64_t clt_memory_record_count(const clt_memory_record *r);
-int64_t clt_memory_record_dropped(const clt_memory_record *r);
+CLT_API int64_t clt_memory_record_count(const clt_memory_record *r);
+CLT_API int64_t clt_memory_record_dropped(const clt_memory_record *r);
 /* Sample i, 0 <= i < count; CLT_ERR_INVALID_ARGUMENT otherwise. */
-clt_status clt_memory_record_sample(const clt_memory_record *r, int64_t i, clt_memory_sample *out);
+CLT_API clt_status clt_memory_record_sample(const clt_memory_record *r, int64_t i, clt_memory_sample *out);
 /* Phases marked, and phase i's label: "major" or "major: minor" (the
  * record owns it; NULL out of range). */
-int clt_memory_record_num_phases(const clt_memory_record *r);
-const char *clt_memory_record_phase(const clt_memory_record *r, int i);
+CLT_API int clt_memory_record_num_phases(const clt_memory_record *r);
+CLT_API const char *clt_memory_record_phase(const clt_memory_record *r, int i);
 /* The sample with the highest allocated; of equal ones in a row (a tensor
  * made, then retagged), the last; -1 when empty. */
-int64_t clt_memory_record_peak(const clt_memory_record *r);
+CLT_API int64_t clt_memory_record_peak(const clt_memory_record *r);
 /* The device's memory cap when recording started (0: none), and its name. */
-int64_t clt_memory_record_cap(const clt_memory_record *r);
-const char *clt_memory_record_device(const clt_memory_record *r);
+CLT_API int64_t clt_memory_record_cap(const clt_memory_record *r);
+CLT_API const char *clt_memory_record_device(const clt_memory_record *r);
 
 /* Draws the record as an SVG file: allocated memory stacked by category
  * against the event index (weights at the bottom, then optimizer state,
@@ -133,7 +134,7 @@ const char *clt_memory_record_device(const clt_memory_record *r);
  * the peak marked and named with its phase. Written as every file the
  * library writes (atomically, the old file whole on failure; a link or a
  * non-regular target refused); CLT_ERR_IO naming the path. */
-clt_status clt_memory_record_write_svg(const clt_memory_record *r, const char *path);
+CLT_API clt_status clt_memory_record_write_svg(const clt_memory_record *r, const char *path);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #ifndef CLTENSOR_NN_H
 #define CLTENSOR_NN_H
 
+#include "export.h"
 #include <stdint.h>
 #include "tensor.h"
 
@@ -33,33 +34,33 @@ typedef struct clt_model clt_model;
  * the layer's index in the Sequential, as PyTorch names nn.Sequential
  * entries. Adding a layer whose input width contradicts the previous
  * layer's output width fails with CLT_ERR_SHAPE. */
-clt_status clt_model_create(clt_model **out, const char *prefix);
+CLT_API clt_status clt_model_create(clt_model **out, const char *prefix);
 /* Linear(in, out): y = x @ weight^T + bias; x is (B,in), weight (out,in). */
-clt_status clt_model_add_linear(clt_model *m, int64_t in_features, int64_t out_features);
+CLT_API clt_status clt_model_add_linear(clt_model *m, int64_t in_features, int64_t out_features);
 /* ReLU: y = max(x, 0), any shape. */
-clt_status clt_model_add_relu(clt_model *m);
+CLT_API clt_status clt_model_add_relu(clt_model *m);
 /* Flatten: (B, d1, d2, ...) -> (B, d1*d2*...), a view of its input. */
-clt_status clt_model_add_flatten(clt_model *m);
+CLT_API clt_status clt_model_add_flatten(clt_model *m);
 /* ResidualBlock(h): y = x + body(x), body = Linear(h,h), ReLU, Linear(h,h),
  * ReLU; its parameters are named "<prefix>.<i>.body.0.weight",
  * "...body.0.bias", "...body.2.weight", "...body.2.bias". */
-clt_status clt_model_add_residual(clt_model *m, int64_t num_hiddens);
+CLT_API clt_status clt_model_add_residual(clt_model *m, int64_t num_hiddens);
 /* Allocates the flat parameter tensor on dev and initialises it as PyTorch
  * does by default: every Linear's weight and bias uniform in
  * [-1/sqrt(in), 1/sqrt(in)). The values come from a host generator seeded
  * by `seed`, so they are the same on every device. Training mode is on. */
-clt_status clt_model_init(clt_model *m, clt_device dev, uint64_t seed);
+CLT_API clt_status clt_model_init(clt_model *m, clt_device dev, uint64_t seed);
 
 /* An initialised MLP named as nn.Sequential(...) itself ("0.weight",
  * "2.weight", ...): Linear(num_inputs, hiddens[0]), ReLU, ...,
  * Linear(hiddens[n-1], num_outputs); num_hidden_layers may be 0. */
-clt_status clt_model_create_mlp(clt_model **out, clt_device dev, int64_t num_inputs, int num_hidden_layers,
+CLT_API clt_status clt_model_create_mlp(clt_model **out, clt_device dev, int64_t num_inputs, int num_hidden_layers,
                                 const int64_t *hiddens, int64_t num_outputs, uint64_t seed);
 /* The chapter's ResMLPClassifier, initialised, with its state_dict names:
  * net = Sequential(Flatten, Linear(num_inputs, h), ReLU, ResidualBlock(h) x
  * num_blocks, Linear(h, num_outputs)), so for two blocks "net.1.weight",
  * "net.3.body.0.weight", ..., "net.5.bias". */
-clt_status clt_model_create_resmlp(clt_model **out, clt_device dev, int64_t num_inputs, int64_t num_hiddens,
+CLT_API clt_status clt_model_create_resmlp(clt_model **out, clt_device dev, int64_t num_inputs, int64_t num_hiddens,
                                    int num_blocks, int64_t num_outputs, uint64_t seed);
 
 /* ---- Structure -------------------------------------------------------- */
@@ -81,18 +82,18 @@ typedef struct clt_layer_info {
 } clt_layer_info;
 
 /* Top-level layers added so far (a ResidualBlock counts once); 0 for NULL. */
-int clt_model_num_layers(const clt_model *m);
+CLT_API int clt_model_num_layers(const clt_model *m);
 /* Layer i, 0 <= i < clt_model_num_layers(m); CLT_ERR_INVALID_ARGUMENT for
  * NULL or an index out of range. Enough to rebuild the model's structure
  * through the builder calls above. */
-clt_status clt_model_layer(const clt_model *m, int i, clt_layer_info *out);
+CLT_API clt_status clt_model_layer(const clt_model *m, int i, clt_layer_info *out);
 /* The parameter-name prefix given to clt_model_create ("" for none; NULL for
  * a NULL model). */
-const char *clt_model_prefix(const clt_model *m);
+CLT_API const char *clt_model_prefix(const clt_model *m);
 
 /* Releases the parameters, gradients and any kept activations. NULL is fine.
  * An optimizer built on the model must be freed first or not used again. */
-void clt_model_free(clt_model *m);
+CLT_API void clt_model_free(clt_model *m);
 
 /* ---- Placement and mode ---------------------------------------------- */
 
@@ -102,13 +103,13 @@ void clt_model_free(clt_model *m);
  * clt_model_named_parameter are invalid afterwards. Build optimizers after
  * moving (their state is created on the parameters' device). Pinned memory
  * is refused (CLT_ERR_UNSUPPORTED): kernels do not run there. */
-clt_status clt_model_to(clt_model *m, clt_device dev);
+CLT_API clt_status clt_model_to(clt_model *m, clt_device dev);
 /* Where the parameters live. */
-clt_device clt_model_device(const clt_model *m);
+CLT_API clt_device clt_model_device(const clt_model *m);
 /* Training on (1, the default): forward keeps what backward needs. Off: the
  * chapter's no_grad, forward keeps nothing. Switching drops kept activations. */
-void clt_model_set_training(clt_model *m, int on);
-int clt_model_training(const clt_model *m);
+CLT_API void clt_model_set_training(clt_model *m, int on);
+CLT_API int clt_model_training(const clt_model *m);
 
 /* ---- Activation checkpointing ----------------------------------------
  * Trading compute for memory (Chen et al. 2016; torch.utils.checkpoint with
@@ -131,11 +132,11 @@ int clt_model_training(const clt_model *m);
  * CLT_CHECKPOINT_AUTO picks round(sqrt(n)) for a run of n blocks. Changing it
  * drops kept activations. Fails with CLT_ERR_INVALID_ARGUMENT for other
  * negative sizes. */
-clt_status clt_model_set_checkpointing(clt_model *m, int segment_size);
+CLT_API clt_status clt_model_set_checkpointing(clt_model *m, int segment_size);
 /* The segment size set (0 when off or m is NULL). */
-int clt_model_checkpointing(const clt_model *m);
+CLT_API int clt_model_checkpointing(const clt_model *m);
 /* Number of ResidualBlocks at the top level of the model (0 for NULL). */
-int clt_model_num_blocks(const clt_model *m);
+CLT_API int clt_model_num_blocks(const clt_model *m);
 
 /* ---- Half precision (docs/half.md) -------------------------------------
  * PyTorch's model.half() with mixed-precision training: a float16 model
@@ -154,25 +155,25 @@ int clt_model_num_blocks(const clt_model *m);
  * clt_model_named_parameter are invalid afterwards. Convert before building
  * an optimizer: a step of an optimizer built before the conversion fails
  * with CLT_ERR_INVALID_ARGUMENT (its state and master weights do not fit). */
-clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt);
+CLT_API clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt);
 /* The parameters' dtype (CLT_FLOAT32 for NULL or an uninitialised model). */
-clt_dtype clt_model_dtype(const clt_model *m);
+CLT_API clt_dtype clt_model_dtype(const clt_model *m);
 /* Loss scaling of a float16 model (ignored by float32 ones): backward
  * multiplies dy by scale. Dynamic (the default, starting at 65536 as
  * PyTorch's GradScaler): the optimizer halves the scale at each step whose
  * gradients hold inf or NaN (and skips it) and doubles it after 2000 steps
  * without. Static: the scale stays. CLT_ERR_INVALID_ARGUMENT unless scale is
  * positive and finite. */
-clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic);
+CLT_API clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic);
 /* The current loss scale (0 for NULL). */
-float clt_model_loss_scale(const clt_model *m);
+CLT_API float clt_model_loss_scale(const clt_model *m);
 /* The whole scaler state, for checkpoints: the scale, whether it is dynamic,
  * and the clean steps counted towards the next doubling. NULL outputs are
  * skipped; CLT_ERR_INVALID_ARGUMENT for a NULL model. */
-clt_status clt_model_loss_scale_state(const clt_model *m, float *scale, int *dynamic, int64_t *clean_steps);
+CLT_API clt_status clt_model_loss_scale_state(const clt_model *m, float *scale, int *dynamic, int64_t *clean_steps);
 /* Restores what clt_model_loss_scale_state read: as clt_model_set_loss_scale,
  * and clean_steps (0 <= clean_steps < 2000) continues the count. */
-clt_status clt_model_set_loss_scale_state(clt_model *m, float scale, int dynamic, int64_t clean_steps);
+CLT_API clt_status clt_model_set_loss_scale_state(clt_model *m, float scale, int dynamic, int64_t clean_steps);
 
 /* ---- Forward and backward -------------------------------------------- */
 
@@ -181,7 +182,7 @@ clt_status clt_model_set_loss_scale_state(clt_model *m, float scale, int dynamic
  * what its backward needs, replacing what an earlier forward kept. The model
  * keeps references to x (not copies), so x must not be modified before
  * backward. Layer shape errors name the layer ("net.3.body.0: ..."). */
-clt_status clt_model_forward(clt_model *m, clt_tensor *x, clt_tensor **y);
+CLT_API clt_status clt_model_forward(clt_model *m, clt_tensor *x, clt_tensor **y);
 /* dy is the gradient of the loss with respect to the last forward's output
  * (same shape). Creates the gradients at the first call (zeroed), then
  * ACCUMULATES every parameter's gradient (+=), and frees the kept
@@ -189,41 +190,41 @@ clt_status clt_model_forward(clt_model *m, clt_tensor *x, clt_tensor **y);
  * respect to x (shaped as x). Fails with CLT_ERR_INVALID_ARGUMENT when no
  * training forward is pending; on any failure the kept activations are
  * dropped. */
-clt_status clt_model_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx);
+CLT_API clt_status clt_model_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx);
 /* Sets every gradient to zero with one fill of the flat gradient tensor.
  * Before the first backward there are no gradients and nothing is allocated
  * (they are implicitly zero), as PyTorch's zero_grad(set_to_none=True). */
-clt_status clt_model_zero_grad(clt_model *m);
+CLT_API clt_status clt_model_zero_grad(clt_model *m);
 /* Scales the gradients so that their global L2 norm is at most max_norm
  * (PyTorch's clip_grad_norm_, with its 1e-6 guard); *total_norm (may be
  * NULL) receives the norm before clipping. Reads the norm back, so it is a
  * synchronization point. Nothing happens before the first backward. */
-clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total_norm);
+CLT_API clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total_norm);
 
 /* Softmax cross-entropy loss layer. logits is (B,C), labels (B) int32.
  * *loss is a one-element tensor, the mean loss. When dlogits is not NULL,
  * *dlogits is what clt_model_backward takes, (softmax - onehot) / B, tagged
  * CLT_MEM_ACTIVATIONS (the loss's kept state); pass NULL in inference. */
-clt_status clt_cross_entropy_forward(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+CLT_API clt_status clt_cross_entropy_forward(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                                      const clt_tensor *labels);
 
 /* ---- Parameters ------------------------------------------------------- */
 
 /* Number of parameters N (4N bytes of weights in float32, 2N in float16). 0 for NULL. */
-int64_t clt_model_parameter_count(const clt_model *m);
+CLT_API int64_t clt_model_parameter_count(const clt_model *m);
 /* Number of named parameter tensors (two per Linear). 0 for NULL. */
-int clt_model_num_named_parameters(const clt_model *m);
+CLT_API int clt_model_num_named_parameters(const clt_model *m);
 /* The i-th named parameter, in state_dict order. Each output may be NULL.
  * *param and *grad are borrowed views owned by the model (valid until
  * clt_model_to or clt_model_free); *grad is NULL before the first backward. */
-clt_status clt_model_named_parameter(const clt_model *m, int i, const char **name, clt_tensor **param,
+CLT_API clt_status clt_model_named_parameter(const clt_model *m, int i, const char **name, clt_tensor **param,
                                      clt_tensor **grad);
 /* Index of the parameter with that name, or -1. */
-int clt_model_find_parameter(const clt_model *m, const char *name);
+CLT_API int clt_model_find_parameter(const clt_model *m, const char *name);
 /* The flat tensors (N) behind every parameter and gradient: borrowed;
  * gradients are NULL before the first backward. */
-clt_tensor *clt_model_parameters(const clt_model *m);
-clt_tensor *clt_model_gradients(const clt_model *m);
+CLT_API clt_tensor *clt_model_parameters(const clt_model *m);
+CLT_API clt_tensor *clt_model_gradients(const clt_model *m);
 
 #ifdef __cplusplus
 }

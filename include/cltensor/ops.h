@@ -11,6 +11,7 @@
 #ifndef CLTENSOR_OPS_H
 #define CLTENSOR_OPS_H
 
+#include "export.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -19,18 +20,18 @@ extern "C" {
 
 /* c = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T, row-major 2-D.
  * The device's dense implementation does the work. */
-clt_status clt_gemm(int transpose_a, int transpose_b, float alpha, const clt_tensor *a, const clt_tensor *b,
+CLT_API clt_status clt_gemm(int transpose_a, int transpose_b, float alpha, const clt_tensor *a, const clt_tensor *b,
                     float beta, clt_tensor *c);
 /* out = a @ b; a is (M,K), b is (K,N). */
-clt_status clt_matmul(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
+CLT_API clt_status clt_matmul(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
 
 /* Dense layer. x is (B,C), w is (OC,C), b is (OC) or NULL; y is (B,OC):
  * y = x @ w^T + b. */
-clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
+CLT_API clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
 /* dy is (B,OC), x is (B,C), w is (OC,C). Accumulates dw += dy^T @ x (OC,C) and
  * db += sum over rows of dy (OC) (db may be NULL); when dx is not NULL
  * creates *dx = dy @ w (B,C). */
-clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
+CLT_API clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                const clt_tensor *x, const clt_tensor *w);
 
 /* Linear then ReLU in one call: y = max(x @ w^T + b, 0), shapes as
@@ -39,59 +40,59 @@ clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, 
  * bias + ReLU pass follows the product. Its
  * backward is clt_relu_backward_bias (with this y and the bias gradient)
  * then clt_linear_backward with db NULL. */
-clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
+CLT_API clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
 
 /* y = max(x, 0), any shape; float32 or float16 (computed in float32, y
  * has x's dtype). */
-clt_status clt_relu(clt_tensor **y, const clt_tensor *x);
+CLT_API clt_status clt_relu(clt_tensor **y, const clt_tensor *x);
 /* dx = dy where y > 0, else 0; y is the forward output (same shape as dy);
  * dy and y both float32 or both float16. */
-clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_tensor *y);
+CLT_API clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_tensor *y);
 /* clt_relu_backward fused with the bias gradient of the Linear before the
  * ReLU, in one pass: dy and y are (B,N), db is (N); creates *dx = dy where
  * y > 0, else 0, and accumulates db += sum over rows of dx, the same sums as
  * clt_linear_backward's db in the same order. */
-clt_status clt_relu_backward_bias(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y);
+CLT_API clt_status clt_relu_backward_bias(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y);
 
 /* In-place elementwise updates. x must have exactly y's shape (equal
  * element counts are not enough: (2, 3) and (3, 2) fail with CLT_ERR_SHAPE
  * naming both); two one-element tensors match whatever their shapes, so a
  * loss of shape () adds into a (1) total. */
-clt_status clt_fill_(clt_tensor *t, double value);
-clt_status clt_scale_(clt_tensor *x, float alpha);                    /* x *= alpha */
-clt_status clt_axpy_(clt_tensor *y, float alpha, const clt_tensor *x); /* y += alpha * x */
-clt_status clt_add_(clt_tensor *y, const clt_tensor *x);              /* y += x */
+CLT_API clt_status clt_fill_(clt_tensor *t, double value);
+CLT_API clt_status clt_scale_(clt_tensor *x, float alpha);                    /* x *= alpha */
+CLT_API clt_status clt_axpy_(clt_tensor *y, float alpha, const clt_tensor *x); /* y += alpha * x */
+CLT_API clt_status clt_add_(clt_tensor *y, const clt_tensor *x);              /* y += x */
 
 /* Reductions. x is (B,C): out is (C), the sum of the rows. */
-clt_status clt_sum_rows(clt_tensor **out, const clt_tensor *x);
+CLT_API clt_status clt_sum_rows(clt_tensor **out, const clt_tensor *x);
 /* out is a one-element tensor: the sum / mean of every element of x. */
-clt_status clt_sum(clt_tensor **out, const clt_tensor *x);
-clt_status clt_mean(clt_tensor **out, const clt_tensor *x);
+CLT_API clt_status clt_sum(clt_tensor **out, const clt_tensor *x);
+CLT_API clt_status clt_mean(clt_tensor **out, const clt_tensor *x);
 /* x is (B,C) float32; out is (B) int32: the index of each row's largest
  * value (the first one on ties). */
-clt_status clt_argmax_rows(clt_tensor **out, const clt_tensor *x);
+CLT_API clt_status clt_argmax_rows(clt_tensor **out, const clt_tensor *x);
 /* a and b are int32 of equal shape; out is a one-element float32 tensor
  * holding how many elements are equal. */
-clt_status clt_count_equal(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
+CLT_API clt_status clt_count_equal(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
 
 /* Softmax with cross-entropy, fused and numerically stable. logits is (B,C),
  * labels is (B) int32 in [0, C). *loss is a one-element tensor, the mean
  * loss over the batch. When dlogits is not NULL, *dlogits (B,C) is
  * (softmax(logits) - onehot(labels)) / B, computed in the same pass. Labels
  * out of range give NaN loss rather than reading out of bounds. */
-clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+CLT_API clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                                      const clt_tensor *labels);
 
 /* Optimizer updates, one fused kernel over a parameter (or a flat buffer
  * of parameters). SGD as PyTorch: g = grad + weight_decay * param;
  * buf = momentum * buf + g (buf may be NULL when momentum is 0; on the
  * first step pass first_step = 1 so buf = g); param -= lr * buf (or g). */
-clt_status clt_sgd_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *momentum_buf, float lr,
+CLT_API clt_status clt_sgd_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *momentum_buf, float lr,
                          float momentum, float weight_decay, int first_step);
 /* Adam as PyTorch (bias-corrected, eps outside the square root). With
  * decoupled = 1 this is AdamW: param *= 1 - lr * weight_decay before the
  * update; otherwise weight_decay is added to the gradient. step counts from 1. */
-clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *m, clt_tensor *v, float lr,
+CLT_API clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor *m, clt_tensor *v, float lr,
                           float beta1, float beta2, float eps, float weight_decay, int decoupled, int64_t step);
 
 /* Autotuning of the dense kernels on CPU-class devices, the cudnn.benchmark of
@@ -108,16 +109,16 @@ clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt_tensor 
  * CLT_ERR_UNSUPPORTED on GPU-class devices (GPUs, or any device under
  * CLT_DEVICE_CLASS=gpu: their products run on CLBlast), CLT_ERR_INVALID_ARGUMENT for sizes below 1, CLT_ERR_IO when
  * the cache cannot be written (the winner is still used in this process). */
-clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
+CLT_API clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
                          int *tile_m, int *tile_n);
 /* The tile products of this shape use on dev; *tuned (may be NULL) is 1
  * when it comes from the tuning cache, 0 when it is the default. Errors as
  * clt_tune_gemm's, never CLT_ERR_IO (an unreadable cache reads as empty). */
-clt_status clt_tune_lookup(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
+CLT_API clt_status clt_tune_lookup(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
                            int *tile_m, int *tile_n, int *tuned);
 /* The path of dev's tuning cache file into buf (len bytes). CLT_ERR_IO when
  * caching is off (CLT_CACHE_DIR=off) or the path does not fit. */
-clt_status clt_tune_cache_path(clt_device dev, char *buf, size_t len);
+CLT_API clt_status clt_tune_cache_path(clt_device dev, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

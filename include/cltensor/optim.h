@@ -5,6 +5,7 @@
 #ifndef CLTENSOR_OPTIM_H
 #define CLTENSOR_OPTIM_H
 
+#include "export.h"
 #include <stdint.h>
 #include "nn.h"
 
@@ -26,15 +27,15 @@ typedef struct clt_optimizer clt_optimizer;
  * model, which must outlive it. CLT_ERR_INVALID_ARGUMENT for a NULL or
  * uninitialised model, or lr, momentum or weight_decay negative or not
  * finite, or momentum >= 1. */
-clt_status clt_optimizer_create_sgd(clt_optimizer **out, clt_model *model, float lr, float momentum,
+CLT_API clt_status clt_optimizer_create_sgd(clt_optimizer **out, clt_model *model, float lr, float momentum,
                                     float weight_decay);
 /* Adam as PyTorch's (defaults lr 1e-3, betas 0.9 and 0.999, eps 1e-8),
  * bias-corrected. decoupled = 1 is AdamW (param *= 1 - lr * weight_decay);
  * otherwise weight_decay is added to the gradient. Betas must lie in [0, 1). */
-clt_status clt_optimizer_create_adam(clt_optimizer **out, clt_model *model, float lr, float beta1, float beta2,
+CLT_API clt_status clt_optimizer_create_adam(clt_optimizer **out, clt_model *model, float lr, float beta1, float beta2,
                                      float eps, float weight_decay, int decoupled);
 /* NULL is fine. */
-void clt_optimizer_free(clt_optimizer *opt);
+CLT_API void clt_optimizer_free(clt_optimizer *opt);
 
 /* One update of every parameter from the current gradients. For a float16
  * model (mixed precision, docs/half.md) the update runs on float32 master
@@ -48,26 +49,26 @@ void clt_optimizer_free(clt_optimizer *opt);
  * without gradients. Creates the state at the first update. State left on
  * another device (the model was moved after the first step) fails with
  * CLT_ERR_DEVICE_MISMATCH. */
-clt_status clt_optimizer_step(clt_optimizer *opt);
+CLT_API clt_status clt_optimizer_step(clt_optimizer *opt);
 
 /* Learning rate, for schedules. */
-float clt_optimizer_lr(const clt_optimizer *opt);
-clt_status clt_optimizer_set_lr(clt_optimizer *opt, float lr);
+CLT_API float clt_optimizer_lr(const clt_optimizer *opt);
+CLT_API clt_status clt_optimizer_set_lr(clt_optimizer *opt, float lr);
 /* Updates done so far (Adam's step t). set_steps restores it from a checkpoint. */
-int64_t clt_optimizer_steps(const clt_optimizer *opt);
-clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps);
+CLT_API int64_t clt_optimizer_steps(const clt_optimizer *opt);
+CLT_API clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps);
 
 /* The state buffers, flat over the parameters in the model's layout:
  * Adam has "exp_avg" and "exp_avg_sq", SGD with momentum "momentum_buffer",
  * SGD without none (PyTorch's names); for a float16 model one more, last,
  * "master": the float32 master weights. *state is borrowed and NULL until
  * the first update (or clt_optimizer_init_state). */
-int clt_optimizer_num_states(const clt_optimizer *opt);
-clt_status clt_optimizer_state(const clt_optimizer *opt, int i, const char **name, clt_tensor **state);
+CLT_API int clt_optimizer_num_states(const clt_optimizer *opt);
+CLT_API clt_status clt_optimizer_state(const clt_optimizer *opt, int i, const char **name, clt_tensor **state);
 /* Creates the state now on the parameters' device (for loading a checkpoint
  * into it): zeroed, the master weights a float32 copy of the parameters; a
  * no-op for what exists. */
-clt_status clt_optimizer_init_state(clt_optimizer *opt);
+CLT_API clt_status clt_optimizer_init_state(clt_optimizer *opt);
 
 #ifdef __cplusplus
 }

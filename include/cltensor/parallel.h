@@ -9,6 +9,7 @@
 #ifndef CLTENSOR_PARALLEL_H
 #define CLTENSOR_PARALLEL_H
 
+#include "export.h"
 #include <stdint.h>
 #include "trainer.h"
 
@@ -33,7 +34,7 @@ typedef struct clt_collective {
  * names) and a copy of src's parameters (in src's dtype, with src's loss
  * scaler state), on dev, in training mode, without gradients. src must be
  * initialised. */
-clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device dev);
+CLT_API clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device dev);
 
 /* ---- Data parallel ----------------------------------------------------- */
 
@@ -81,7 +82,7 @@ clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device
  * device list or comm (rank outside [0, world), no allreduce_sum);
  * CLT_ERR_NO_DEVICE when a listed device does not exist; what
  * allreduce_sum returns. */
-clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
+CLT_API clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
                             const clt_trainer_options *opt, const clt_device *devices, int num_devices,
                             const clt_collective *comm, clt_trainer_result *out);
 
@@ -97,7 +98,7 @@ clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const cl
  * Errors: CLT_ERR_INVALID_ARGUMENT for bad ranges; CLT_ERR_UNSUPPORTED for a
  * float16 model (each stage's optimizer would skip overflowing steps on its
  * own); device errors. */
-clt_status clt_model_split(const clt_model *src, int num_stages, const int *first_layer, const clt_device *devices,
+CLT_API clt_status clt_model_split(const clt_model *src, int num_stages, const int *first_layer, const clt_device *devices,
                            clt_model **stages);
 
 /* A chain of stages on (usually) different devices: the article's
@@ -118,17 +119,17 @@ typedef struct clt_pipeline clt_pipeline;
  * forward; backward adds the replicas' gradients into the stages', which
  * then hold the whole batch's gradient, as without micro-batches. Step the
  * stages' own optimizers. */
-clt_status clt_pipeline_create(clt_pipeline **out, clt_model *const *stages, int num_stages, int micro_batches);
+CLT_API clt_status clt_pipeline_create(clt_pipeline **out, clt_model *const *stages, int num_stages, int micro_batches);
 /* NULL is fine. */
-void clt_pipeline_free(clt_pipeline *p);
+CLT_API void clt_pipeline_free(clt_pipeline *p);
 /* x is (B, ...) on any device (copied to the first stage's if elsewhere);
  * *y is a new tensor on the last stage's device. */
-clt_status clt_pipeline_forward(clt_pipeline *p, clt_tensor *x, clt_tensor **y);
+CLT_API clt_status clt_pipeline_forward(clt_pipeline *p, clt_tensor *x, clt_tensor **y);
 /* dy is the gradient of the loss with respect to the last forward's output,
  * on any device. Accumulates every stage's gradients (+=); when dx is not
  * NULL, *dx is the gradient with respect to x, on the first stage's device.
  * Fails with CLT_ERR_INVALID_ARGUMENT when no training forward is pending. */
-clt_status clt_pipeline_backward(clt_pipeline *p, clt_tensor *dy, clt_tensor **dx);
+CLT_API clt_status clt_pipeline_backward(clt_pipeline *p, clt_tensor *dy, clt_tensor **dx);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #ifndef CLTENSOR_PLAN_H
 #define CLTENSOR_PLAN_H
 
+#include "export.h"
 #include <stdint.h>
 #include <stdio.h>
 #include "nn.h"
@@ -34,7 +35,7 @@ typedef struct clt_plan_options {
 } clt_plan_options;
 
 /* Batch 256, SGD without momentum, float32, no checkpointing, try_gpu(0). */
-clt_plan_options clt_plan_default_options(void);
+CLT_API clt_plan_options clt_plan_default_options(void);
 
 /* The predicted peak and what is alive at that moment, in bytes. */
 typedef struct clt_plan {
@@ -62,13 +63,13 @@ typedef struct clt_plan {
  * CLT_ERR_INVALID_ARGUMENT (NULL, batch < 1, a bad segment size, a model
  * without a Linear), CLT_ERR_UNSUPPORTED for a dtype other than float32 and
  * float16, CLT_ERR_NO_DEVICE when o->device does not exist. */
-clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan *out);
+CLT_API clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan *out);
 
 /* The largest batch size that trains under a memory cap of budget bytes (0
  * when not even one example does), searched up to max_batch: the model's
  * creation and two steps replayed through the allocator's segments, pools
  * and cache releases, with none of its requests going past the cap. */
-clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
+CLT_API clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
                               int64_t *batch);
 
 /* What clt_plan_fit chose. */
@@ -95,13 +96,13 @@ typedef struct clt_plan_fit_result {
  * see (the trainer's running loss sum, other tensors of the program).
  * CLT_ERR_OUT_OF_MEMORY when none fits, its message giving the budget, the
  * margin, and what the weights, gradients, optimizer state and batch need. */
-clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t budget, int allow_fp16,
+CLT_API clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t budget, int allow_fp16,
                         clt_plan_fit_result *out);
 
 /* Writes the plan as a table plus, when budget > 0, whether it fits in it,
  * the largest batch that fits with and without checkpointing (up to
  * max_batch), and what to change when it does not fit. */
-clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
+CLT_API clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
                            FILE *out);
 
 #ifdef __cplusplus

@@ -3,6 +3,7 @@
 #ifndef CLTENSOR_STATUS_H
 #define CLTENSOR_STATUS_H
 
+#include "export.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,19 +31,19 @@ typedef enum clt_status {
 } clt_status;
 
 /* A constant name such as "CLT_ERR_SHAPE"; "unknown status" for others. */
-const char *clt_status_string(clt_status s);
+CLT_API const char *clt_status_string(clt_status s);
 
 /* The calling thread's message for its last failed call ("" if none). The
  * pointer stays valid until the thread's next failing cltensor call. */
-const char *clt_last_error(void);
+CLT_API const char *clt_last_error(void);
 
 /* Forgets the calling thread's last message. */
-void clt_clear_error(void);
+CLT_API void clt_clear_error(void);
 
 /* Sets the calling thread's message (printf format) and returns s: for
  * callbacks cltensor calls, such as a clt_collective's allreduce_sum, whose
  * failure message the calling cltensor function then reports. */
-clt_status clt_set_error(clt_status s, const char *fmt, ...)
+CLT_API clt_status clt_set_error(clt_status s, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
     __attribute__((format(printf, 2, 3)))
 #endif

@@ -8,6 +8,7 @@
 #ifndef CLTENSOR_TENSOR_H
 #define CLTENSOR_TENSOR_H
 
+#include "export.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,59 +28,59 @@ typedef enum clt_dtype {
 } clt_dtype;
 
 /* "float32", "int32", "float16". */
-const char *clt_dtype_name(clt_dtype dt);
+CLT_API const char *clt_dtype_name(clt_dtype dt);
 /* Bytes per element. */
-size_t clt_dtype_size(clt_dtype dt);
+CLT_API size_t clt_dtype_size(clt_dtype dt);
 
 typedef struct clt_tensor clt_tensor;
 
 /* Creation on a device. Shapes have 0..CLT_MAX_DIMS dimensions, each >= 0
  * (zero-size tensors are valid); ndim 0 is a scalar. New tensors count as
  * CLT_MEM_OTHER until clt_tensor_set_category says otherwise. */
-clt_status clt_empty(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
-clt_status clt_zeros(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
-clt_status clt_ones(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
-clt_status clt_full(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
+CLT_API clt_status clt_empty(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
+CLT_API clt_status clt_zeros(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
+CLT_API clt_status clt_ones(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
+CLT_API clt_status clt_full(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
                     double value);
 /* Uniform in [0, 1) and standard normal float32, from a counter-based
  * generator: the same seed gives the same values on every device. */
-clt_status clt_rand(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
-clt_status clt_randn(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
+CLT_API clt_status clt_rand(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
+CLT_API clt_status clt_randn(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
 /* Copies numel elements of `dt` from host memory (float16 as uint16_t bits). */
-clt_status clt_from_host(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
+CLT_API clt_status clt_from_host(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
                          const void *data);
 
 /* On the source tensor's device, with its dtype and shape (the article's new_*). */
-clt_status clt_empty_like(clt_tensor **out, const clt_tensor *src);
-clt_status clt_zeros_like(clt_tensor **out, const clt_tensor *src);
-clt_status clt_ones_like(clt_tensor **out, const clt_tensor *src);
+CLT_API clt_status clt_empty_like(clt_tensor **out, const clt_tensor *src);
+CLT_API clt_status clt_zeros_like(clt_tensor **out, const clt_tensor *src);
+CLT_API clt_status clt_ones_like(clt_tensor **out, const clt_tensor *src);
 
 /* Reference counting; clt_tensor_release(NULL) does nothing. */
-clt_tensor *clt_tensor_retain(clt_tensor *t);
-void clt_tensor_release(clt_tensor *t);
+CLT_API clt_tensor *clt_tensor_retain(clt_tensor *t);
+CLT_API void clt_tensor_release(clt_tensor *t);
 
 /* The accessors below take NULL too: clt_tensor_device(NULL) is clt_cpu(),
  * clt_tensor_dtype(NULL) CLT_FLOAT32, clt_tensor_category(NULL) CLT_MEM_OTHER
  * and the counts (ndim, dim, shape, numel, nbytes) are 0. */
-clt_device clt_tensor_device(const clt_tensor *t);
-clt_dtype clt_tensor_dtype(const clt_tensor *t);
-int clt_tensor_ndim(const clt_tensor *t);
+CLT_API clt_device clt_tensor_device(const clt_tensor *t);
+CLT_API clt_dtype clt_tensor_dtype(const clt_tensor *t);
+CLT_API int clt_tensor_ndim(const clt_tensor *t);
 /* Size of dimension i (negative i counts from the end). */
-int64_t clt_tensor_dim(const clt_tensor *t, int i);
+CLT_API int64_t clt_tensor_dim(const clt_tensor *t, int i);
 /* Copies the shape into shape[0..ndim) and returns ndim. */
-int clt_tensor_shape(const clt_tensor *t, int64_t *shape);
-int64_t clt_tensor_numel(const clt_tensor *t);
-size_t clt_tensor_nbytes(const clt_tensor *t);
+CLT_API int clt_tensor_shape(const clt_tensor *t, int64_t *shape);
+CLT_API int64_t clt_tensor_numel(const clt_tensor *t);
+CLT_API size_t clt_tensor_nbytes(const clt_tensor *t);
 
 /* Retags the tensor's storage for the memory counters. */
-clt_status clt_tensor_set_category(clt_tensor *t, clt_category c);
-clt_category clt_tensor_category(const clt_tensor *t);
+CLT_API clt_status clt_tensor_set_category(clt_tensor *t, clt_category c);
+CLT_API clt_category clt_tensor_category(const clt_tensor *t);
 
 /* A view with another shape of the same number of elements; one dimension
  * may be -1 and is inferred. Shares storage. */
-clt_status clt_reshape(clt_tensor **out, clt_tensor *t, int ndim, const int64_t *shape);
+CLT_API clt_status clt_reshape(clt_tensor **out, clt_tensor *t, int ndim, const int64_t *shape);
 /* Rows [start, start+length) along dimension 0, sharing storage. */
-clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t length);
+CLT_API clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t length);
 
 /* Placement. clt_to returns t itself (one more reference, no copy) when it is
  * already on dev, else a copy; clt_copy_to always copies. Copies between
@@ -87,39 +88,39 @@ clt_status clt_narrow(clt_tensor **out, clt_tensor *t, int64_t start, int64_t le
  * staging buffer. Neither waits for the device: the copy is ordered after
  * t's producers by events. Only copies from or into pinned memory wait for
  * the transfer (clt_to_async in cltensor/async.h does not). */
-clt_status clt_to(clt_tensor **out, clt_tensor *t, clt_device dev);
-clt_status clt_copy_to(clt_tensor **out, clt_tensor *t, clt_device dev);
+CLT_API clt_status clt_to(clt_tensor **out, clt_tensor *t, clt_device dev);
+CLT_API clt_status clt_copy_to(clt_tensor **out, clt_tensor *t, clt_device dev);
 /* Copies src's elements into dst (same dtype and element count, same device);
  * CLT_ERR_INVALID_ARGUMENT when the two overlap in memory (clt_copy_(x, x)). */
-clt_status clt_copy_(clt_tensor *dst, const clt_tensor *src);
+CLT_API clt_status clt_copy_(clt_tensor *dst, const clt_tensor *src);
 
 /* Reads the tensor into host memory of at least nbytes (a synchronization
  * point: waits for the tensor's producers). */
-clt_status clt_to_host(const clt_tensor *t, void *dst, size_t nbytes);
+CLT_API clt_status clt_to_host(const clt_tensor *t, void *dst, size_t nbytes);
 /* The single element of a one-element tensor, as a double (a synchronization point). */
-clt_status clt_item(const clt_tensor *t, double *out);
+CLT_API clt_status clt_item(const clt_tensor *t, double *out);
 
 /* Formats as the chapter prints: tensor([[1., 1., 1.]], device='gpu:0').
  * Long tensors are summarised with "...". Reads the values (a synchronization
  * point). Returns CLT_ERR_INVALID_ARGUMENT if buf is too small. */
-clt_status clt_tensor_format(const clt_tensor *t, char *buf, size_t len);
-clt_status clt_tensor_print(const clt_tensor *t, FILE *out);
+CLT_API clt_status clt_tensor_format(const clt_tensor *t, char *buf, size_t len);
+CLT_API clt_status clt_tensor_print(const clt_tensor *t, FILE *out);
 
 /* Half precision (docs/half.md). A new tensor of dtype dt holding t's values
  * converted on t's device: float32 to float16 rounds to nearest even
  * (overflow gives inf, NaN stays NaN, small values become subnormals or
  * zero); float16 to float32 is exact. Returns t itself (one more reference)
  * when it already has dtype dt. CLT_ERR_UNSUPPORTED for int32 on either side. */
-clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt);
+CLT_API clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt);
 /* The same conversions on the host, bit for bit those of the kernels (NaN
  * payloads aside). */
-uint16_t clt_float_to_half(float f);
-float clt_half_to_float(uint16_t h);
+CLT_API uint16_t clt_float_to_half(float f);
+CLT_API float clt_half_to_float(uint16_t h);
 
 /* out = a + b, elementwise, on their (common) device; a and b both float32
  * or both float16 (added in float32, out has their dtype), else
  * CLT_ERR_UNSUPPORTED. */
-clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
+CLT_API clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
 
 #ifdef __cplusplus
 }

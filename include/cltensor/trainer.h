@@ -5,6 +5,7 @@
 #ifndef CLTENSOR_TRAINER_H
 #define CLTENSOR_TRAINER_H
 
+#include "export.h"
 #include <stdint.h>
 #include <stdio.h>
 #include "data.h"
@@ -63,7 +64,7 @@ typedef struct clt_trainer_options {
 /* One epoch, batch 256, SGD lr 0.1, shuffled with seed 0, num_gpus 1, no
  * progress bar and no log (the library prints nothing unless asked: set
  * progress and log). */
-clt_trainer_options clt_trainer_default_options(void);
+CLT_API clt_trainer_options clt_trainer_default_options(void);
 
 typedef struct clt_trainer_result {
     int epochs;                /* completed */
@@ -89,18 +90,18 @@ typedef struct clt_trainer_result {
  * named), CLT_ERR_DIVERGED when the loss read at a progress update or an
  * epoch's end is not finite, or every step of a float16 epoch was skipped:
  * that epoch writes nothing, so save_path keeps the last finite epoch. */
-clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
+CLT_API clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
                            const clt_trainer_options *opt, clt_trainer_result *out);
 
 /* Asks a running clt_trainer_fit to stop after its current step and save
  * its checkpoint (with the position, for resume_path). Async-signal-safe:
  * meant for a SIGINT handler. The request is consumed by the fit it stops. */
-void clt_trainer_request_stop(void);
+CLT_API void clt_trainer_request_stop(void);
 
 /* Mean loss and accuracy of model over the first `limit` examples of ds (all
  * when 0), in inference mode, on the model's device. Two synchronization
  * points in all, at the end. */
-clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit,
+CLT_API clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit,
                         double *loss, double *accuracy);
 
 /* ---- Checkpoints ----
@@ -112,21 +113,21 @@ clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_s
 
 /* Writes atomically (the old file stays whole on failure). A
  * synchronization point: reads every tensor. */
-clt_status clt_checkpoint_save(const char *path, const clt_model *model, const clt_optimizer *opt,
+CLT_API clt_status clt_checkpoint_save(const char *path, const clt_model *model, const clt_optimizer *opt,
                                const clt_checkpoint_info *info);
 /* Loads every parameter of model (and the optimizer state when opt is not
  * NULL and the file has it) after checking the whole file first: a tensor
  * the model lacks, one it has that the file lacks, or a shape that differs
  * fails with CLT_ERR_FORMAT naming the tensor, and the model is untouched.
  * info (may be NULL) receives the metadata's numbers. */
-clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt,
+CLT_API clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt,
                                clt_checkpoint_info *info);
 /* Reads a ResMLP checkpoint's architecture (hidden width and block count)
  * from its tensor names and shapes, without loading it. CLT_ERR_FORMAT when
  * net.1.weight is not 2-D with each side 1..2^31-1, or the file holds more
  * than CLT_RESMLP_MAX_BLOCKS blocks. */
 #define CLT_RESMLP_MAX_BLOCKS 1000
-clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64_t *blocks);
+CLT_API clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64_t *blocks);
 
 #ifdef __cplusplus
 }

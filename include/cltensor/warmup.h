@@ -4,6 +4,7 @@
 #ifndef CLTENSOR_WARMUP_H
 #define CLTENSOR_WARMUP_H
 
+#include "export.h"
 #include <stdint.h>
 #include "nn.h"
 #include "trainer.h"
@@ -46,7 +47,7 @@ enum {
  * before its epoch clock starts. out may be NULL.
  * Errors: CLT_ERR_INVALID_ARGUMENT for a NULL or uninitialised model or
  * batch_size < 1; device and memory errors of the step. */
-clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_optimizer_kind optimizer,
+CLT_API clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_optimizer_kind optimizer,
                             double gradient_clip_val, int flags, clt_warmup_result *out);
 
 #ifdef __cplusplus
