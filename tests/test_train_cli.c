@@ -229,7 +229,9 @@ END_TEST
  * an explicit --device wins; a bad value is refused, named. */
 START_TEST(test_clt_device)
 {
-    const char *clt = clt_test_clt_path();
+    const char *clt = clt_test_clt_path(), *cpu = clt_test_cpu_name(); /* cpu:0, or a GPU where none */
+    char on_cpu[48];
+    snprintf(on_cpu, sizeof on_cpu, "on %s", cpu);
     ck_assert_int_eq(run("CLT_DEVICE=banana %s train --data %s --steps 1", clt, dir), 2);
     ck_assert_msg(strstr(out, "clt train: ") && strstr(out, "CLT_DEVICE") && strstr(out, "banana"), "%s", out);
     ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s train --data %s --steps 1 --hiddens 16 --blocks 1", clt, dir), 1);
@@ -237,14 +239,14 @@ START_TEST(test_clt_device)
     ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s train --plan --hiddens 16 --blocks 1", clt), 1);
     ck_assert_msg(strstr(out, "gpu:77") != NULL, "%s", out);
     ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s train --data %s --steps 1 --hiddens 16 --blocks 1 --val-limit 8 "
-                         "--device cpu --save %s/dev.st", clt, dir, dir), 0);
-    ck_assert_msg(strstr(out, "on cpu:0") != NULL, "%s", out);
-    ck_assert_int_eq(run("CLT_DEVICE=cpu %s train --data %s --steps 1 --hiddens 16 --blocks 1 --val-limit 8", clt,
+                         "--device %s --save %s/dev.st", clt, dir, cpu, dir), 0);
+    ck_assert_msg(strstr(out, on_cpu) != NULL, "%s", out);
+    ck_assert_int_eq(run("CLT_DEVICE=%s %s train --data %s --steps 1 --hiddens 16 --blocks 1 --val-limit 8", cpu, clt,
                          dir), 0);
-    ck_assert_msg(strstr(out, "on cpu:0") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, on_cpu) != NULL, "%s", out);
     ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s eval --load %s/dev.st --data %s", clt, dir, dir), 1);
     ck_assert_msg(strstr(out, "gpu:77") != NULL, "%s", out);
-    ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s eval --load %s/dev.st --data %s --device cpu", clt, dir, dir), 0);
+    ck_assert_int_eq(run("CLT_DEVICE=gpu:77 %s eval --load %s/dev.st --data %s --device %s", clt, dir, dir, cpu), 0);
     ck_assert_int_ne(run("CLT_DEVICE=gpu:77 %s tune --batch 8 --inputs 8 --hidden 8 --blocks 1 --outputs 8", clt), 0);
     ck_assert_msg(strstr(out, "gpu:77") != NULL, "%s", out);
 }
