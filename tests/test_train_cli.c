@@ -225,6 +225,19 @@ START_TEST(test_resumed_metrics_row)
 }
 END_TEST
 
+/* Under CLT_SYNC_DEBUG=warn a run's few synchronization points are reported
+ * as the public calls that made them (the trainer's loss reads, the
+ * evaluation, the warm-up), not as the clt_item inside them. */
+START_TEST(test_sync_points_name_the_trainer)
+{
+    ck_assert_int_eq(run("CLT_SYNC_DEBUG=warn %s train --data %s --hiddens 16 --blocks 1 --val-limit 8 2>&1",
+                         clt_test_clt_path(), dir), 0);
+    ck_assert_msg(strstr(out, "clt_trainer_fit (reading the loss)") && strstr(out, "clt_evaluate (reading the loss)") &&
+                      !strstr(out, "clt_item"),
+                  "%s", out);
+}
+END_TEST
+
 /* CLT_DEVICE is the default device of clt train, eval, tune and --plan;
  * an explicit --device wins; a bad value is refused, named. */
 START_TEST(test_clt_device)
@@ -325,6 +338,7 @@ int main(void)
     tcase_add_test(tc, test_num_gpus_interrupt_and_resume);
     tcase_add_test(tc, test_resumed_metrics_row);
     tcase_add_test(tc, test_clt_device);
+    tcase_add_test(tc, test_sync_points_name_the_trainer);
     tcase_add_test(tc, test_divergence_exits_nonzero);
     tcase_add_test(tc, test_help_and_messages);
     suite_add_tcase(s, tc);

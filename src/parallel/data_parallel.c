@@ -197,7 +197,7 @@ static clt_status local_loss(dp_state *d, double *sum)
     *sum = 0;
     for (int i = 0; i < d->k; i++) {
         double v;
-        CLT_TRY(clt_item(d->r[i].loss_sum, &v));
+        CLT_TRY(clt__fit_item(d->r[i].loss_sum, &v, "clt_parallel_fit (reading the loss)"));
         *sum += v;
     }
     return CLT_OK;

@@ -134,8 +134,8 @@ clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_s
         seen += b;
     }
     double total = 0, right = 0;
-    if (s == CLT_OK) s = clt_item(loss_sum, &total);
-    if (s == CLT_OK) s = clt_item(correct, &right);
+    if (s == CLT_OK) s = clt__fit_item(loss_sum, &total, "clt_evaluate (reading the loss)");
+    if (s == CLT_OK) s = clt__fit_item(correct, &right, "clt_evaluate (reading the correct count)");
     if (s == CLT_OK) {
         *loss = seen ? total / (double)seen : NAN;
         *accuracy = seen ? right / (double)seen : NAN;
@@ -212,7 +212,10 @@ static clt_status one_step(void *ctx, int64_t *n, int *stop)
     return s;
 }
 
-static clt_status one_loss(void *ctx, double *sum) { return clt_item(((one_device *)ctx)->loss_sum, sum); }
+static clt_status one_loss(void *ctx, double *sum)
+{
+    return clt__fit_item(((one_device *)ctx)->loss_sum, sum, "clt_trainer_fit (reading the loss)");
+}
 
 static clt_status one_running(void *ctx, int64_t seen, double *mean)
 {

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "../core/error.h"
+#include "engine.h"
 #include "../device/device_internal.h"
 #include "../kernels/program.h"
 #include "cltensor/ops.h"
@@ -86,7 +87,7 @@ static clt_status run_step(clt_model *c, clt_optimizer *opt, step_data *d, doubl
     if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(c, clip, NULL));
     CLT_TRY(clt_optimizer_step(opt));
     CLT_TRY(clt_axpy_(d->loss_sum, 1.0f, d->loss));
-    CLT_TRY(clt_item(d->loss_sum, &ignored));
+    CLT_TRY(clt__fit_item(d->loss_sum, &ignored, "clt_model_warmup (reading the loss)"));
     clt_tensor_release(d->logits);
     clt_tensor_release(d->loss);
     d->logits = d->loss = NULL;
@@ -96,7 +97,7 @@ static clt_status run_step(clt_model *c, clt_optimizer *opt, step_data *d, doubl
     CLT_TRY(clt_argmax_rows(&d->pred, d->logits));
     CLT_TRY(clt_count_equal(&d->hits, d->pred, d->y));
     CLT_TRY(clt_add_(d->loss_sum, d->hits));
-    return clt_item(d->loss_sum, &ignored);
+    return clt__fit_item(d->loss_sum, &ignored, "clt_model_warmup (reading the loss)");
 }
 
 static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kind kind, double clip)
