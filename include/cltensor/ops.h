@@ -71,7 +71,7 @@ CLT_API clt_status clt_sum_rows(clt_tensor **out, const clt_tensor *x);
 CLT_API clt_status clt_sum(clt_tensor **out, const clt_tensor *x);
 CLT_API clt_status clt_mean(clt_tensor **out, const clt_tensor *x);
 /* x is (B,C) float32; out is (B) int32: the index of each row's largest
- * value (the first one on ties). */
+ * value (the first one on ties; a NaN counts as largest, as in PyTorch). */
 CLT_API clt_status clt_argmax_rows(clt_tensor **out, const clt_tensor *x);
 /* a and b are int32 of equal shape; out is a one-element float32 tensor
  * holding how many elements are equal. */
