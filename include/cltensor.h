@@ -9,8 +9,11 @@
  *
  * Ownership: every object has one owner and one release path: tensors are
  * reference counted (clt_tensor_release); every other object has a _free
- * that accepts NULL. Functions that write an out-pointer hand the caller
- * what they wrote, and write NULL on failure. */
+ * that accepts NULL. Functions that create an object through an
+ * out-pointer hand the caller what they wrote, and write NULL on failure;
+ * getters of borrowed pointers (clt_model_named_parameter,
+ * clt_optimizer_state, clt_safetensors_metadata_at) leave their outputs as
+ * they were when they fail. */
 #ifndef CLTENSOR_H
 #define CLTENSOR_H
 

@@ -4,7 +4,10 @@
  * clt_synchronize, clt_synchronize_all, clt_event_wait, a blocking clt_to
  * from or into pinned memory, and clt_tensor_host_ptr / clt_tensor_write
  * asked to wait for an in-flight pinned tensor (reading a pinned tensor
- * waits only while a copy into it is pending). Copies between devices wait
+ * waits only while a copy into it is pending), and the calls that say they
+ * wait through one of these (e.g. clt_model_clip_grad_norm, a float16 model's
+ * clt_optimizer_step, clt_loader_next with its staging ring full, GEMM
+ * tuning, clt_evaluate, saving a file). Copies between devices wait
  * on events, never on the host. Each sync point is counted per device (waits
  * for a pinned tensor's transfers count on "pinned"), can be reported or
  * refused (CLT_SYNC_DEBUG), and appears on the trace (CLT_TRACE). See

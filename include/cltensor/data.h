@@ -69,7 +69,8 @@ CLT_API clt_loader_options clt_loader_default_options(void);
 typedef struct clt_loader clt_loader;
 
 /* The loader borrows ds, which must outlive it, and starts at epoch 0.
- * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named). */
+ * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named) or a malformed
+ * dataset; those of allocating its first pinned staging buffers. */
 CLT_API clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device dev,
                              const clt_loader_options *opt);
 /* NULL does nothing. Tensors already handed out stay valid. */
@@ -96,8 +97,9 @@ CLT_API clt_status clt_loader_set_position(clt_loader *l, int64_t epoch, int64_t
  * without waiting, so the host prepares the next batch while the device
  * computes on this one. A buffer is reused once its copy has finished; while
  * all are in flight a new one is added, so the host does not wait for a
- * copy. Only past 256 MiB of staging buffers does it wait for the oldest
- * (a synchronization point of clt_loader_next). After the epoch's last batch, sets
+ * copy. Only once the ring is full (256 MiB of staging buffers, but at least
+ * 2 and at most 4096 of them) does it wait for the oldest (a
+ * synchronization point of clt_loader_next). After the epoch's last batch, sets
  * *x and *y to NULL, returns CLT_OK and moves to the next epoch.
  * Errors: device errors; nothing is handed out then. */
 CLT_API clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y);

@@ -33,8 +33,9 @@ CLT_API clt_device clt_gpu(int i);
 CLT_API clt_device clt_device_at(int platform_index, int device_index);
 
 /* Number of GPUs present (0 when there are none or OpenCL is unavailable).
- * With CLT_CPU_AS_GPU=1 in the environment, CPU OpenCL devices are presented
- * as GPUs, so a CPU-only machine (pocl) can run multi-GPU code paths. */
+ * With CLT_CPU_AS_GPU=1 (or =only, which adds no cpu:0) in the environment,
+ * CPU OpenCL devices are presented as GPUs, so a CPU-only machine (pocl) can
+ * run multi-GPU code paths. */
 CLT_API int clt_num_gpus(void);
 /* gpu(i) if it exists, else cpu(). */
 CLT_API clt_device clt_try_gpu(int i);
@@ -87,8 +88,8 @@ typedef struct clt_device_info {
     int presented_as_gpu;   /* a CPU device shown as a GPU by CLT_CPU_AS_GPU */
 } clt_device_info;
 
-/* Number of devices cltensor sees (every platform, plus cpu:0 again when CPUs
- * are presented as GPUs). */
+/* Number of devices cltensor sees (every platform, plus cpu:0 again with
+ * CLT_CPU_AS_GPU=1; "pinned" is not listed). */
 CLT_API int clt_device_count(void);
 /* Information on the i-th device in that list. */
 CLT_API clt_status clt_device_info_get(int i, clt_device_info *out);

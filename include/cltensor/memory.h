@@ -39,7 +39,8 @@ CLT_API int64_t clt_memory_allocated_category(clt_device dev, clt_category c);
 CLT_API int64_t clt_max_memory_allocated_category(clt_device dev, clt_category c);
 /* Sets every peak to the current value. */
 CLT_API clt_status clt_reset_peak_memory_stats(clt_device dev);
-/* Returns cached blocks that no tensor uses to the driver. */
+/* Returns to the driver every cached segment that holds no tensor (a free
+ * block inside a segment a tensor still uses stays cached). */
 CLT_API clt_status clt_empty_cache(clt_device dev);
 
 /* Device-wide memory: *total is the device's global memory; *free is what

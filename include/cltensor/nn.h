@@ -216,7 +216,8 @@ CLT_API int64_t clt_model_parameter_count(const clt_model *m);
 CLT_API int clt_model_num_named_parameters(const clt_model *m);
 /* The i-th named parameter, in state_dict order. Each output may be NULL.
  * *param and *grad are borrowed views owned by the model (valid until
- * clt_model_to or clt_model_free); *grad is NULL before the first backward. */
+ * clt_model_to, clt_model_to_dtype or clt_model_free); *grad is NULL before
+ * the first backward. */
 CLT_API clt_status clt_model_named_parameter(const clt_model *m, int i, const char **name, clt_tensor **param,
                                      clt_tensor **grad);
 /* Index of the parameter with that name, or -1. */

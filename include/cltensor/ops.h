@@ -1,5 +1,6 @@
-/* Operations on float32 tensors. Each runs as kernels on its operands'
- * device and only enqueues: nothing waits for the device.
+/* Operations on float32 tensors (float16 too where a function says so;
+ * int32 labels and indices). Each runs as kernels on its operands' device
+ * and only enqueues: nothing waits for the device.
  *
  * Conventions: a function that writes `clt_tensor **out` creates a new tensor
  * on the operands' device (the caller owns one reference). A name ending in
@@ -35,9 +36,10 @@ CLT_API clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tens
                                const clt_tensor *x, const clt_tensor *w);
 
 /* Linear then ReLU in one call: y = max(x @ w^T + b, 0), shapes as
- * clt_linear_forward. On CPU-class devices bias and ReLU run in the
- * product's store (one pass over y); on GPU-class devices (docs/gpu.md) one
- * bias + ReLU pass follows the product. Its
+ * clt_linear_forward. Where the CPU kernels do the product (CPU-class
+ * devices, docs/gpu.md, unless CLT_DENSE says otherwise) bias and ReLU run
+ * in the product's store (one pass over y); after a CLBlast product one
+ * bias + ReLU pass follows. Its
  * backward is clt_relu_backward_bias (with this y and the bias gradient)
  * then clt_linear_backward with db NULL. */
 CLT_API clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
@@ -58,7 +60,7 @@ CLT_API clt_status clt_relu_backward_bias(clt_tensor **dx, clt_tensor *db, const
  * element counts are not enough: (2, 3) and (3, 2) fail with CLT_ERR_SHAPE
  * naming both); two one-element tensors match whatever their shapes, so a
  * loss of shape () adds into a (1) total. */
-CLT_API clt_status clt_fill_(clt_tensor *t, double value);
+CLT_API clt_status clt_fill_(clt_tensor *t, double value);                   /* any dtype (int32: if it fits) */
 CLT_API clt_status clt_scale_(clt_tensor *x, float alpha);                    /* x *= alpha */
 CLT_API clt_status clt_axpy_(clt_tensor *y, float alpha, const clt_tensor *x); /* y += alpha * x */
 CLT_API clt_status clt_add_(clt_tensor *y, const clt_tensor *x);              /* y += x */
@@ -69,7 +71,7 @@ CLT_API clt_status clt_sum_rows(clt_tensor **out, const clt_tensor *x);
 CLT_API clt_status clt_sum(clt_tensor **out, const clt_tensor *x);
 CLT_API clt_status clt_mean(clt_tensor **out, const clt_tensor *x);
 /* x is (B,C) float32; out is (B) int32: the index of each row's largest
- * value (the first one on ties). */
+ * value (the first one on ties; a NaN counts as largest, as in PyTorch). */
 CLT_API clt_status clt_argmax_rows(clt_tensor **out, const clt_tensor *x);
 /* a and b are int32 of equal shape; out is a one-element float32 tensor
  * holding how many elements are equal. */

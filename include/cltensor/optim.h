@@ -41,10 +41,10 @@ CLT_API void clt_optimizer_free(clt_optimizer *opt);
  * model (mixed precision, docs/half.md) the update runs on float32 master
  * weights (created from the parameters at the first step, tagged
  * CLT_MEM_OPTIMIZER) with the gradients divided by the model's loss scale,
- * and the parameters become the master weights rounded to float16. When
+ * and the parameters become the master weights rounded to float16. Every
+ * such step reads an overflow flag back (a synchronization point): when
  * those gradients hold inf or NaN the update is skipped (parameters, state
- * and step count unchanged, CLT_OK) and a dynamic loss scale halves: then
- * the step reads a flag back, a synchronization point. Before the first
+ * and step count unchanged, CLT_OK) and a dynamic loss scale halves. Before the first
  * backward (no gradients yet) it does nothing, as PyTorch skips parameters
  * without gradients. Creates the state at the first update. State left on
  * another device (the model was moved after the first step) fails with

@@ -44,7 +44,8 @@ CLT_API clt_status clt_model_replicate(clt_model **out, const clt_model *src, cl
  * metrics, plot and divergence checks.
  *
  * Devices: devices[0..num_devices) when devices is not NULL; otherwise the
- * first num_devices of clt_try_all_gpus (all of them when num_devices is 0).
+ * first num_devices of clt_try_all_gpus (all of them when num_devices is 0
+ * or more than there are); at most 64 in this process.
  * The model moves to the first device (the primary) and replicas are made
  * on the others. opt->num_gpus, use_device and device are not used.
  *
@@ -93,7 +94,7 @@ CLT_API clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, 
  * devices[k] and starts with a copy of src's parameters for those layers.
  * first_layer[0] must be 0 and the indices increasing. A stage's parameter
  * names count its layers from 0 under src's prefix ("net.0.weight" in stage
- * 2 is src's "net.<first_layer[1]>.weight"). stages[0..num_stages) receive
+ * 1 is src's "net.<first_layer[1]>.weight"). stages[0..num_stages) receive
  * the models (the caller frees each); on failure none is left.
  * Errors: CLT_ERR_INVALID_ARGUMENT for bad ranges; CLT_ERR_UNSUPPORTED for a
  * float16 model (each stage's optimizer would skip overflowing steps on its

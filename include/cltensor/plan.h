@@ -4,7 +4,7 @@
  * trainer's order of operations, and what each layer keeps for backward.
  *
  * The step is the trainer's: the batch (x and int32 labels) is on the device;
- * forward; softmax cross-entropy; zero_grad; backward; optimizer step, with
+ * zero_grad; forward; softmax cross-entropy; backward; optimizer step, with
  * gradients and optimizer state already created by an earlier step. In
  * float16 it is the mixed-precision step of `clt train --fp16`: float16
  * weights, gradients and activations, float32 master weights and optimizer
@@ -28,7 +28,8 @@ typedef struct clt_plan_options {
     float momentum;                /* SGD only */
     clt_dtype dtype;               /* the model's precision: CLT_FLOAT32, or CLT_FLOAT16 (mixed precision) */
     int checkpoint_segments;       /* as clt_model_set_checkpointing: 0 off, CLT_CHECKPOINT_AUTO, S */
-    clt_device device;             /* where the step runs: CPU devices add their GEMM packing workspace */
+    clt_device device;             /* where the step runs: where the CPU kernels do the products (CPU-class
+                                      devices, or CLT_DENSE=cpu) their GEMM packing workspace is added */
     int accumulate;                /* micro-batches per step (gradient accumulation, as the trainer's
                                       accumulate): the batch stays on the device whole, each micro-batch's
                                       forward and backward run on rows of it; 0 or 1: one pass */

@@ -34,7 +34,9 @@ typedef enum clt_status {
 CLT_API const char *clt_status_string(clt_status s);
 
 /* The calling thread's message for its last failed call ("" if none). The
- * pointer stays valid until the thread's next failing cltensor call. */
+ * pointer, to a per-thread buffer, stays valid while the thread lives; its
+ * text is replaced by the thread's next failing cltensor call (and by
+ * clt_set_error and clt_clear_error). */
 CLT_API const char *clt_last_error(void);
 
 /* Forgets the calling thread's last message. */

@@ -94,7 +94,8 @@ CLT_API clt_status clt_copy_to(clt_tensor **out, clt_tensor *t, clt_device dev);
  * CLT_ERR_INVALID_ARGUMENT when the two overlap in memory (clt_copy_(x, x)). */
 CLT_API clt_status clt_copy_(clt_tensor *dst, const clt_tensor *src);
 
-/* Reads the tensor into host memory of at least nbytes (a synchronization
+/* Reads the tensor into dst, which holds nbytes: at least
+ * clt_tensor_nbytes(t), else CLT_ERR_INVALID_ARGUMENT (a synchronization
  * point: waits for the tensor's producers). */
 CLT_API clt_status clt_to_host(const clt_tensor *t, void *dst, size_t nbytes);
 /* The single element of a one-element tensor, as a double (a synchronization point). */
@@ -117,7 +118,8 @@ CLT_API clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt);
 CLT_API uint16_t clt_float_to_half(float f);
 CLT_API float clt_half_to_float(uint16_t h);
 
-/* out = a + b, elementwise, on their (common) device; a and b both float32
+/* out = a + b, elementwise, on their (common) device; a and b of the same
+ * shape (else CLT_ERR_SHAPE; two one-element tensors match) and both float32
  * or both float16 (added in float32, out has their dtype), else
  * CLT_ERR_UNSUPPORTED. */
 CLT_API clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);

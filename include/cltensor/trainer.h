@@ -83,9 +83,10 @@ typedef struct clt_trainer_result {
  * and stays there. out may be NULL.
  * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named) or a training
  * set without examples, device and memory errors from the step, CLT_ERR_IO
- * writing metrics, plot or checkpoint (the three output paths are checked
- * before any work: directory writable, target absent or a regular file; a
- * bad one is CLT_ERR_IO naming it, before the first epoch), CLT_ERR_FORMAT for a resume_path
+ * writing metrics, plot, checkpoint or memory plot (the four output paths
+ * are checked before any work: directory writable, target absent or a
+ * regular file; a bad one is CLT_ERR_IO naming it, before the first epoch),
+ * CLT_ERR_FORMAT for a resume_path
  * whose metadata is out of range or does not fit this run (the key and value
  * named), CLT_ERR_DIVERGED when the loss read at a progress update or an
  * epoch's end is not finite, or every step of a float16 epoch was skipped:

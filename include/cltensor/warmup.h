@@ -45,8 +45,9 @@ enum {
  * the code it generates at a kernel's first launch. The model, its
  * gradients and any optimizer are untouched. clt_trainer_fit calls it
  * before its epoch clock starts. out may be NULL.
- * Errors: CLT_ERR_INVALID_ARGUMENT for a NULL or uninitialised model or
- * batch_size < 1; device and memory errors of the step. */
+ * Errors: CLT_ERR_INVALID_ARGUMENT for a NULL or uninitialised model, a
+ * model without a Linear, batch_size < 1 or an unknown optimizer; device and
+ * memory errors of the step. */
 CLT_API clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_optimizer_kind optimizer,
                             double gradient_clip_val, int flags, clt_warmup_result *out);
 
