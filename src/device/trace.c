@@ -1,5 +1,6 @@
-/* The timeline: every enqueued command (with OpenCL profiling times when its
- * queue was created while tracing) and every host wait, written as Chrome
+/* The timeline: every command that passes the enqueue hook (sync.h; with
+ * OpenCL profiling times when its queue was created while tracing) and every
+ * host wait made through sync.c, written as Chrome
  * trace-event JSON. Device clocks are mapped onto the host's monotonic clock
  * by the first command seen on each device: its QUEUED time is taken to be
  * the moment it was enqueued. */
