@@ -43,8 +43,9 @@ typedef enum clt__env_var {
 const char *clt__env_name(clt__env_var v);
 /* The value, or NULL when unset or empty. */
 const char *clt__env_text(clt__env_var v);
-/* A bool's 0/1, or a words variable's value (its word's index in the row,
- * 0/1 for a bool word); dflt when unset, empty or malformed. */
+/* A bool's 0/1, or a words variable's value (its word's index in the row;
+ * in a row that takes a bool's words too, those are 0/1 and its own words
+ * count from 2); dflt when unset, empty or malformed. */
 int clt__env_int(clt__env_var v, int dflt);
 
 /* The same for a read site that can report: CLT_ERR_INVALID_ARGUMENT with

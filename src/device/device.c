@@ -293,8 +293,8 @@ static int index_at(const char *p, const char **end, int *out)
     return n > 0;
 }
 
-/* cpu, gpu, pinned, each optionally with :N, or P:D; 1 when text is one of
- * them. */
+/* cpu or gpu, each optionally with :N, pinned (or pinned:0), or P:D; 1 when
+ * text is one of them. */
 static int device_parse(const char *text, clt_device *out)
 {
     static const struct { const char *word; clt_device_type type; } words[] = {

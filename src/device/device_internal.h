@@ -41,8 +41,10 @@ int clt__same_context(int a, int b);
  * decision that depends on the kind of device (dense implementation,
  * reductions, float16 path, tuning, free-memory source): CLT_DEVICE_CLASS=gpu
  * or cpu when set, else whether OpenCL reports a type other than CPU (a CPU
- * presented as a GPU by CLT_CPU_AS_GPU is still CPU-class). A malformed
- * CLT_DEVICE_CLASS counts as unset here; clt__resolve reports it. */
+ * presented as a GPU by CLT_CPU_AS_GPU is still CPU-class). CLT_DENSE, when
+ * set, overrides it for the dense implementation and the float16 path
+ * (clt__dense_cpu). A malformed CLT_DEVICE_CLASS counts as unset here;
+ * clt__resolve reports it. */
 clt_status clt__gpu_class(int slot, int *out);
 
 /* The slot of pinned host memory ("pinned"), or -1 when there is no device. */

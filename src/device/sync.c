@@ -1,6 +1,9 @@
-/* Synchronization points: every host wait for a device goes through this
- * file, so each one is counted, can be reported or refused, and appears on
- * the trace. Also the per-command hook (trace, blocking mode) and events. */
+/* Synchronization points: every host wait for a device (but
+ * clt_trace_stop's) goes through this file. A synchronization point
+ * (clt__sync_*) is counted, can be reported or refused, and appears on the
+ * trace; a clt__host_wait only appears on the trace, and blocking mode's wait
+ * after each command is neither counted nor traced as a wait. Also the
+ * per-command hook (trace, blocking mode) and events. */
 #include "sync.h"
 
 #include <pthread.h>

@@ -1,5 +1,7 @@
-/* Internal: the one place where the host waits for a device, and the hook
- * every enqueued kernel and transfer passes through (trace, blocking mode). */
+/* Internal: the one place where the host waits for a device (but
+ * clt_trace_stop's wait for the commands it traced), and the hook enqueued
+ * kernels and transfers pass through (trace, blocking mode; the commands that
+ * do not are listed at clt__after_enqueue). */
 #ifndef CLT_DEVICE_SYNC_H
 #define CLT_DEVICE_SYNC_H
 
@@ -25,16 +27,20 @@ clt_status clt__sync_queue(int slot, const char *api);
 typedef void (*clt__after_wait_hook)(void);
 void clt__sync_set_after_wait(clt__after_wait_hook hook);
 
-/* A short host wait that does not drain the pipeline (a command on a side
- * queue): traced, not counted. */
+/* A host wait that is not a synchronization point: traced, not counted,
+ * never reported or refused. Used for the side queue's map of new pinned
+ * memory, and as the fallback where a callback or barrier cannot be queued
+ * (freeing staging or pinned memory, a block another device reads), where it
+ * waits for a command of the device's own queue. */
 clt_status clt__host_wait(int slot, const char *why, cl_event ev);
 
 /* Every kernel, fill and transfer enqueued on a device queue passes its
  * event here right after the enqueue (the caller keeps its reference): the
  * trace records it, and blocking mode waits for it and returns its failure.
- * `name` is the kernel or command name. Barriers (they carry no work), the
- * side queue's map and unmap of pinned memory, and the allocator's touch of
- * a new buffer outside blocking mode do not pass it. */
+ * `name` is the kernel or command name. Barriers and markers (they carry no
+ * work; clt__sync_queue waits for its marker itself), the side queue's map
+ * and unmap of pinned memory, and the allocator's touch of a new buffer
+ * outside blocking mode do not pass it. */
 clt_status clt__after_enqueue(int slot, cl_event ev, const char *name);
 /* The same for a transfer: `what` names the direction ("gpu:0->gpu:1"). */
 clt_status clt__after_copy(int slot, cl_event ev, const char *what, size_t bytes);

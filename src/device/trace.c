@@ -1,8 +1,9 @@
-/* The timeline: every enqueued command (with OpenCL profiling times when its
- * queue was created while tracing) and every host wait, written as Chrome
- * trace-event JSON. Device clocks are mapped onto the host's monotonic clock
- * by the first command seen on each device: its QUEUED time is taken to be
- * the moment it was enqueued. */
+/* The timeline: every command that passes the enqueue hook (sync.h; with
+ * OpenCL profiling times when its queue was created while tracing) and the
+ * host waits sync.c reports (synchronization points and clt__host_wait),
+ * written as Chrome trace-event JSON. Device clocks are mapped onto the
+ * host's monotonic clock by the first command harvested with profiling times
+ * on each device: its QUEUED time is taken to be the moment it was enqueued. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -235,9 +235,9 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **ou
         count_alloc(a, b);
         *out = b;
     }
-    /* After a failure too: the retry may have released cached segments. */
+    /* Sampled and published after a failure too: the retry may have released
+     * cached segments. */
     if (a->record) clt__record_sample(a->record, &a->stats);
-    /* Also after a failure: the retry may have released cached segments. */
     clt__publish_update(slot, &a->stats);
     pthread_mutex_unlock(&a->lock);
     return st;
@@ -306,7 +306,8 @@ size_t clt__block_offset(const clt__block *b) { return b->offset; }
 void *clt__block_host(const clt__block *b) { return buf_of(b)->host ? (char *)buf_of(b)->host + b->offset : NULL; }
 int clt__block_slot(const clt__block *b) { return buf_of(b)->slot; }
 
-/* Public counters. A device never used reads zero everywhere. */
+/* Public counters. A device never used reads zero everywhere but the cap
+ * (CLT_MEMORY_CAP's, set when the allocator is made). */
 
 static clt__allocator *allocator_for(clt_device dev, clt_status *st)
 {

@@ -19,7 +19,7 @@ const char *clt__publish_path(void);
 
 #define CLT__PUBLISH_MAX_DEVICES 32
 /* What a record may claim, beyond which it is refused as malformed: byte
- * counters up to 2^52 (4 PiB; a sum of 2^11 of them still fits an int64),
+ * counters up to 2^52 (4 PiB; a sum of 2^11 - 1 of them still fits an int64),
  * platform and device indices up to 2^16. */
 #define CLT__PUBLISH_MAX_BYTES (INT64_C(1) << 52)
 #define CLT__PUBLISH_MAX_INDEX 65535

@@ -1,7 +1,9 @@
 /* Placement: explicit copies within a device, between devices of one
  * context (device to device), and between contexts or to and from pinned
  * memory (through host memory, see pinned.c). None waits for the device
- * unless pinned memory is involved and the caller asked for a blocking copy. */
+ * unless pinned memory is involved and the call is a blocking one (clt_to,
+ * clt_copy_to), or src is pinned memory a transfer still writes and dst is
+ * pinned too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,10 @@
 /* Pinned host tensors and the transfers that involve host memory: uploads
  * from and downloads into pinned tensors, and copies between contexts
  * through a pinned staging buffer. Nothing here waits unless the caller
- * asked to (blocking clt_to, wait flags): a transfer's completion is tracked
- * by its event, and memory it uses is released by completion callbacks. */
+ * asked to (blocking clt_to, wait flags), the host itself reads pinned memory
+ * a transfer still writes (a pinned-to-pinned copy's source), or a callback
+ * cannot be registered: a transfer's completion is tracked by its event, and
+ * memory it uses is released by completion callbacks. */
 #include "pinned.h"
 
 #include <stdio.h>

@@ -21,14 +21,18 @@ clt_status clt__pinned_readable(const clt_tensor *t, const char *api);
  * without waiting. */
 void clt__pinned_free(clt__storage *st);
 /* Frees the blocks whose transfers have finished since the last call (the
- * completion callbacks only queue them). Called where the host already
- * waited or is about to allocate pinned memory. */
+ * completion callbacks only queue them). Called after each synchronization
+ * point, before a pinned tensor is allocated, and at each copy through host
+ * memory and each free of pinned storage. */
 void clt__pinned_reclaim(void);
 
-/* Copies src into the new tensor dst when either is pinned, or when they
- * live in different contexts (through a pinned staging buffer). Enqueues
- * only, unless blocking and pinned memory is involved (then waits, a sync
- * point named `api`). *done (may be NULL) receives the final command. */
+/* Copies src into dst (a new tensor, or clt_copy_'s pinned destination) when
+ * either is pinned, or when they live in different contexts (through a pinned
+ * staging buffer, which ignores blocking). Enqueues only, unless blocking and
+ * dst or src is pinned (then waits, a sync point named `api`); a copy between
+ * two pinned tensors is a host memmove done at once, after waiting for a
+ * transfer that writes src (dst in flight: CLT_ERR_BUSY unless blocking).
+ * *done (may be NULL) receives the final command. */
 clt_status clt__copy_via_host(clt_tensor *dst, clt_tensor *src, int blocking, cl_event *done, const char *api);
 
 #endif

@@ -39,7 +39,7 @@ clt__buf clt__tensor_buf(const clt_tensor *t);
 size_t clt__tensor_byte_offset(const clt_tensor *t);
 int clt__tensor_slot(const clt_tensor *t);
 
-/* Replaces the storage's last-write event (the tensor keeps its own reference). */
+/* Replaces the storage's last-write event (the storage retains ev; the caller keeps its own reference). */
 void clt__tensor_set_write(clt_tensor *t, cl_event ev);
 
 /* Hands over the storage's pending read by another queue (NULL if none):
