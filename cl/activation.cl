@@ -53,8 +53,10 @@ __kernel void relu_backward_bias_f32(__global const float *dy, ulong dyo, __glob
     }
 }
 
-/* The GPU-shaped forms (GPU-class devices, src/ops/activation.c and
- * src/ops/dense.c); WG_COLS x WG_LANES as sum_rows_wg_f32 in cl/reduce.cl. */
+/* The GPU-shaped form (GPU-class devices whose work-groups hold 256
+ * work-items, clt__reduce_wg; src/ops/activation.c); WG_COLS x WG_LANES as
+ * sum_rows_wg_f32 in cl/reduce.cl. bias_relu_f32 below runs after every
+ * CLBlast product with a bias or ReLU (src/ops/dense.c), whatever the class. */
 #define WG_COLS 16
 #define WG_LANES 16
 

@@ -4,13 +4,13 @@
  * tensor argument is a buffer and an element offset into it.
  *
  * The elementwise kernels take 16 elements a work-item (launched by
- * clt__launch_half16 in src/ops/half.c): pocl compiles vload_half16 and
- * vstore_half16 to one conversion instruction, the scalar forms to a
- * software conversion of about ten integer operations. The last work-item
- * takes the partial tail one element at a time; both forms convert alike
- * (exact widening, round to nearest even narrowing), so results do not
- * depend on the split. The (0, p + i) form needs p + i aligned to a half
- * only. */
+ * clt__launch_half16 in src/ops/half.c; fill_u16 one, by clt__launch1):
+ * pocl compiles vload_half16 and vstore_half16 to one conversion
+ * instruction, the scalar forms to a software conversion of about ten
+ * integer operations. The last work-item takes the partial tail one element
+ * at a time; both forms convert alike (exact widening, round to nearest even
+ * narrowing), so results do not depend on the split. The (0, p + i) form
+ * needs p + i aligned to a half only. */
 
 /* y = half(x * scale) */
 __kernel void f32_to_f16(__global const float *x, ulong xo, __global half *y, ulong yo, float scale, ulong n)

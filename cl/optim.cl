@@ -1,6 +1,7 @@
 /* Optimizer steps, one fused kernel over a parameter, as PyTorch computes them. */
 
-/* mode 0: no momentum (buf unused); 1: first step, buf = g; 2: buf = momentum buf + g. */
+/* d = g + weight_decay p; mode 0: no momentum (buf unused); 1: first step,
+ * buf = d; 2: buf = momentum buf + d, d = buf. Then p -= lr d. */
 __kernel void sgd_step_f32(__global float *p, ulong po, __global const float *g, ulong go, __global float *buf,
                            ulong bo, ulong n, float lr, float momentum, float weight_decay, int mode)
 {

@@ -1,5 +1,8 @@
 /* Counter-based random numbers: element i of a seeded tensor depends only on
- * (seed, i), so every device draws the same values, in any order. */
+ * (seed, i), in any order. The uniform values are the same bits on every
+ * device; the normal ones go through log, sqrt and cos, which OpenCL bounds
+ * in ulps without fixing their rounding, so devices may differ in the last
+ * bits. */
 
 static ulong mix64(ulong z)
 {

@@ -3,9 +3,11 @@
  * neighbouring work-items read neighbouring elements), then one work-item
  * over the partials. No local memory or barriers: they are slow on CPUs.
  *
- * GPU-class devices (src/ops/reduce.c) take the _wg forms at the end of this
- * file instead: work-group tree reductions in local memory, whose order of
- * additions is fixed by the sizes alone, so a result is the same run to run. */
+ * GPU-class devices whose work-groups hold WG_SUM work-items (clt__reduce_wg
+ * in src/ops/reduce.c) take the _wg forms at the end of this file instead
+ * (argmax and count_equal_partial_i32 have none): work-group tree
+ * reductions in local memory, whose order of additions is fixed by the
+ * sizes alone, so a result is the same run to run. */
 
 __kernel void sum_partial_f32(__global const float *x, ulong xo, ulong n, __global float *part, ulong po,
                               ulong parts)

@@ -7,8 +7,9 @@
  * stale binary. A program can also be built with extra options (the tile
  * sizes `clt tune` times): each option string is a program of its own.
  * On pocl a binary is written only when asked (clt__program_prepare with
- * save, as `clt warmup` does): fetching it is a compilation of its own (see
- * binary_is_a_build), and pocl's own cache serves the next process. */
+ * save or clt__program_save_binaries, as `clt warmup` does): fetching it is
+ * a compilation of its own (see binary_is_a_build), and pocl's own cache
+ * serves the next process. */
 #include "program.h"
 
 #include <errno.h>
@@ -251,7 +252,8 @@ static int find_source(const char *name)
 
 static int same_options(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
 
-/* Fetches and writes a program's binary, timed. Lock held. */
+/* Fetches and writes a program's binary, timed. The slot's lock held (the
+ * stats lock, `lock`, is taken here). */
 static void save_binary(const clt__slot *s, const char *path, cl_program p)
 {
     double t0 = clt__now_seconds();
@@ -264,7 +266,7 @@ static void save_binary(const clt__slot *s, const char *path, cl_program p)
 
 /* The program of source `index` built with extra options (NULL for none);
  * save: write its binary to the cache even where that costs a compilation
- * (binary_is_a_build). Lock held. */
+ * (binary_is_a_build). The slot's lock (sp->lock) held. */
 static clt_status get_program(int slot, int index, const char *extra, int save, cl_program *out)
 {
     slot_programs *sp = &table[slot];

@@ -9,7 +9,7 @@
 
 /* The kernel `name` of cl/<program>.cl on a slot's device. The program is
  * built once per device per process; its binary is cached on disk (on pocl
- * only through clt__program_prepare's save). */
+ * only when asked: clt__program_prepare's save or clt__program_save_binaries). */
 clt_status clt__kernel(int slot, const char *program, const char *name, cl_kernel *out);
 /* The same, from the program built with extra build options (such as
  * "-DTM=8 -DTN=16"; NULL or "" for none). Each option string is a program
@@ -17,7 +17,8 @@ clt_status clt__kernel(int slot, const char *program, const char *name, cl_kerne
 clt_status clt__kernel_opts(int slot, const char *program, const char *options, const char *name, cl_kernel *out);
 
 /* The on-disk cache directory ($CLT_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
- * else ~/.cache/cltensor) into buf; 0 when caching is off or it does not fit. */
+ * else ~/.cache/cltensor) into buf; 0 when caching is off (CLT_CACHE_DIR=off),
+ * none of those is set (no HOME either) or it does not fit. */
 int clt__cache_dir(char *buf, size_t len);
 
 /* A hash of what makes a slot's compiled code and timings its own: platform

@@ -1,9 +1,10 @@
 /* Dense ops: GEMM, matmul and the linear layer's forward and backward.
  * Every product goes through clt__dense_gemm, the one place that picks a
  * device's dense implementation: the register-tiled kernels of
- * cl/gemm_cpu.cl on CPU devices, with the tile the tuning cache gives the
- * shape (src/ops/tune.c), CLBlast elsewhere (its kernels are shaped for
- * GPUs). CLT_DENSE=cpu|clblast forces either one. */
+ * cl/gemm_cpu.cl on CPU-class devices (clt__dense_cpu), with the tile the
+ * tuning cache gives the shape (src/ops/tune.c), CLBlast elsewhere (its
+ * kernels are shaped for GPUs). CLT_DENSE=cpu|clblast forces either one. A
+ * product with k = 0 runs neither: c is filled or scaled (dense_gemm). */
 #include <clblast_c.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -185,7 +186,8 @@ static clt_status cpu_gemm_launch(int slot, const char *options, clt__gemm_tile 
 }
 
 /* The register-tiled kernels; a transposed B is packed into panels first,
- * and so is a float32 A when its rows are 4 KiB apart. A large float32
+ * and so is a float32 A when its rows are a multiple of 4 KiB apart and k is
+ * at least 16 (clt__cpu_gemm_pack_a_bytes). A large float32
  * product (clt__cpu_gemm_blocking) runs one launch per block of kc depths,
  * each after packing that block of A and of B (buffers of kc depths, reused
  * block after block: the queue runs in order), the first with the caller's

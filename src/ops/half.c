@@ -199,8 +199,8 @@ static clt_status sum_rows_add_f16(clt_tensor *db, const clt_tensor *dy)
 }
 
 /* On the CPU kernels the product reads float16 x, w and b and writes y
- * directly; elsewhere (CLBlast) through float32 copies. Either way y is the
- * float32 product rounded once. */
+ * directly; elsewhere (CLBlast), and when a size is 0, through float32
+ * copies. Either way y is the float32 product rounded once. */
 clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
 {
     const char *op = "clt_linear_forward";
@@ -228,8 +228,8 @@ clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const cl
 
 /* On the CPU kernels dw accumulates the float16 product straight into dw
  * (beta 1: dw read and rounded once, as adding a fresh float32 sum), db the
- * column sums of dy, and dx is written in float16; elsewhere through float32
- * copies and fresh float32 sums. */
+ * column sums of dy, and dx is written in float16; elsewhere (CLBlast, or a
+ * size of 0) through float32 copies and fresh float32 sums. */
 clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                     const clt_tensor *x, const clt_tensor *w)
 {

@@ -8,7 +8,8 @@
 
 /* *out = dt(t * scale): float32 <-> float16 (scale applies to float32 -> float16 only). */
 clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype dt, float scale);
-/* dst = half(src * scale), dst float16 and src float32 of the same element count. */
+/* dst = half(src * scale), dst float16 and src float32 of the same shape
+ * (clt__same_shape) and device. */
 clt_status clt__narrow_into(clt_tensor *dst, const clt_tensor *src, float scale);
 /* Launches one of cl/half.cl's elementwise kernels over n elements, 16 to a
  * work-item. */
@@ -16,7 +17,7 @@ clt_status clt__launch_half16(int slot, const char *name, int nargs, const clt__
                               clt_tensor *written);
 /* Fills a float16 tensor with value (rounded to half). */
 clt_status clt__fill_f16(clt_tensor *t, double value);
-/* dst (float16) += src (float32), same element count and device. */
+/* dst (float16) += src (float32), same shape (clt__same_shape) and device. */
 clt_status clt__accumulate_f16(clt_tensor *dst, const clt_tensor *src);
 /* dst (float32) = src (float16) * scale; flag (int32, one element) is set to
  * 1 when a result is inf or NaN, and left alone otherwise. */
@@ -25,8 +26,8 @@ clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale,
 /* The float16 forms of the linear layer's ops (clt_relu and clt_add take
  * float16 themselves); shapes as their float32 forms in cltensor/ops.h,
  * every tensor float16. On the CPU kernels the products read and write
- * float16 directly; elsewhere (CLBlast) they widen their operands into
- * float32 scratch and narrow the result. */
+ * float16 directly; elsewhere (CLBlast), and for an empty dimension, they
+ * widen their operands into float32 scratch and narrow the result. */
 clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
 clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                     const clt_tensor *x, const clt_tensor *w);

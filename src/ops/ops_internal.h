@@ -12,7 +12,8 @@ const char *clt__shape_str(const clt_tensor *t, char *buf, size_t len);
 clt_status clt__need_f32(const char *op, const char *what, const clt_tensor *t);
 /* Same for int32. */
 clt_status clt__need_i32(const char *op, const char *what, const clt_tensor *t);
-/* CLT_ERR_UNSUPPORTED unless a and b are both float32 or both float16. */
+/* CLT_ERR_INVALID_ARGUMENT when either is NULL, CLT_ERR_UNSUPPORTED unless a
+ * and b are both float32 or both float16. */
 clt_status clt__need_float_pair(const char *op, const char *what_a, const clt_tensor *a, const char *what_b,
                                 const clt_tensor *b);
 /* How many partial sums a whole-tensor sum of n elements makes (its scratch). */
@@ -51,7 +52,8 @@ clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m,
                            clt_tensor *c, size_t ldc);
 
 /* *out = 1 when clt__dense_gemm runs the CPU kernels of cl/gemm_cpu.cl on
- * slot (CLT_DENSE, else the device type), which also take float16. */
+ * slot (CLT_DENSE, else the device's class, clt__gpu_class), which also take
+ * float16. */
 clt_status clt__dense_cpu(int slot, int *out);
 /* c (rows, cols) += bias (cols, per row; none when NULL), then ReLU when
  * relu: one pass (bias_relu_f32), the epilogue of a CLBlast product. */
@@ -74,7 +76,8 @@ clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_pl
                                     const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w);
 
 /* out[0] = (sum of x's n float32 elements) / divisor, on x's device, in
- * two passes (partial sums, then one work-item over the partials). */
+ * two passes (partial sums, then one work-item over the partials, or one
+ * work-group of 256 where clt__reduce_wg takes the _wg kernels). */
 clt_status clt__reduce_sum(clt_tensor *out, const clt_tensor *x, float divisor);
 
 /* x is (rows, cols) float32, out (cols): out = (accumulate ? out : 0) + sum of x's rows. */

@@ -1,6 +1,9 @@
 /* Reductions: sums over rows, whole-tensor sum and mean, argmax, counting.
  * CPU-class devices take the kernels without local memory; GPU-class ones
- * the work-group tree reductions (the _wg kernels of cl/reduce.cl). */
+ * whose work-groups hold WG_SUM work-items (clt__reduce_wg) the work-group
+ * tree reductions (the _wg kernels of cl/reduce.cl) for the sums. Argmax
+ * and the counting's partials have no _wg form (the counting's final sum
+ * does). */
 #include "../device/device_internal.h"
 #include "ops_internal.h"
 

@@ -224,7 +224,8 @@ static clt_status time_tile(int slot, clt__gemm_tile tile, int ta, int tb, size_
 
 /* Times every candidate for the shape, in rounds that visit each candidate
  * in turn (so a burst of other load hits them alike), each timing about
- * 5 ms of products; the best round of each counts. Lock held. */
+ * 5 ms of products (1 to 64 of them, as many as the default's time fits);
+ * the best round of each counts. Lock held. */
 static clt_status tune_shape(int slot, int ta, int tb, size_t m, size_t n, size_t k, clt__gemm_tile *out)
 {
     int64_t sa[] = {(int64_t)(ta ? k : m), (int64_t)(ta ? m : k)}, sb[] = {(int64_t)(tb ? n : k), (int64_t)(tb ? k : n)},
