@@ -460,7 +460,7 @@ static const clt__layer *first_linear(const clt__layer *l, int n)
 }
 
 /* Examples in micro-batch k of `micro` over a batch of `batch`: the first
- * batch % micro get one more (clt__micro_batch in the trainer splits so). */
+ * batch % micro get one more (clt__micro_rows, src/trainer/accumulate.c, splits so). */
 static int64_t micro_rows(int64_t batch, int micro, int k)
 {
     return batch / micro + (k < batch % micro ? 1 : 0);
@@ -679,8 +679,8 @@ clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int
 #define MIB (1024.0 * 1024.0)
 
 /* The micro-batch counts clt_plan_fit tries, in order: 1 to 64, then
- * doubling, then the batch size itself (micro-batches of one example);
- * 0 after the last. */
+ * doubling, then the batch size itself (micro-batches of one example), none
+ * past the batch size or 2^30; 0 after the last. */
 static int next_micro(int n, int64_t batch)
 {
     int64_t cap = batch < (1 << 30) ? batch : (1 << 30);
