@@ -21,10 +21,13 @@
 #include "../nn/nn_internal.h"
 
 /* The default tile of the CPU GEMM kernels: a transposed B is packed into
- * panels of TN columns for the call, an A whose rows are 4 KiB apart into
- * panels of TM rows, and in blocked products A and B a block of depths at a
- * time (clt__cpu_gemm_pack_a_bytes, _b_bytes). A tuned tile (`clt tune`) can
- * move a packed buffer by less than one tile. */
+ * panels of TN columns for the call, an A whose rows are a multiple of 4 KiB
+ * apart (16 or more deep) into panels of TM rows, and in blocked products A
+ * and B a block of depths at a time (clt__cpu_gemm_pack_a_bytes, _b_bytes).
+ * The replay always counts the default tile: a tuned tile (`clt tune`) moves a
+ * whole-depth panel by less than one tile, but a blocked product's by more,
+ * since its block of depths (and whether it blocks at all) follows the
+ * tile's TN. */
 #define PACK_TILE CLT__TILE_DEFAULT
 #define PACK_TN CLT__TILE_DEFAULT.tn
 
