@@ -10,7 +10,8 @@
  * waiting. A buffer is reused once its copy has finished (asked without
  * waiting); while every one is in flight a new one joins the ring, so the
  * ring grows to as many batches as the host runs ahead of the device and the
- * host never waits for a copy. Past MAX_STAGING_BYTES of staging it waits for
+ * host never waits for a copy. Past MAX_STAGING_BYTES of staging (the ring
+ * keeps at least FIRST_STAGES buffers and grows to at most 4096) it waits for
  * the oldest copy instead (a synchronization point of clt_loader_next). */
 #define FIRST_STAGES 2
 #define MAX_STAGING_BYTES ((int64_t)256 << 20)
@@ -29,7 +30,7 @@ struct clt_loader {
     staging *stage;  /* the ring: nstages buffers, the next one to try at next_stage */
     int nstages, max_stages;
     int next_stage;
-    int64_t most;    /* rows of a staging buffer: the largest shard */
+    int64_t most;    /* rows of a staging buffer: the largest global batch, so any rank's shard fits */
     float scale[256]; /* pixel value -> [0, 1] */
 };
 
@@ -150,7 +151,7 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
      * near INT64_MAX (a batch larger than the data is one batch of all). */
     l->num_batches = l->n / opt->batch_size + (l->n % opt->batch_size != 0);
     l->pixels = ds->rows * ds->cols;
-    int64_t most = opt->batch_size < l->n ? opt->batch_size : l->n; /* the largest shard */
+    int64_t most = opt->batch_size < l->n ? opt->batch_size : l->n; /* the largest batch */
     l->order = malloc((size_t)(l->n ? l->n : 1) * sizeof *l->order);
     if (!l->order) {
         clt_loader_free(l);

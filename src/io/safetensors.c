@@ -19,7 +19,8 @@
 #error "safetensors data is little-endian; this host is not"
 #endif
 
-/* Every dtype the format defines, with its element size. */
+/* The format's dtypes that a header may name here (any other is refused as unknown), with
+ * their element sizes; only F32, F16, BF16 and I32 can be read into tensors (host_dtype). */
 static const struct dtype_desc {
     const char *name;
     size_t size;

@@ -73,7 +73,7 @@ void clt_model_free(clt_model *m)
     free(m);
 }
 
-/* Appends a layer named "<prefix>.<index>" to the model. */
+/* Appends a layer named "<prefix>.<index>" (just "<index>" with an empty prefix) to the model. */
 static clt_status add_layer(clt_model *m, const char *op, clt__layer_kind kind, clt__layer **out)
 {
     CLT_TRY(need(op, "model", m));
@@ -541,7 +541,8 @@ static clt_status create_grads(clt_model *m)
     return CLT_OK;
 }
 
-/* dy (float32) goes in multiplied by the loss scale; dx comes out float32, unscaled. */
+/* A float32 dy goes in multiplied by the loss scale (a float16 dy as given, taken as already
+ * scaled); dx comes out float32, unscaled. */
 static clt_status half_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx)
 {
     clt_tensor *dyh, *dxh = NULL;

@@ -1,5 +1,7 @@
-/* SGD and Adam over a model's flat parameter buffer: one fused kernel call
- * per step, state created lazily on the parameters' device. */
+/* SGD and Adam over a model's flat parameter buffer: one fused update kernel
+ * call per step (a float16 model's step adds the gradients' unscale pass, a
+ * read of its overflow flag and the master weights' narrowing), state created
+ * lazily on the parameters' device. */
 #include <math.h>
 #include <stdlib.h>
 

@@ -79,7 +79,7 @@ static clt_status chain_forward(clt_pipeline *p, int j, clt_tensor *x, clt_tenso
 }
 
 /* Replicas of every stage for columns 1..cols-1, holding the stage's
- * current parameters and its training mode. */
+ * current parameters, in training mode (called for training forwards only). */
 static clt_status sync_replicas(clt_pipeline *p, int cols)
 {
     for (int k = 0; k < p->n; k++)
@@ -92,7 +92,7 @@ static clt_status sync_replicas(clt_pipeline *p, int cols)
     return CLT_OK;
 }
 
-/* Rows [lo, hi) of micro-batch j of cols over batch rows. */
+/* Micro-batch j of cols over batch rows: its first row *lo and its *len rows. */
 static void rows(int64_t batch, int cols, int j, int64_t *lo, int64_t *len)
 {
     *lo = batch * j / cols;
@@ -152,7 +152,7 @@ clt_status clt_pipeline_forward(clt_pipeline *p, clt_tensor *x, clt_tensor **y)
     return CLT_OK;
 }
 
-/* Gradient g back through column j; *dx (when dx) on the first stage's device. */
+/* Gradient g0 back through column j; *dx (when dx) on the first stage's device. */
 static clt_status chain_backward(clt_pipeline *p, int j, clt_tensor *g0, clt_tensor **dx)
 {
     clt_tensor *g = clt_tensor_retain(g0);

@@ -21,10 +21,13 @@
 #include "../nn/nn_internal.h"
 
 /* The default tile of the CPU GEMM kernels: a transposed B is packed into
- * panels of TN columns for the call, an A whose rows are 4 KiB apart into
- * panels of TM rows, and in blocked products A and B a block of depths at a
- * time (clt__cpu_gemm_pack_a_bytes, _b_bytes). A tuned tile (`clt tune`) can
- * move a packed buffer by less than one tile. */
+ * panels of TN columns for the call, an A whose rows are a multiple of 4 KiB
+ * apart (16 or more deep) into panels of TM rows, and in blocked products A
+ * and B a block of depths at a time (clt__cpu_gemm_pack_a_bytes, _b_bytes).
+ * The replay always counts the default tile: a tuned tile (`clt tune`) moves a
+ * whole-depth panel by less than one tile, but a blocked product's by more,
+ * since its block of depths (and whether it blocks at all) follows the
+ * tile's TN. */
 #define PACK_TILE CLT__TILE_DEFAULT
 #define PACK_TN CLT__TILE_DEFAULT.tn
 
@@ -460,7 +463,7 @@ static const clt__layer *first_linear(const clt__layer *l, int n)
 }
 
 /* Examples in micro-batch k of `micro` over a batch of `batch`: the first
- * batch % micro get one more (clt__micro_batch in the trainer splits so). */
+ * batch % micro get one more (clt__micro_rows, src/trainer/accumulate.c, splits so). */
 static int64_t micro_rows(int64_t batch, int micro, int k)
 {
     return batch / micro + (k < batch % micro ? 1 : 0);
@@ -679,8 +682,8 @@ clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int
 #define MIB (1024.0 * 1024.0)
 
 /* The micro-batch counts clt_plan_fit tries, in order: 1 to 64, then
- * doubling, then the batch size itself (micro-batches of one example);
- * 0 after the last. */
+ * doubling, then the batch size itself (micro-batches of one example), none
+ * past the batch size or 2^30; 0 after the last. */
 static int next_micro(int n, int64_t batch)
 {
     int64_t cap = batch < (1 << 30) ? batch : (1 << 30);

@@ -13,8 +13,9 @@
 #include "engine.h"
 #include "progress.h"
 
-/* No log: the library never prints; a program that wants the epoch lines
- * sets opt.log (clt train sets stdout). */
+/* No log and no progress bar: by default a fit prints nothing; a program that
+ * wants the epoch lines sets opt.log (clt train sets stdout), and opt.progress
+ * (-1: when stderr is a terminal) draws the bar on stderr. */
 clt_trainer_options clt_trainer_default_options(void)
 {
     clt_trainer_options o;
