@@ -43,7 +43,9 @@ CLT_API clt_status clt_ones(clt_tensor **out, clt_device dev, clt_dtype dt, int 
 CLT_API clt_status clt_full(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
                     double value);
 /* Uniform in [0, 1) and standard normal float32, from a counter-based
- * generator: the same seed gives the same values on every device. */
+ * generator: the same seed gives clt_rand the same bits on every device;
+ * clt_randn's go through log, sqrt and cos, which OpenCL bounds only in ulps,
+ * so devices may differ in the last bits. */
 CLT_API clt_status clt_rand(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
 CLT_API clt_status clt_randn(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
 /* Copies numel elements of `dt` from host memory (float16 as uint16_t bits). */

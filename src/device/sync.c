@@ -106,7 +106,8 @@ clt_status clt__sync_point(int slot, const char *api)
         return clt__fail(CLT_ERR_SYNC, "%s on %s is a synchronization point (the host would wait for the "
                          "device) and CLT_SYNC_DEBUG=error refuses it", api, slot_name(slot));
     if (tables_ready(slot)) atomic_fetch_add(&counts[slot], 1);
-    /* The one message the library prints: the user asked for it. */
+    /* Printed because the user asked for it (CLT_SYNC_DEBUG=warn); the
+     * trainer's progress bar, when its options ask for one, is the other. */
     if (mode == CLT_SYNC_DEBUG_WARN)
         fprintf(stderr, "cltensor: synchronization point: %s waits for %s\n", api, slot_name(slot));
     return CLT_OK;

@@ -111,7 +111,7 @@ clt_status clt_memory_record_start(clt_device dev)
     CLT_TRY(clt__resolve(dev, &slot));
     clt_memory_record *r = calloc(1, sizeof *r), *old = NULL;
     if (!r) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for a memory record");
-    clt_memory_stats st;
+    clt_memory_stats st = {0};
     clt_status s = clt_device_name(dev, r->device, sizeof r->device);
     if (s == CLT_OK) s = clt_memory_stats_get(dev, &st);
     r->cap = st.cap;
