@@ -80,7 +80,11 @@ static void add_phase(clt_memory_record *r, const clt_memory_stats *s, void *arg
     phase *p = &r->phases[i];
     int major = m->major || prev_major < 0 ? i : prev_major;
     if (major == i) snprintf(p->label, sizeof p->label, "%.127s", m->label);
-    else snprintf(p->label, sizeof p->label, "%.127s: %.127s", r->phases[major].label, m->label);
+    else {
+        char outer[sizeof p->label]; /* the major phase's label, copied: snprintf must not read what it writes */
+        memcpy(outer, r->phases[major].label, sizeof outer);
+        snprintf(p->label, sizeof p->label, "%.127s: %.127s", outer, m->label);
+    }
     p->major = major;
     p->start = r->n;
 }
