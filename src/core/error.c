@@ -34,9 +34,13 @@ void clt_clear_error(void) { last_message[0] = '\0'; }
 
 clt_status clt_set_error(clt_status s, const char *fmt, ...)
 {
+    if (!fmt) {
+        last_message[0] = '\0';
+        return s;
+    }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_message, sizeof last_message, fmt ? fmt : "", ap);
+    vsnprintf(last_message, sizeof last_message, fmt, ap);
     va_end(ap);
     return s;
 }
