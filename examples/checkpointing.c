@@ -39,7 +39,7 @@ static long arg_value(int argc, char **argv, int *i)
 
 int main(int argc, char **argv)
 {
-    long blocks = 16, width = 1024, batch = 8192, segment = CLT_CHECKPOINT_AUTO;
+    long blocks = 16, width = 1024, batch = 8192, segment = CLT_RECOMPUTE_AUTO;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--small") == 0) {
             width = 256;
@@ -76,14 +76,14 @@ int main(int argc, char **argv)
     CHECK(clt_randn(&x, dev, 2, shape, 1));
     CHECK(clt_synchronize(dev));
 
-    /* What CLT_CHECKPOINT_AUTO picks, spelled out for the label. */
-    int seg = segment == CLT_CHECKPOINT_AUTO ? (int)lround(sqrt((double)blocks)) : (int)segment;
+    /* What CLT_RECOMPUTE_AUTO picks, spelled out for the label. */
+    int seg = segment == CLT_RECOMPUTE_AUTO ? (int)lround(sqrt((double)blocks)) : (int)segment;
     printf("%ld residual blocks of width %ld, batch %ld, on %s; weights %.0f MiB, X %.0f MiB\n", blocks, width,
            batch, name, clt_memory_allocated_category(dev, CLT_MEM_WEIGHTS) / MIB,
            (double)batch * width * 4 / MIB);
     double peak[2], sec[2], act[2];
     for (int use = 0; use < 2; use++) {
-        CHECK(clt_model_set_checkpointing(m, use ? seg : 0));
+        CHECK(clt_model_set_recompute(m, use ? seg : 0));
         CHECK(clt_model_zero_grad(m));
         CHECK(clt_synchronize(dev));
         CHECK(clt_reset_peak_memory_stats(dev));

@@ -51,7 +51,7 @@ static clt_plan_options adam_plan(int64_t batch, int segments)
     clt_plan_options o = clt_plan_default_options();
     o.batch_size = batch;
     o.optimizer = CLT_OPTIMIZER_ADAM;
-    o.checkpoint_segments = segments;
+    o.recompute_blocks = segments;
     o.device = dev;
     return o;
 }
@@ -95,7 +95,7 @@ static int trains(int64_t cap, int segments, int64_t batch)
     clt_optimizer *opt = NULL;
     clt_status s = clt_model_create_resmlp(&m, dev, IN, H, BLOCKS, 10, 0);
     if (s == CLT_OK) s = clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0);
-    if (s == CLT_OK) s = clt_model_set_checkpointing(m, segments);
+    if (s == CLT_OK) s = clt_model_set_recompute(m, segments);
     for (int k = 0; k < 2 && s == CLT_OK; k++) s = step(m, opt, batch, IN, 10);
     clt_optimizer_free(opt);
     clt_model_free(m);
@@ -121,7 +121,7 @@ static void exercise2(int64_t cap)
     printf("exercise 2: ResMLP %d blocks of width %d, Adam, memory cap %.0f MiB\n", BLOCKS, H, cap / MIB);
     int64_t found[2] = {0, 0};
     for (int ck = 0; ck < 2; ck++) {
-        int segments = ck ? CLT_CHECKPOINT_AUTO : 0;
+        int segments = ck ? CLT_RECOMPUTE_AUTO : 0;
         clt_model *m;
         CHECK(clt_model_create_resmlp(&m, dev, IN, H, BLOCKS, 10, 0));
         clt_plan_options o = adam_plan(1, segments);

@@ -54,7 +54,7 @@ static float *train(clt_optimizer_kind opt, int accumulate, int ckpt, int fp16, 
     o.lr = opt == CLT_OPTIMIZER_ADAM ? 1e-3f : 0.1f;
     o.shuffle = 0;
     o.max_steps = 3;
-    o.checkpoint_segments = ckpt;
+    o.recompute_blocks = ckpt;
     o.fp16 = fp16;
     o.use_device = devices == 1;
     o.device = clt_cpu();

@@ -38,8 +38,8 @@ static clt_tensor *uniform(int64_t rows, int64_t cols, uint64_t seed)
  * Returns the flat gradients; *dx_out (may be NULL) gets the input's. */
 static float *stack_grads(clt_model *m, clt_tensor *x, int segment_size, float **dx_out)
 {
-    ck_assert_ok(clt_model_set_checkpointing(m, segment_size));
-    ck_assert_int_eq(clt_model_checkpointing(m), segment_size);
+    ck_assert_ok(clt_model_set_recompute(m, segment_size));
+    ck_assert_int_eq(clt_model_recompute(m), segment_size);
     ck_assert_ok(clt_model_zero_grad(m));
     clt_tensor *y, *dy, *dx = NULL;
     ck_assert_ok(clt_model_forward(m, x, &y));
@@ -61,7 +61,7 @@ START_TEST(test_chapter_check_bit_for_bit)
     float *dx_ref, *dx;
     float *ref = stack_grads(m, x, 0, &dx_ref);
     /* 1, the default sqrt(4) = 2, 3 (does not divide 4), the whole stack, more. */
-    int sizes[] = {1, CLT_CHECKPOINT_AUTO, 2, 3, 4, 9};
+    int sizes[] = {1, CLT_RECOMPUTE_AUTO, 2, 3, 4, 9};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         float *g = stack_grads(m, x, sizes[k], &dx);
         ck_assert_msg(memcmp(g, ref, (size_t)n * sizeof *g) == 0, "segment size %d: gradients differ", sizes[k]);
@@ -97,9 +97,9 @@ START_TEST(test_resmlp_with_loss)
     ck_assert_ok(clt_from_host(&labels, dev(), CLT_INT32, 1, bshape, lab));
     int64_t n = clt_model_parameter_count(m);
     float *ref = NULL;
-    int sizes[] = {0, 2, CLT_CHECKPOINT_AUTO, 1, 5};
+    int sizes[] = {0, 2, CLT_RECOMPUTE_AUTO, 1, 5};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-        ck_assert_ok(clt_model_set_checkpointing(m, sizes[k]));
+        ck_assert_ok(clt_model_set_recompute(m, sizes[k]));
         ck_assert_ok(clt_model_zero_grad(m));
         clt_tensor *logits, *loss, *dlogits;
         ck_assert_ok(clt_model_forward(m, x, &logits));
@@ -147,10 +147,10 @@ START_TEST(test_peak_follows_accounting)
     clt_model *m = stack(BLOCKS);
     clt_tensor *x = uniform(B, H, 5);
     const int64_t one = (int64_t)B * H * 4;
-    int sizes[] = {0, 1, 2, 3, 7, CLT_CHECKPOINT_AUTO};
+    int sizes[] = {0, 1, 2, 3, 7, CLT_RECOMPUTE_AUTO};
     int64_t peaks[6];
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-        ck_assert_ok(clt_model_set_checkpointing(m, sizes[k]));
+        ck_assert_ok(clt_model_set_recompute(m, sizes[k]));
         clt_tensor *y, *dy;
         /* Gradients exist before measuring, as in every step after the first. */
         ck_assert_ok(clt_model_forward(m, x, &y));
@@ -161,7 +161,7 @@ START_TEST(test_peak_follows_accounting)
         ck_assert_ok(clt_model_forward(m, x, &y));
         int64_t after_forward = clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
         ck_assert_ok(clt_model_backward(m, dy, NULL));
-        int size = sizes[k] == CLT_CHECKPOINT_AUTO ? 3 : sizes[k]; /* round(sqrt(7)) */
+        int size = sizes[k] == CLT_RECOMPUTE_AUTO ? 3 : sizes[k]; /* round(sqrt(7)) */
         int64_t want = expected_tensors(BLOCKS, size) * one;
         peaks[k] = clt_max_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
         ck_assert_msg(peaks[k] == want, "segment size %d: peak %lld bytes, expected %lld", sizes[k],
@@ -185,16 +185,16 @@ START_TEST(test_inference_and_errors)
 {
     clt_model *m = stack(3);
     clt_tensor *x = uniform(B, H, 9);
-    ck_assert_status(clt_model_set_checkpointing(m, -2), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_status(clt_model_set_checkpointing(NULL, 1), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(clt_model_checkpointing(NULL), 0);
+    ck_assert_status(clt_model_set_recompute(m, -2), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_model_set_recompute(NULL, 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(clt_model_recompute(NULL), 0);
     ck_assert_int_eq(clt_model_num_blocks(m), 3);
     ck_assert_int_eq(clt_model_num_blocks(NULL), 0);
     /* Inference keeps nothing, checkpointed or not, and gives the same output. */
     clt_model_set_training(m, 0);
     clt_tensor *y0, *y1;
     ck_assert_ok(clt_model_forward(m, x, &y0));
-    ck_assert_ok(clt_model_set_checkpointing(m, 2));
+    ck_assert_ok(clt_model_set_recompute(m, 2));
     ck_assert_ok(clt_model_forward(m, x, &y1));
     ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
     float *a = clt_test_read(y0), *b = clt_test_read(y1);
@@ -206,7 +206,7 @@ START_TEST(test_inference_and_errors)
     clt_model_set_training(m, 1);
     ck_assert_ok(clt_model_forward(m, x, &y1));
     ck_assert_int_gt(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
-    ck_assert_ok(clt_model_set_checkpointing(m, 1));
+    ck_assert_ok(clt_model_set_recompute(m, 1));
     ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
     ck_assert_status(clt_model_backward(m, y1, NULL), CLT_ERR_INVALID_ARGUMENT);
     clt_tensor_release(y0);

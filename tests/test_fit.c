@@ -76,7 +76,7 @@ START_TEST(test_nothing_fits)
     /* Room enough: one pass, no checkpointing. */
     ck_assert_ok(clt_plan_fit(m, &o, 1024 * MIB, 0, &r));
     ck_assert_int_eq(r.accumulate, 1);
-    ck_assert_int_eq(r.checkpoint_segments, 0);
+    ck_assert_int_eq(r.recompute_blocks, 0);
     ck_assert_int_eq(r.dtype, CLT_FLOAT32);
     clt_model_free(m);
 }
@@ -93,7 +93,7 @@ START_TEST(test_fit_order)
     o.batch_size = 2048;
     clt_plan plain, ckpt;
     ck_assert_ok(clt_plan_step(m, &o, &plain));
-    o.checkpoint_segments = 3;
+    o.recompute_blocks = 3;
     ck_assert_ok(clt_plan_step(m, &o, &ckpt));
     ck_assert_int_lt(ckpt.reserved, plain.reserved);
     /* A budget between the two (with the margin added). */
@@ -102,7 +102,7 @@ START_TEST(test_fit_order)
     clt_plan_fit_result r;
     ck_assert_ok(clt_plan_fit(m, &o, budget, 0, &r));
     ck_assert_int_eq(r.accumulate, 1);
-    ck_assert_int_gt(r.checkpoint_segments, 0);
+    ck_assert_int_gt(r.recompute_blocks, 0);
     ck_assert_int_le(r.plan.reserved, budget - r.margin);
     clt_model_free(m);
 }
@@ -117,13 +117,13 @@ START_TEST(test_accumulated_plan_exact)
     for (int ckpt = 0; ckpt <= 2; ckpt += 2) {
         clt_model *m;
         ck_assert_ok(clt_model_create_resmlp(&m, dev, 784, 64, 4, 10, 0));
-        ck_assert_ok(clt_model_set_checkpointing(m, ckpt));
+        ck_assert_ok(clt_model_set_recompute(m, ckpt));
         clt_plan_options o = clt_plan_default_options();
         o.device = dev;
         o.batch_size = 301;
         o.accumulate = 4;
         o.optimizer = CLT_OPTIMIZER_ADAM;
-        o.checkpoint_segments = ckpt;
+        o.recompute_blocks = ckpt;
         clt_plan p;
         ck_assert_ok(clt_plan_step(m, &o, &p));
         clt_optimizer *opt;
@@ -176,7 +176,7 @@ START_TEST(test_plan_report_lines)
     ck_assert_msg(strstr(out, "  - keep the batch of 4096 (--fit): 13 micro-batches, checkpointed segments of 2 blocks"),
                   "%s", out);
     rc = run("CLT_MEMORY_CAP=cpu:0=32M,gpu:0=32M %s train --plan --hiddens 256 --blocks 8 --batch-size 4096 "
-             "--accumulate 13 --checkpoint-segments 2", clt_test_clt_path());
+             "--accumulate 13 --recompute 2", clt_test_clt_path());
     ck_assert_msg(rc == 0, "%s", out);
     ck_assert_msg(strstr(out, "training step at batch 4096 in 13 micro-batches on "), "%s", out);
     ck_assert_msg(strstr(out, "  total              25.3 MiB"), "%s", out);

@@ -371,7 +371,7 @@ static void check_net(const net *a, int fused, int segments, int with_dx)
     float *want = malloc((size_t)np * sizeof *want), *ref_dx = malloc((size_t)(a->B * n0) * sizeof *ref_dx);
     ref_grads(a, p, x, dy, want, ref_dx);
     clt_tensor *tx = clt_test_upload(dev(), x, a->B, n0), *tdy = clt_test_upload(dev(), dy, a->B, nout), *ty, *tdx;
-    ck_assert_ok(clt_model_set_checkpointing(m, segments));
+    ck_assert_ok(clt_model_set_recompute(m, segments));
     ck_assert_ok(clt_model_forward(m, tx, &ty));
     ck_assert_ok(clt_model_backward(m, tdy, with_dx ? &tdx : NULL));
     float *g = clt_test_read(clt_model_gradients(m)), *dy_after = clt_test_read(tdy);
@@ -408,7 +408,7 @@ START_TEST(test_resmlp_grads)
 {
     const net a = {.B = 5, .in = 13, .h = 11, .out = 7, .blocks = 3, .head = 1, .tail = 1};
     const net wide = {.B = 33, .in = 20, .h = 257, .out = 3, .blocks = 2, .head = 1, .tail = 1};
-    int segments[] = {0, 1, CLT_CHECKPOINT_AUTO};
+    int segments[] = {0, 1, CLT_RECOMPUTE_AUTO};
     for (int fused = 0; fused < 2; fused++)
         for (int k = 0; k < 3; k++)
             for (int with_dx = 0; with_dx < 2; with_dx++) check_net(&a, fused, segments[k], with_dx);

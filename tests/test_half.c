@@ -630,7 +630,7 @@ START_TEST(test_half_checkpointing_gradients_identical)
     for (int k = 0; k < 2; k++) {
         clt_model *m = resmlp(24, 3, 5);
         ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
-        ck_assert_ok(clt_model_set_checkpointing(m, k ? 1 : 0));
+        ck_assert_ok(clt_model_set_recompute(m, k ? 1 : 0));
         ck_assert_ok(clt_model_forward(m, x, &y));
         clt_tensor_release(y);
         ck_assert_ok(clt_model_backward(m, dy, NULL));

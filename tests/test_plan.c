@@ -80,7 +80,7 @@ static void check_step(clt_model *m, int64_t in, int classes, int segments, clt_
         ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
     else
         ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.01f, 0.9f, 0.0f));
-    ck_assert_ok(clt_model_set_checkpointing(m, segments));
+    ck_assert_ok(clt_model_set_recompute(m, segments));
     int64_t n = clt_model_parameter_count(m), es = dt == CLT_FLOAT16 ? 2 : 4;
     const int64_t batches[] = {64, 256, 1024};
     for (int k = 0; k < 3; k++) {
@@ -89,7 +89,7 @@ static void check_step(clt_model *m, int64_t in, int classes, int segments, clt_
         o.optimizer = kind;
         o.momentum = kind == CLT_OPTIMIZER_SGD ? 0.9f : 0.0f;
         o.dtype = dt;
-        o.checkpoint_segments = segments;
+        o.recompute_blocks = segments;
         o.device = dev();
         clt_plan p;
         ck_assert_ok(clt_plan_step(m, &o, &p));
@@ -161,7 +161,7 @@ END_TEST
 /* The same for a ResMLP with and without checkpointing. */
 START_TEST(test_exercise1_resmlp)
 {
-    int sizes[] = {0, CLT_CHECKPOINT_AUTO, 3};
+    int sizes[] = {0, CLT_RECOMPUTE_AUTO, 3};
     for (int k = 0; k < 3; k++) {
         clt_model *m;
         ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
@@ -188,7 +188,7 @@ START_TEST(test_exercise1_half)
         check_step(m, 256, 10, 0, CLT_FLOAT16, kinds[k]);
         clt_model_free(m);
     }
-    const int sizes[] = {0, CLT_CHECKPOINT_AUTO, 3};
+    const int sizes[] = {0, CLT_RECOMPUTE_AUTO, 3};
     for (int k = 0; k < 3; k++) {
         clt_model *m;
         ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
@@ -309,7 +309,7 @@ static clt_status from_scratch(int64_t cap, int segments, int half, int64_t batc
     clt_status s = clt_model_create_resmlp(&m, dev(), IN, H, BLOCKS, OUT, 2);
     if (s == CLT_OK && half) s = clt_model_to_dtype(m, CLT_FLOAT16);
     if (s == CLT_OK) s = clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0);
-    if (s == CLT_OK) s = clt_model_set_checkpointing(m, segments);
+    if (s == CLT_OK) s = clt_model_set_recompute(m, segments);
     for (int k = 0; k < 2 && s == CLT_OK; k++) s = trainer_step(m, opt, batch);
     if (s == CLT_OK) s = clt_synchronize(dev());
     *reserved = clt_max_memory_reserved(dev());
@@ -343,7 +343,7 @@ static clt_plan_options resmlp_options(int segments)
 {
     clt_plan_options o = clt_plan_default_options();
     o.optimizer = CLT_OPTIMIZER_ADAM;
-    o.checkpoint_segments = segments;
+    o.recompute_blocks = segments;
     o.device = dev();
     return o;
 }
@@ -353,7 +353,7 @@ START_TEST(test_exercise2_cap)
     const int64_t cap = 24ll << 20;
     int64_t predicted[2], measured[2], tensors_only[2];
     for (int ck = 0; ck < 2; ck++) {
-        int segments = ck ? CLT_CHECKPOINT_AUTO : 0;
+        int segments = ck ? CLT_RECOMPUTE_AUTO : 0;
         clt_model *m;
         ck_assert_ok(clt_model_create_resmlp(&m, dev(), IN, H, BLOCKS, OUT, 2));
         clt_plan_options o = resmlp_options(segments);
@@ -394,7 +394,7 @@ START_TEST(test_reserved_uncapped)
     for (int v = 0; v < 4; v++) {
         int half = v / 2, ck = v % 2;
         for (int k = 0; k < 3; k++) {
-            int segments = ck ? CLT_CHECKPOINT_AUTO : 0;
+            int segments = ck ? CLT_RECOMPUTE_AUTO : 0;
             clt_model *m;
             ck_assert_ok(clt_model_create_resmlp(&m, dev(), IN, H, BLOCKS, OUT, 2));
             clt_plan_options o = resmlp_options(segments);
@@ -427,9 +427,9 @@ START_TEST(test_errors_and_report)
     o.batch_size = 0;
     ck_assert_status(clt_plan_step(m, &o, &p), CLT_ERR_INVALID_ARGUMENT);
     o.batch_size = 4;
-    o.checkpoint_segments = -3;
+    o.recompute_blocks = -3;
     ck_assert_status(clt_plan_step(m, &o, &p), CLT_ERR_INVALID_ARGUMENT);
-    o.checkpoint_segments = 0;
+    o.recompute_blocks = 0;
     o.dtype = CLT_INT32;
     ck_assert_status(clt_plan_step(m, &o, &p), CLT_ERR_UNSUPPORTED);
     o.dtype = CLT_FLOAT16;
@@ -507,15 +507,20 @@ START_TEST(test_cli_plan)
     ck_assert_msg(strstr(out, "segments under the 8.0 MiB cap") != NULL, "%s", out);
     free(out);
     /* A plan that does not fit exits 1; auto says what it chose, in words. */
-    out = run_clt("CLT_MEMORY_CAP=8M", "--batch-size 4096 --checkpoint-segments auto", &st);
+    out = run_clt("CLT_MEMORY_CAP=8M", "--batch-size 4096 --recompute auto", &st);
     ck_assert_msg(st == 1, "exit %d:\n%s", st, out);
     ck_assert_msg(strstr(out, "segments of 1 block, chosen by auto") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "1 blocks") == NULL, "%s", out);
     ck_assert_msg(strstr(out, "DOES NOT FIT") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "to fit:") != NULL, "%s", out);
     free(out);
-    out = run_clt("", "--checkpoint-segments -2", &st);
+    out = run_clt("", "--recompute -2", &st);
     ck_assert_int_eq(st, 2);
+    free(out);
+    /* The option's old spelling is refused, naming the new one. */
+    out = run_clt("", "--checkpoint-segments 2", &st);
+    ck_assert_int_eq(st, 2);
+    ck_assert_msg(strstr(out, "--checkpoint-segments is now --recompute N") != NULL, "%s", out);
     free(out);
     /* A float16 step is predicted as one. */
     out = run_clt("CLT_MEMORY_CAP=64M", "--fp16 --batch-size 64 --blocks 2 --hiddens 32", &st);

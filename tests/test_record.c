@@ -95,7 +95,7 @@ static clt_memory_record *record_steps(clt_device dev, int ckpt)
 {
     clt_model *m;
     ck_assert_ok(clt_model_create_resmlp(&m, dev, 64, 32, 4, 10, 1));
-    ck_assert_ok(clt_model_set_checkpointing(m, ckpt));
+    ck_assert_ok(clt_model_set_recompute(m, ckpt));
     clt_optimizer *opt;
     ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0));
     float *xs = clt_test_random_floats(48 * 64, 3);

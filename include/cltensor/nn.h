@@ -111,9 +111,11 @@ CLT_API clt_device clt_model_device(const clt_model *m);
 CLT_API void clt_model_set_training(clt_model *m, int on);
 CLT_API int clt_model_training(const clt_model *m);
 
-/* ---- Activation checkpointing ----------------------------------------
- * Trading compute for memory (Chen et al. 2016; torch.utils.checkpoint with
- * use_reentrant=False). With a segment size S > 0, a training forward runs
+/* ---- Recompute: activation checkpointing ----------------------------
+ * Activation checkpointing, called recompute in cltensor's API (checkpoint
+ * files are clt_checkpoint_save's). Trading compute for memory (Chen et al.
+ * 2016; torch.utils.checkpoint with use_reentrant=False). With S > 0 blocks
+ * per segment, a training forward runs
  * each run of consecutive ResidualBlocks in segments of S blocks (the last
  * may be shorter) that keep only their input; backward runs each segment's
  * forward again from that input, backpropagates through it and frees the
@@ -127,14 +129,14 @@ CLT_API int clt_model_training(const clt_model *m);
  * replays them (see docs/checkpointing.md). Layers outside runs of residual
  * blocks keep their activations as usual. Inference (training off) is
  * unaffected. */
-#define CLT_CHECKPOINT_AUTO (-1) /* segments of about sqrt(blocks in the run) */
-/* segment_size: blocks per segment, 0 turns checkpointing off (the default),
- * CLT_CHECKPOINT_AUTO picks round(sqrt(n)) for a run of n blocks. Changing it
+#define CLT_RECOMPUTE_AUTO (-1) /* segments of about sqrt(blocks in the run) */
+/* blocks_per_segment: residual blocks per segment, 0 turns recompute off
+ * (the default), CLT_RECOMPUTE_AUTO picks round(sqrt(n)) for a run of n blocks. Changing it
  * drops kept activations. Fails with CLT_ERR_INVALID_ARGUMENT for other
  * negative sizes. */
-CLT_API clt_status clt_model_set_checkpointing(clt_model *m, int segment_size);
-/* The segment size set (0 when off or m is NULL). */
-CLT_API int clt_model_checkpointing(const clt_model *m);
+CLT_API clt_status clt_model_set_recompute(clt_model *m, int blocks_per_segment);
+/* The blocks per segment set (0 when off or m is NULL). */
+CLT_API int clt_model_recompute(const clt_model *m);
 /* Number of ResidualBlocks at the top level of the model (0 for NULL). */
 CLT_API int clt_model_num_blocks(const clt_model *m);
 

@@ -27,7 +27,8 @@ typedef struct clt_plan_options {
     clt_optimizer_kind optimizer;  /* Adam keeps 2 buffers of N, SGD 1 with momentum, else none */
     float momentum;                /* SGD only */
     clt_dtype dtype;               /* the model's precision: CLT_FLOAT32, or CLT_FLOAT16 (mixed precision) */
-    int checkpoint_segments;       /* as clt_model_set_checkpointing: 0 off, CLT_CHECKPOINT_AUTO, S */
+    int recompute_blocks;          /* recompute (activation checkpointing), residual blocks per segment,
+                                      as clt_model_set_recompute: 0 off, CLT_RECOMPUTE_AUTO, S */
     clt_device device;             /* where the step runs: where the CPU kernels do the products (CPU-class
                                       devices, or CLT_DENSE=cpu) their GEMM packing workspace is added */
     int accumulate;                /* micro-batches per step (gradient accumulation, as the trainer's
@@ -35,7 +36,7 @@ typedef struct clt_plan_options {
                                       forward and backward run on rows of it; 0 or 1: one pass */
 } clt_plan_options;
 
-/* Batch 256, SGD without momentum, float32, no checkpointing, try_gpu(0). */
+/* Batch 256, SGD without momentum, float32, no recompute, try_gpu(0). */
 CLT_API clt_plan_options clt_plan_default_options(void);
 
 /* The predicted peak and what is alive at that moment, in bytes. */
@@ -56,7 +57,7 @@ typedef struct clt_plan {
                                the model's creation through two steps (the first makes the gradients and
                                optimizer state) with no cap */
     int64_t input_features; /* per example, the first Linear's input width */
-    int segment_size;       /* blocks per checkpointed segment used, 0 when off */
+    int recompute_blocks;   /* residual blocks in the longest recomputed segment, 0 when off */
 } clt_plan;
 
 /* Predicts one step of m (initialised; its parameters' device is not
@@ -76,7 +77,7 @@ CLT_API clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options
 /* What clt_plan_fit chose. */
 typedef struct clt_plan_fit_result {
     int accumulate;          /* micro-batches per step (1: none) */
-    int checkpoint_segments; /* 0 off, else blocks per segment */
+    int recompute_blocks;    /* recompute, residual blocks per segment: 0 off, else S */
     clt_dtype dtype;         /* CLT_FLOAT32, or CLT_FLOAT16 where allowed and needed */
     int64_t budget, margin;  /* the budget and the part of it kept free */
     clt_plan plan;           /* the chosen step's prediction */
@@ -85,12 +86,11 @@ typedef struct clt_plan_fit_result {
 /* Searches the configurations that keep o's batch and its result: the
  * micro-batch count N (1 to 64, then doubling, then the batch size: one
  * example each),
- * activation checkpointing (off, then each segment size of 1 up to the
- * model's blocks), and, with allow_fp16, float16 after every float32 one
- * fails; o's own accumulate and checkpoint_segments are ignored. The first
+ * recompute (off, then 1 up to the model's blocks per segment), and, with allow_fp16, float16 after every float32 one
+ * fails; o's own accumulate and recompute_blocks are ignored. The first
  * that fits wins, in this order: fewest micro-batches, then no
- * checkpointing, then the segment size with the lowest predicted peak
- * (every checkpointed block is recomputed once, whatever the size). A
+ * recompute, then the blocks per segment with the lowest predicted peak
+ * (every recomputed block's forward runs twice, whatever the size). A
  * configuration fits when the replay (clt_plan_max_batch's: creation and two
  * steps, reserved segments and cache releases) stays under the budget less
  * a margin of 2 MiB plus 1/32 of the budget, for what the replay does not
@@ -101,7 +101,7 @@ CLT_API clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, i
                         clt_plan_fit_result *out);
 
 /* Writes the plan as a table plus, when budget > 0, whether it fits in it,
- * the largest batch that fits with and without checkpointing (up to
+ * the largest batch that fits with and without recompute (up to
  * max_batch), and what to change when it does not fit. */
 CLT_API clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
                            FILE *out);

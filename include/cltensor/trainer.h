@@ -27,8 +27,8 @@ typedef struct clt_trainer_options {
     int max_epochs;            /* epochs to run, >= 1 */
     int num_gpus;              /* a ceiling: min(num_gpus, clt_num_gpus()) GPUs; with none, cpu() */
     double gradient_clip_val;  /* clip gradients to this global L2 norm; 0 disables */
-    int checkpoint_segments;   /* activation checkpointing, blocks per segment (clt_model_set_checkpointing):
-                                  0 off, CLT_CHECKPOINT_AUTO about sqrt(blocks) */
+    int recompute_blocks;      /* recompute (activation checkpointing), residual blocks per segment
+                                  (clt_model_set_recompute): 0 off, CLT_RECOMPUTE_AUTO about sqrt(blocks) */
     int fp16;                  /* 1: convert the model to float16 first and train in mixed precision
                                   with dynamic loss scaling (docs/half.md); clt_parallel_fit too */
     int use_device;            /* 1: train on `device`, whatever num_gpus says */

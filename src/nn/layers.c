@@ -267,7 +267,7 @@ static clt_status layer_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx,
 
 int clt__segment_size(int size, int run)
 {
-    if (size != CLT_CHECKPOINT_AUTO) return size;
+    if (size != CLT_RECOMPUTE_AUTO) return size;
     int k = (int)lround(sqrt((double)run));
     return k < 1 ? 1 : k;
 }
@@ -280,15 +280,15 @@ clt_status clt__model_run_forward(clt_model *m, clt_tensor *x, clt_tensor **y)
     for (int i = 0; i < n; i++) layers[i].seg_pos = layers[i].seg_len = 0;
     clt_tensor *cur = clt_tensor_retain(x);
     int cur_internal = 0, size = 0;
-    int ckpt = m->training && m->ckpt_size != 0;
+    int recompute = m->training && m->recompute_blocks != 0;
     for (int i = 0; i < n;) {
         int len = 1;
-        if (ckpt && layers[i].kind == CLT__RESIDUAL) {
+        if (recompute && layers[i].kind == CLT__RESIDUAL) {
             int run = 0;
             while (i + run < n && layers[i + run].kind == CLT__RESIDUAL) run++;
             /* The size is fixed at the start of a run so that every segment
              * of it has the same (the last may be shorter). */
-            if (i == 0 || layers[i - 1].kind != CLT__RESIDUAL) size = clt__segment_size(m->ckpt_size, run);
+            if (i == 0 || layers[i - 1].kind != CLT__RESIDUAL) size = clt__segment_size(m->recompute_blocks, run);
             len = size < run ? size : run;
             for (int k = 0; k < len; k++) layers[i + k].seg_pos = k + 1;
             layers[i].seg_len = len;
@@ -296,7 +296,7 @@ clt_status clt__model_run_forward(clt_model *m, clt_tensor *x, clt_tensor **y)
             keep(&layers[i].seg_input, cur, cur_internal);
         } else {
             /* Layers outside segments run together, so that pairs fuse. */
-            while (i + len < n && !(ckpt && layers[i + len].kind == CLT__RESIDUAL)) len++;
+            while (i + len < n && !(recompute && layers[i + len].kind == CLT__RESIDUAL)) len++;
         }
         clt_tensor *next = NULL;
         int next_internal;

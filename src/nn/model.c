@@ -431,19 +431,19 @@ void clt_model_set_training(clt_model *m, int on)
 
 int clt_model_training(const clt_model *m) { return m ? m->training : 0; }
 
-clt_status clt_model_set_checkpointing(clt_model *m, int segment_size)
+clt_status clt_model_set_recompute(clt_model *m, int blocks_per_segment)
 {
-    CLT_TRY(need("clt_model_set_checkpointing", "model", m));
-    if (segment_size < 0 && segment_size != CLT_CHECKPOINT_AUTO)
+    CLT_TRY(need("clt_model_set_recompute", "model", m));
+    if (blocks_per_segment < 0 && blocks_per_segment != CLT_RECOMPUTE_AUTO)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT,
-                         "clt_model_set_checkpointing: segment size %d (must be >= 0, or CLT_CHECKPOINT_AUTO)",
-                         segment_size);
-    if (segment_size != m->ckpt_size) drop_activations(m);
-    m->ckpt_size = segment_size;
+                         "clt_model_set_recompute: %d blocks per segment (must be >= 0, or CLT_RECOMPUTE_AUTO)",
+                         blocks_per_segment);
+    if (blocks_per_segment != m->recompute_blocks) drop_activations(m);
+    m->recompute_blocks = blocks_per_segment;
     return CLT_OK;
 }
 
-int clt_model_checkpointing(const clt_model *m) { return m ? m->ckpt_size : 0; }
+int clt_model_recompute(const clt_model *m) { return m ? m->recompute_blocks : 0; }
 
 int clt_model_num_layers(const clt_model *m) { return m ? m->nlayers : 0; }
 

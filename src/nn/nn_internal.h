@@ -51,7 +51,7 @@ struct clt_model {
     int64_t nparams;
     int initialised;
     int training;
-    int ckpt_size;          /* blocks per checkpointed segment; 0 off, CLT_CHECKPOINT_AUTO */
+    int recompute_blocks;   /* blocks per recomputed segment; 0 off, CLT_RECOMPUTE_AUTO */
     int pending;            /* a training forward kept activations for backward */
     int out_ndim;           /* shape of the pending forward's output */
     int64_t out_shape[CLT_MAX_DIMS];
@@ -77,8 +77,8 @@ struct clt_model {
  * reference and *y_internal says the same of it. */
 clt_status clt__seq_forward(clt_model *m, clt__layer *layers, int n, clt_tensor *x, int internal,
                             clt_tensor **y, int *y_internal);
-/* The model's own layers, checkpointed in training mode when ckpt_size is
- * not 0: runs of residual blocks go in segments keeping only their input. */
+/* The model's own layers, recomputed in training mode when recompute_blocks
+ * is not 0: runs of residual blocks go in segments keeping only their input. */
 clt_status clt__model_run_forward(clt_model *m, clt_tensor *x, clt_tensor **y);
 /* dy is borrowed; *dx (a new reference) is computed only when dx is not NULL.
  * A checkpointed segment is recomputed from its input (training mode, the

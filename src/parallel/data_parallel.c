@@ -303,7 +303,7 @@ static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *tra
         d->r[i].model = NULL;
         CLT_TRY(clt_model_replicate(&d->r[i].model, model, list[i]));
     }
-    for (int i = 0; i < d->k; i++) CLT_TRY(clt_model_set_checkpointing(d->r[i].model, opt->checkpoint_segments));
+    for (int i = 0; i < d->k; i++) CLT_TRY(clt_model_set_recompute(d->r[i].model, opt->recompute_blocks));
     CLT_TRY(ensure_gradients(model, train->rows * train->cols));
     CLT_TRY(clt__fit_optimizer(&d->opt, model, opt));
     clt_loader_options lo = clt__fit_loader_options(opt);

@@ -48,7 +48,7 @@ typedef struct sim {
     int64_t live, act_live, peak, peak_act, act_at_peak;
     int64_t grad_live, grad_at_peak; /* float32 gradients made during the step */
     int64_t rows;
-    int cpu, training, ckpt_size, fuse, half, oom;
+    int cpu, training, recompute_blocks, fuse, half, oom;
     clt__book book;
     clt_memory_stats mem;
     int over; /* a request found no room under the cap */
@@ -303,20 +303,20 @@ static int model_forward(sim *s, const clt_model *m, sim_layer *sl, int x)
     const clt__layer *l = m->layers;
     int n = m->nlayers;
     for (int i = 0; i < n; i++) sl[i].seg_pos = sl[i].seg_len = 0;
-    int cur = t_retain(s, x), ci = 0, size = 0, ckpt = s->training && s->ckpt_size != 0;
+    int cur = t_retain(s, x), ci = 0, size = 0, recompute = s->training && s->recompute_blocks != 0;
     for (int i = 0; i < n;) {
         int len = 1;
-        if (ckpt && l[i].kind == CLT__RESIDUAL) {
+        if (recompute && l[i].kind == CLT__RESIDUAL) {
             int run = 0;
             while (i + run < n && l[i + run].kind == CLT__RESIDUAL) run++;
-            if (i == 0 || l[i - 1].kind != CLT__RESIDUAL) size = clt__segment_size(s->ckpt_size, run);
+            if (i == 0 || l[i - 1].kind != CLT__RESIDUAL) size = clt__segment_size(s->recompute_blocks, run);
             len = size < run ? size : run;
             for (int k = 0; k < len; k++) sl[i + k].seg_pos = k + 1;
             sl[i].seg_len = len;
             sl[i].seg_internal = ci;
             keep(s, &sl[i].seg_input, cur, ci);
         } else {
-            while (i + len < n && !(ckpt && l[i + len].kind == CLT__RESIDUAL)) len++;
+            while (i + len < n && !(recompute && l[i + len].kind == CLT__RESIDUAL)) len++;
         }
         int training = s->training, ni;
         if (sl[i].seg_len) s->training = 0;
@@ -579,8 +579,8 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
     if (step_bound(m, o->batch_size))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch size %lld is too large to plan: a step's byte counts "
                          "for this model would overflow an int64_t", op, (long long)o->batch_size);
-    if (o->checkpoint_segments < 0 && o->checkpoint_segments != CLT_CHECKPOINT_AUTO)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: segment size %d", op, o->checkpoint_segments);
+    if (o->recompute_blocks < 0 && o->recompute_blocks != CLT_RECOMPUTE_AUTO)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: segment size %d", op, o->recompute_blocks);
     if (o->accumulate < 0)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: accumulate %d (micro-batches per step; 0 or 1: none)", op,
                          o->accumulate);
@@ -600,7 +600,7 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
     sim s = {.rows = o->batch_size,
              .cpu = d->cpu,
              .training = 1,
-             .ckpt_size = o->checkpoint_segments,
+             .recompute_blocks = o->recompute_blocks,
              .fuse = !half && clt__fuse_enabled(),
              .half = half,
              .mem = {.cap = cap}};
@@ -620,7 +620,7 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
     s.grad_at_peak = 0;
     replay_step(&s, m, sl, fl, 0, nbuf, o->batch_size, micro);
     for (int i = 0; i < m->nlayers; i++)
-        if (sl[i].seg_len) p->segment_size = p->segment_size > sl[i].seg_len ? p->segment_size : sl[i].seg_len;
+        if (sl[i].seg_len && sl[i].seg_len > p->recompute_blocks) p->recompute_blocks = sl[i].seg_len;
     sim_layers_free(sl, m->nlayers);
     clt__book_clear(&s.book);
     free(s.bytes);
@@ -700,14 +700,14 @@ static clt_status best_segments(const clt_model *m, clt_plan_options *q, const p
     for (int seg = 1; seg <= blocks; seg++) {
         clt_plan p;
         int fits;
-        q->checkpoint_segments = seg;
+        q->recompute_blocks = seg;
         CLT_TRY(plan_with(m, q, d, limit, &p, &fits));
         if (fits && (!found || p.peak < best->peak)) {
             *best = p;
             found = seg;
         }
     }
-    q->checkpoint_segments = found;
+    q->recompute_blocks = found;
     return CLT_OK;
 }
 
@@ -718,13 +718,13 @@ static clt_status fit_dtype(const clt_model *m, clt_plan_options q, const plan_d
     *found = 0;
     for (int n = 1; n; n = next_micro(n, q.batch_size)) {
         q.accumulate = n;
-        q.checkpoint_segments = 0;
+        q.recompute_blocks = 0;
         int fits;
         CLT_TRY(plan_with(m, &q, d, limit, &out->plan, &fits));
         if (!fits) CLT_TRY(best_segments(m, &q, d, limit, &out->plan));
-        if (fits || q.checkpoint_segments) {
+        if (fits || q.recompute_blocks) {
             out->accumulate = n;
-            out->checkpoint_segments = q.checkpoint_segments;
+            out->recompute_blocks = q.recompute_blocks;
             out->dtype = q.dtype;
             *found = 1;
             return CLT_OK;
@@ -754,7 +754,7 @@ clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t b
     if (found) return CLT_OK;
     clt_plan p;
     q = *o;
-    q.accumulate = q.checkpoint_segments = 0;
+    q.accumulate = q.recompute_blocks = 0;
     CLT_TRY(plan_with(m, &q, &d, 0, &p, NULL));
     char dev[32] = "";
     clt_device_name(o->device, dev, sizeof dev);
@@ -774,7 +774,7 @@ static clt_status peak_at(const clt_model *m, const clt_plan_options *o, const p
 {
     clt_plan_options q = *o;
     q.batch_size = b;
-    q.checkpoint_segments = seg;
+    q.recompute_blocks = seg;
     clt_plan p;
     CLT_TRY(plan_with(m, &q, d, 0, &p, NULL));
     *peak = p.peak;
@@ -785,18 +785,18 @@ static clt_status peak_at(const clt_model *m, const clt_plan_options *o, const p
  * checkpointing (the slope of the allocated peak from batch 1 to the
  * largest that fits) beside what does not grow with the batch. */
 static clt_status why_further(const clt_model *m, const clt_plan_options *o, const plan_device *d, int64_t b_plain,
-                              int64_t b_ckpt, FILE *out)
+                              int64_t b_recompute, FILE *out)
 {
-    int seg = o->checkpoint_segments ? o->checkpoint_segments : CLT_CHECKPOINT_AUTO;
+    int seg = o->recompute_blocks ? o->recompute_blocks : CLT_RECOMPUTE_AUTO;
     int64_t p1, pb, c1, cb;
     CLT_TRY(peak_at(m, o, d, 0, 1, &p1));
     CLT_TRY(peak_at(m, o, d, 0, b_plain + 1, &pb));
     CLT_TRY(peak_at(m, o, d, seg, 1, &c1));
-    CLT_TRY(peak_at(m, o, d, seg, b_ckpt + 1, &cb));
-    double per_plain = (double)(pb - p1) / (double)b_plain, per_ckpt = (double)(cb - c1) / (double)b_ckpt;
+    CLT_TRY(peak_at(m, o, d, seg, b_recompute + 1, &cb));
+    double per_plain = (double)(pb - p1) / (double)b_plain, per_recompute = (double)(cb - c1) / (double)b_recompute;
     fprintf(out, "checkpointing goes %.2fx as far: per example a step holds %.1f KiB without checkpointing, %.1f KiB "
                  "with (%.2fx less); %.1f MiB does not grow with the batch\n",
-            (double)b_ckpt / (double)b_plain, per_plain / 1024, per_ckpt / 1024, per_plain / per_ckpt,
+            (double)b_recompute / (double)b_plain, per_plain / 1024, per_recompute / 1024, per_plain / per_recompute,
             (double)(p1 - (int64_t)per_plain) / MIB);
     return CLT_OK;
 }
@@ -816,11 +816,11 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     if (o->accumulate > 1) snprintf(micro, sizeof micro, " in %d micro-batches", o->accumulate);
     fprintf(out, "predicted peak of one %s training step at batch %lld%s on %s%s:\n",
             half ? "float16 (mixed-precision)" : "float32", (long long)o->batch_size, micro, dev,
-            p.segment_size ? "" : ", no checkpointing");
-    if (p.segment_size)
-        fprintf(out, "  (activation checkpointing: segments of %d block%s%s)\n", p.segment_size,
-                p.segment_size == 1 ? "" : "s",
-                o->checkpoint_segments == CLT_CHECKPOINT_AUTO ? ", chosen by auto as about sqrt(blocks)" : "");
+            p.recompute_blocks ? "" : ", no checkpointing");
+    if (p.recompute_blocks)
+        fprintf(out, "  (activation checkpointing: segments of %d block%s%s)\n", p.recompute_blocks,
+                p.recompute_blocks == 1 ? "" : "s",
+                o->recompute_blocks == CLT_RECOMPUTE_AUTO ? ", chosen by auto as about sqrt(blocks)" : "");
     fprintf(out, "  weights      %10.1f MiB\n  gradients    %10.1f MiB\n  optimizer    %10.1f MiB\n", p.weights / MIB,
             p.gradients / MIB, p.optimizer / MIB);
     fprintf(out, "  batch        %10.1f MiB\n  activations  %10.1f MiB (peak %.1f MiB)\n  temporaries  %10.1f MiB\n",
@@ -845,29 +845,31 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     fprintf(out, "%s: %.1f MiB available (tensors %.0f%%, reserved %.0f%%)\n", fits ? "fits" : "DOES NOT FIT",
             budget / MIB, 100.0 * (double)p.peak / (double)budget,
             100.0 * (double)(fits ? capped.reserved : p.reserved) / (double)budget);
-    clt_plan_options plain = *o, ckpt = *o;
-    plain.checkpoint_segments = 0;
-    if (!ckpt.checkpoint_segments) ckpt.checkpoint_segments = CLT_CHECKPOINT_AUTO;
-    int64_t b_plain, b_ckpt;
+    clt_plan_options plain = *o, recompute = *o;
+    plain.recompute_blocks = 0;
+    if (!recompute.recompute_blocks) recompute.recompute_blocks = CLT_RECOMPUTE_AUTO;
+    int64_t b_plain, b_recompute;
     CLT_TRY(max_batch(m, &plain, &d, budget, max_batch_size, &b_plain));
-    CLT_TRY(max_batch(m, &ckpt, &d, budget, max_batch_size, &b_ckpt));
+    CLT_TRY(max_batch(m, &recompute, &d, budget, max_batch_size, &b_recompute));
     const char *more = " (or more)";
     fprintf(out, "largest batch that fits: %lld without checkpointing%s, %lld with%s\n", (long long)b_plain,
-            b_plain == max_batch_size ? more : "", (long long)b_ckpt, b_ckpt == max_batch_size ? more : "");
-    if (b_plain > 0 && b_ckpt > b_plain && b_ckpt < max_batch_size) CLT_TRY(why_further(m, o, &d, b_plain, b_ckpt, out));
+            b_plain == max_batch_size ? more : "", (long long)b_recompute, b_recompute == max_batch_size ? more : "");
+    if (b_plain > 0 && b_recompute > b_plain && b_recompute < max_batch_size)
+        CLT_TRY(why_further(m, o, &d, b_plain, b_recompute, out));
     if (fits) return CLT_OK;
     fprintf(out, "to fit:\n");
     clt_plan_fit_result fit;
     if (o->batch_size > 1 && clt_plan_fit(m, o, budget, 0, &fit) == CLT_OK && fit.accumulate > 1) {
         fprintf(out, "  - keep the batch of %lld (--fit): %d micro-batches", (long long)o->batch_size, fit.accumulate);
-        if (fit.checkpoint_segments) fprintf(out, ", checkpointed segments of %d blocks", fit.checkpoint_segments);
+        if (fit.recompute_blocks) fprintf(out, ", checkpointed segments of %d blocks", fit.recompute_blocks);
         fprintf(out, ", predicted peak %.1f MiB\n", fit.plan.peak / MIB);
     }
     if (b_plain > 0) fprintf(out, "  - lower the batch size to %lld\n", (long long)b_plain);
-    if (b_ckpt >= o->batch_size && m->nlayers > 0 && clt_model_num_blocks(m) > 0)
-        fprintf(out, "  - checkpoint activations (--checkpoint-segments auto)\n");
-    else if (b_ckpt > b_plain)
-        fprintf(out, "  - checkpoint activations and lower the batch size to %lld\n", (long long)b_ckpt);
+    if (b_recompute >= o->batch_size && m->nlayers > 0 && clt_model_num_blocks(m) > 0)
+        fprintf(out, "  - recompute activations (--recompute auto)\n");
+    else if (b_recompute > b_plain)
+        fprintf(out, "  - recompute activations (--recompute auto) and lower the batch size to %lld\n",
+                (long long)b_recompute);
     /* Of a float16 step's optimizer memory, the master weights (twice the
      * float16 weights) stay whatever the optimizer. */
     int64_t state = half ? p.optimizer - 2 * p.weights : p.optimizer;
@@ -879,7 +881,7 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
         CLT_TRY(plan_with(m, &h, &d, 0, &ph, NULL));
         if (ph.peak < p.peak) fprintf(out, "  - train in float16 (--fp16): predicted peak %.1f MiB\n", ph.peak / MIB);
     }
-    if (b_plain == 0 && b_ckpt == 0)
+    if (b_plain == 0 && b_recompute == 0)
         fprintf(out, "  - the weights, gradients and optimizer state alone need %.1f MiB: use a smaller model or a "
                      "larger device\n", (p.weights + p.gradients + p.optimizer) / MIB);
     return CLT_OK;

@@ -232,7 +232,7 @@ static clt_status one_setup(one_device *d, clt__fit_backend *b, const clt_datase
     CLT_TRY(clt_device_name(dev, b->device, sizeof b->device));
     CLT_TRY(clt_model_to(d->model, dev));
     clt_model_set_training(d->model, 1);
-    CLT_TRY(clt_model_set_checkpointing(d->model, opt->checkpoint_segments));
+    CLT_TRY(clt_model_set_recompute(d->model, opt->recompute_blocks));
     if (opt->fp16) CLT_TRY(clt_model_to_dtype(d->model, CLT_FLOAT16));
     CLT_TRY(clt__fit_optimizer(&d->opt, d->model, opt));
     clt_loader_options lo = clt__fit_loader_options(opt);

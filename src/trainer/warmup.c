@@ -50,7 +50,7 @@ static clt_status scratch_copy(const clt_model *m, clt_model **out, int64_t *in,
     if (s == CLT_OK && (!*in || !*classes))
         s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: the model has no Linear layer to feed");
     if (s == CLT_OK) s = clt_model_init(c, clt_model_device(m), 0);
-    if (s == CLT_OK) s = clt_model_set_checkpointing(c, clt_model_checkpointing(m));
+    if (s == CLT_OK) s = clt_model_set_recompute(c, clt_model_recompute(m));
     if (s == CLT_OK && clt_model_dtype(m) != CLT_FLOAT32) s = clt_model_to_dtype(c, clt_model_dtype(m));
     float scale;
     int dynamic;

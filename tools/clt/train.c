@@ -15,7 +15,7 @@
 typedef struct train_args {
     const char *data, *load, *save, *metrics, *plot, *trace, *resume, *memory_plot;
     int epochs, num_gpus, have_device, shuffle, distributed;
-    int hiddens_given, blocks_given, checkpoint_segments, plan, fp16, accumulate, fit;
+    int hiddens_given, blocks_given, recompute_blocks, plan, fp16, accumulate, fit;
     clt_device device;
     int64_t batch_size, hiddens, blocks, steps, train_limit, val_limit;
     double lr;
@@ -43,8 +43,8 @@ static const char *train_usage =
     CLT_TOOL_MPI_NOTE "\n"
     "  --device D              train on D: cpu, gpu:i, or P:D from `clt devices` (default: CLT_DEVICE\n"
     "                          when set, unless --num-gpus N > 1 or --distributed)\n"
-    "  --checkpoint-segments S activation checkpointing, S residual blocks per segment\n"
-    "                          (auto: about sqrt(blocks); default 0, off)\n"
+    "  --recompute N|auto      activation checkpointing (recompute): N residual blocks per segment,\n"
+    "                          auto about sqrt(blocks); default 0, off\n"
     "  --plan                  print the predicted peak memory of a training step, whether\n"
     "                          it fits the device (or its memory cap), the largest batch\n"
     "                          that fits with and without checkpointing; train nothing\n"
@@ -184,13 +184,22 @@ static int opt_optimizer(train_args *a, const char *c, const char *o, const char
     return 1;
 }
 
-static int opt_segments(train_args *a, const char *c, const char *o, const char *v)
+static int opt_recompute(train_args *a, const char *c, const char *o, const char *v)
 {
     if (strcmp(v, "auto") == 0) {
-        a->checkpoint_segments = CLT_CHECKPOINT_AUTO;
+        a->recompute_blocks = CLT_RECOMPUTE_AUTO;
         return 1;
     }
-    return parse_clamped(c, o, v, 0, 1000000, &a->checkpoint_segments);
+    return parse_clamped(c, o, v, 0, 1000000, &a->recompute_blocks);
+}
+
+/* The option's old spelling, refused with the new one named. */
+static int opt_checkpoint_segments(train_args *a, const char *c, const char *o, const char *v)
+{
+    (void)a, (void)v;
+    fprintf(stderr, "clt %s: %s is now --recompute N (activation checkpointing: N residual blocks per segment, "
+                    "or auto)\n", c, o);
+    return 0;
 }
 
 static int opt_seed(train_args *a, const char *c, const char *o, const char *v)
@@ -250,7 +259,8 @@ static const struct option_spec {
     {"--num-gpus", 1, 0, opt_num_gpus},
     {"--lr", 1, 0, opt_lr},
     {"--optimizer", 1, 0, opt_optimizer},
-    {"--checkpoint-segments", 1, 0, opt_segments},
+    {"--recompute", 1, 0, opt_recompute},
+    {"--checkpoint-segments", 0, 0, opt_checkpoint_segments},
     {"--seed", 1, 0, opt_seed},
     {"--steps", 1, 0, opt_steps},
     {"--train-limit", 1, 0, opt_train_limit},
@@ -403,7 +413,7 @@ static clt_plan_options plan_options(const train_args *a)
     clt_plan_options o = clt_plan_default_options();
     o.batch_size = a->batch_size;
     o.optimizer = a->optimizer;
-    o.checkpoint_segments = a->checkpoint_segments;
+    o.recompute_blocks = a->recompute_blocks;
     o.dtype = a->fp16 ? CLT_FLOAT16 : CLT_FLOAT32;
     o.device = train_device(a, NULL);
     o.accumulate = a->accumulate;
@@ -443,13 +453,13 @@ static int fit_run(train_args *a, const clt_model *model)
     printf("fit: batch %lld as %d micro-batch%s of %lld%s, ", (long long)a->batch_size, r.accumulate,
            r.accumulate == 1 ? "" : "es", (long long)((a->batch_size + r.accumulate - 1) / r.accumulate),
            r.accumulate * ((a->batch_size + r.accumulate - 1) / r.accumulate) == a->batch_size ? "" : " or one less");
-    if (r.checkpoint_segments) printf("checkpointed segments of %d blocks, ", r.checkpoint_segments);
+    if (r.recompute_blocks) printf("checkpointed segments of %d blocks, ", r.recompute_blocks);
     else printf("no checkpointing, ");
     printf("%s; predicted peak %.1f MiB allocated, %.1f MiB reserved, of %.1f MiB on %s (%.1f MiB kept as a margin)\n",
            clt_dtype_name(r.dtype), r.plan.peak / 1048576.0, r.plan.reserved / 1048576.0, budget / 1048576.0, dev,
            r.margin / 1048576.0);
     a->accumulate = r.accumulate;
-    a->checkpoint_segments = r.checkpoint_segments;
+    a->recompute_blocks = r.recompute_blocks;
     a->fp16 = r.dtype == CLT_FLOAT16;
     return 0;
 }
@@ -516,7 +526,7 @@ static int train_run(train_args a, const clt_collective *comm)
     if (rc == 0) {
         clt_trainer_options o = clt_trainer_default_options();
         o.max_epochs = a.epochs;
-        o.checkpoint_segments = a.checkpoint_segments;
+        o.recompute_blocks = a.recompute_blocks;
         o.fp16 = a.fp16;
         o.accumulate = a.accumulate;
         o.num_gpus = a.num_gpus;
