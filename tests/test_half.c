@@ -316,7 +316,7 @@ START_TEST(test_half_kernels_at_vector_edges)
             assert_half_bits(got, want, n, "add_f16");
             free(got);
 
-            ck_assert_ok(clt__narrow_into(nv, fv, 1024.0f));
+            ck_assert_ok(clt__convert_to_half(nv, fv, 1024.0f));
             for (int64_t i = 0; i < n; i++) want[i] = f[i] * 1024.0f;
             got = read_view(nbase, n, off);
             assert_half_bits(got, want, n, "f32_to_f16");

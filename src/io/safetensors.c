@@ -564,7 +564,7 @@ clt_status clt_safetensors_read_into(const clt_safetensors *f, const char *name,
                          name, e->dtype, clt_dtype_name(clt_tensor_dtype(dst)));
     clt_tensor *tmp;
     CLT_TRY(load_device(f, e, dt, widen, clt_tensor_device(dst), &tmp));
-    clt_status s = narrow ? clt__narrow_into(dst, tmp, 1.0f) : clt_copy_(dst, tmp);
+    clt_status s = narrow ? clt__convert_to_half(dst, tmp, 1.0f) : clt_copy_(dst, tmp);
     clt_tensor_release(tmp);
     return s;
 }

@@ -626,7 +626,7 @@ clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total
     double coef = max_norm / (norm + 1e-6);
     if (half) {
         /* Scaled again, as the optimizer expects them. */
-        s = coef < 1.0 ? clt__narrow_into(m->grads, wide, (float)coef * m->loss_scale) : CLT_OK;
+        s = coef < 1.0 ? clt__convert_to_half(m->grads, wide, (float)coef * m->loss_scale) : CLT_OK;
         clt_tensor_release(wide);
         return s;
     }

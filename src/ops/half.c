@@ -36,7 +36,7 @@ clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype
     CLT_TRY(clt__tensor_new(&y, t->st->slot, dt, t->ndim, t->shape));
     clt_status s;
     if (dt == CLT_FLOAT16) {
-        s = clt__narrow_into(y, t, scale);
+        s = clt__convert_to_half(y, t, scale);
     } else {
         clt__buf xb = clt__tensor_buf(t), yb = clt__tensor_buf(y);
         cl_ulong n = (cl_ulong)t->numel;
@@ -52,7 +52,7 @@ clt_status clt__launch_half16(int slot, const char *name, int nargs, const clt__
     return clt__launch1(slot, "half", name, nargs, args, (size_t)((n + 15) / 16), written);
 }
 
-clt_status clt__narrow_into(clt_tensor *dst, const clt_tensor *src, float scale)
+clt_status clt__convert_to_half(clt_tensor *dst, const clt_tensor *src, float scale)
 {
     const char *op = "clt_to_dtype";
     CLT_TRY(need_f16(op, "dst", dst));

@@ -8,9 +8,10 @@
 
 /* *out = dt(t * scale): float32 <-> float16 (scale applies to float32 -> float16 only). */
 clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype dt, float scale);
-/* dst = half(src * scale), dst float16 and src float32 of the same shape
- * (clt__same_shape) and device. */
-clt_status clt__narrow_into(clt_tensor *dst, const clt_tensor *src, float scale);
+/* Converts float32 to float16 into an existing tensor: dst = half(src *
+ * scale), dst float16 and src float32 of the same shape (clt__same_shape)
+ * and device. (The widening direction with a scale is clt__unscale_f16.) */
+clt_status clt__convert_to_half(clt_tensor *dst, const clt_tensor *src, float scale);
 /* Launches one of cl/half.cl's elementwise kernels over n elements, 16 to a
  * work-item. */
 clt_status clt__launch_half16(int slot, const char *name, int nargs, const clt__arg *args, cl_ulong n,

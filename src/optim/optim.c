@@ -222,7 +222,7 @@ clt_status clt_optimizer_step(clt_optimizer *opt)
                            opt->weight_decay, opt->decoupled, opt->steps + 1);
     if (half) {
         /* The float16 parameters are the rounded master weights. */
-        if (s == CLT_OK) s = clt__narrow_into(clt_model_parameters(opt->model), params, 1.0f);
+        if (s == CLT_OK) s = clt__convert_to_half(clt_model_parameters(opt->model), params, 1.0f);
         clt_tensor_release(grads);
     }
     if (s != CLT_OK) {

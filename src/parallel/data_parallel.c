@@ -143,7 +143,7 @@ static clt_status reduce_gradients(dp_state *d, int *stop)
         clt_tensor_release(moved);
     }
     if (s == CLT_OK && d->comm) s = allreduce_gradients(d, sum, stop);
-    if (s == CLT_OK && sum != g0) s = clt__narrow_into(g0, sum, 1.0f);
+    if (s == CLT_OK && sum != g0) s = clt__convert_to_half(g0, sum, 1.0f);
     clt_tensor_release(sum);
     return s;
 }
