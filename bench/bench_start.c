@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     clt_tensor *logits, *loss, *dlogits;
     CHECK(clt_model_zero_grad(net));
     CHECK(clt_model_forward(net, X, &logits));
-    CHECK(clt_cross_entropy_forward(&loss, &dlogits, logits, y));
+    CHECK(clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y));
     CHECK(clt_model_backward(net, dlogits, NULL));
     CHECK(clt_optimizer_step(opt));
     double l;

@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     free(labels);
     if (failed) goto out;
 
-    const int64_t N = clt_model_parameter_count(net);
+    const int64_t N = clt_model_num_parameter_elements(net);
     const int64_t batch = 4 * B * IN + 4 * B;
     const int64_t acts = 4 * B * 3 * H + 4 * B * OUT;
     const int64_t loss_bytes = 4;
@@ -104,7 +104,7 @@ int main(int argc, char **argv)
     clt_memory_record_mark(dev, "forward"); /* marks nothing unless recording */
     failed = check(clt_model_forward(net, X, &logits), "forward");
     clt_memory_record_mark(dev, "loss");
-    if (!failed) failed = check(clt_cross_entropy_forward(&loss, &dlogits, logits, y), "loss");
+    if (!failed) failed = check(clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y), "loss");
     clt_tensor_release(logits); /* backward needs dlogits, not the logits */
     logits = NULL;
     if (failed) goto out;

@@ -32,7 +32,7 @@ static clt_status step(clt_model *m, clt_optimizer *opt, int64_t rows, int64_t i
     if (s == CLT_OK) s = clt_from_host(&y, dev, CLT_INT32, 1, &rows, lab);
     free(lab);
     if (s == CLT_OK) s = clt_model_forward(m, x, &logits);
-    if (s == CLT_OK) s = clt_cross_entropy_forward(&loss, &dlogits, logits, y);
+    if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y);
     if (s == CLT_OK) s = clt_model_zero_grad(m);
     if (s == CLT_OK) s = clt_model_backward(m, dlogits, NULL);
     if (s == CLT_OK) s = clt_optimizer_step(opt);
@@ -65,7 +65,7 @@ static void exercise1(int small)
     CHECK(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
     printf("exercise 1: MLP %lld -> %lld x 3 -> 10, Adam\n", (long long)in, (long long)h);
     printf("  batch  predicted MiB  measured MiB   error  (weights+grads+Adam %.1f MiB)\n",
-           4.0 * 4 * clt_model_parameter_count(m) / MIB);
+           4.0 * 4 * clt_model_num_parameter_elements(m) / MIB);
     const int64_t batches[] = {64, 256, 1024};
     for (int k = 0; k < 3; k++) {
         clt_plan p;

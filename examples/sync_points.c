@@ -62,7 +62,7 @@ static void epoch(const clt_dataset *ds, clt_device dev, int64_t limit, int per_
         if (!x) break;
         CHECK(clt_model_zero_grad(m));
         CHECK(clt_model_forward(m, x, &logits));
-        CHECK(clt_cross_entropy_forward(&loss, &dlogits, logits, y));
+        CHECK(clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y));
         CHECK(clt_model_backward(m, dlogits, NULL));
         CHECK(clt_optimizer_step(opt));
         if (per_step) {

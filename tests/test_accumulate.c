@@ -46,7 +46,7 @@ static float *train(clt_optimizer_kind opt, int accumulate, int ckpt, int fp16, 
 {
     clt_model *m;
     ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 32, 3, 10, 5));
-    *n = clt_model_parameter_count(m);
+    *n = clt_model_num_parameter_elements(m);
     clt_trainer_options o = clt_trainer_default_options();
     o.batch_size = 100;
     o.accumulate = accumulate;
@@ -137,7 +137,7 @@ START_TEST(test_momentum)
     for (int run = 0; run < 2; run++) {
         clt_model *m;
         ck_assert_ok(clt_model_create_resmlp(&m, dev, 784, 32, 2, 10, 5));
-        n = clt_model_parameter_count(m);
+        n = clt_model_num_parameter_elements(m);
         clt_optimizer *opt;
         ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.1f, 0.9f, 0.0f));
         clt_tensor *x = clt_test_upload(dev, xs, rows, 784), *y = NULL, *sum = NULL;

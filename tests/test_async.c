@@ -101,7 +101,7 @@ static void train_step(clt_model *m, clt_optimizer *opt, clt_tensor *x, clt_tens
     clt_tensor *logits, *dlogits;
     ck_assert_ok(clt_model_zero_grad(m));
     ck_assert_ok(clt_model_forward(m, x, &logits));
-    ck_assert_ok(clt_cross_entropy_forward(loss, &dlogits, logits, labels));
+    ck_assert_ok(clt_cross_entropy_loss_grad(loss, &dlogits, logits, labels));
     ck_assert_ok(clt_model_backward(m, dlogits, NULL));
     ck_assert_ok(clt_optimizer_step(opt));
     clt_tensor_release(logits);
@@ -242,7 +242,7 @@ START_TEST(test_sync_points_name_the_public_call)
         ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.1f, 0.0f, 0.0f));
         ck_assert_ok(clt_model_zero_grad(m));
         ck_assert_ok(clt_model_forward(m, tx, &logits));
-        ck_assert_ok(clt_cross_entropy_forward(&loss, &dlogits, logits, ty));
+        ck_assert_ok(clt_cross_entropy_loss_grad(&loss, &dlogits, logits, ty));
         ck_assert_ok(clt_model_backward(m, dlogits, NULL));
         clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
         double norm;

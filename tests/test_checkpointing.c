@@ -57,7 +57,7 @@ START_TEST(test_chapter_check_bit_for_bit)
 {
     clt_model *m = stack(4);
     clt_tensor *x = uniform(B, H, 7);
-    int64_t n = clt_model_parameter_count(m);
+    int64_t n = clt_model_num_parameter_elements(m);
     float *dx_ref, *dx;
     float *ref = stack_grads(m, x, 0, &dx_ref);
     /* 1, the default sqrt(4) = 2, 3 (does not divide 4), the whole stack, more. */
@@ -95,7 +95,7 @@ START_TEST(test_resmlp_with_loss)
     int64_t bshape[1] = {BATCH};
     clt_tensor *labels;
     ck_assert_ok(clt_from_host(&labels, dev(), CLT_INT32, 1, bshape, lab));
-    int64_t n = clt_model_parameter_count(m);
+    int64_t n = clt_model_num_parameter_elements(m);
     float *ref = NULL;
     int sizes[] = {0, 2, CLT_RECOMPUTE_AUTO, 1, 5};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
@@ -103,7 +103,7 @@ START_TEST(test_resmlp_with_loss)
         ck_assert_ok(clt_model_zero_grad(m));
         clt_tensor *logits, *loss, *dlogits;
         ck_assert_ok(clt_model_forward(m, x, &logits));
-        ck_assert_ok(clt_cross_entropy_forward(&loss, &dlogits, logits, labels));
+        ck_assert_ok(clt_cross_entropy_loss_grad(&loss, &dlogits, logits, labels));
         ck_assert_ok(clt_model_backward(m, dlogits, NULL));
         float *g = clt_test_read(clt_model_gradients(m));
         if (!ref) ref = g;

@@ -64,11 +64,12 @@ static double compare(clt_optimizer_kind kind, int k, int64_t n, int epochs, dou
     ck_assert_int_eq(r2.epochs, epochs);
     ck_assert(clt_device_equal(clt_model_device(par), list[0]));
     float *a = clt_test_read(clt_model_parameters(ref)), *b = clt_test_read(clt_model_parameters(par));
-    double err = clt_test_max_rel_err(b, a, clt_model_parameter_count(ref));
+    double err = clt_test_max_rel_err(b, a, clt_model_num_parameter_elements(ref));
     /* The run must have moved the parameters, or equality proves nothing. */
     clt_model *init = resmlp();
     float *c = clt_test_read(clt_model_parameters(init));
-    ck_assert_msg(clt_test_max_rel_err(a, c, clt_model_parameter_count(ref)) > 1e-3, "training changed nothing");
+    ck_assert_msg(clt_test_max_rel_err(a, c, clt_model_num_parameter_elements(ref)) > 1e-3,
+                  "training changed nothing");
     *loss_diff = fabs(r1.train_loss - r2.train_loss) / fabs(r1.train_loss);
     free(a);
     free(b);
@@ -241,7 +242,7 @@ static void compare_half(clt_optimizer_kind kind, int k, int64_t n, int epochs, 
     ck_assert_int_eq(r1.steps, r2.steps);
     ck_assert_int_eq(out->watch.steps, r2.steps);
     ck_assert_int_eq(clt_model_dtype(par), CLT_FLOAT16);
-    int64_t np = out->n = clt_model_parameter_count(ref);
+    int64_t np = out->n = clt_model_num_parameter_elements(ref);
     float *ma = saved_master(ref_path, kind), *mb = saved_master(par_path, kind);
     ck_assert_msg(clt_test_max_rel_err(ma, out->init, np) > 1e-3, "training changed nothing");
     float *pa = read_widened(clt_model_parameters(ref)), *pb = read_widened(clt_model_parameters(par));
@@ -372,7 +373,7 @@ START_TEST(test_collective_of_one)
     ck_assert_ok(clt_parallel_fit(par, &train, NULL, &o, &dev, 1, &comm, NULL));
     ck_assert_int_eq(reduce_calls, 2 + 1);
     float *a = clt_test_read(clt_model_parameters(ref)), *b = clt_test_read(clt_model_parameters(par));
-    ck_assert_double_lt(clt_test_max_rel_err(b, a, clt_model_parameter_count(ref)), 1e-6);
+    ck_assert_double_lt(clt_test_max_rel_err(b, a, clt_model_num_parameter_elements(ref)), 1e-6);
     comm.allreduce_sum = failing_allreduce;
     ck_assert_status(clt_parallel_fit(par, &train, NULL, &o, &dev, 1, &comm, NULL), CLT_ERR_IO);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "allreduce_sum"));
@@ -439,8 +440,8 @@ START_TEST(test_replicate)
     clt_device dev = clt_num_gpus() >= 2 ? clt_gpu(1) : clt_cpu();
     ck_assert_ok(clt_model_replicate(&copy, m, dev));
     ck_assert(clt_device_equal(clt_model_device(copy), dev));
-    ck_assert_int_eq(clt_model_num_named_parameters(copy), clt_model_num_named_parameters(m));
-    for (int i = 0; i < clt_model_num_named_parameters(m); i++) {
+    ck_assert_int_eq(clt_model_num_parameter_tensors(copy), clt_model_num_parameter_tensors(m));
+    for (int i = 0; i < clt_model_num_parameter_tensors(m); i++) {
         const char *a, *b;
         ck_assert_ok(clt_model_named_parameter(m, i, &a, NULL, NULL));
         ck_assert_ok(clt_model_named_parameter(copy, i, &b, NULL, NULL));

@@ -64,7 +64,7 @@ static clt_status train_step(fixture *f, double *loss_out)
     clt_tensor *logits = NULL, *loss = NULL, *dlogits = NULL;
     clt_status s = clt_model_zero_grad(f->model);
     if (s == CLT_OK) s = clt_model_forward(f->model, f->x, &logits);
-    if (s == CLT_OK) s = clt_cross_entropy_forward(&loss, &dlogits, logits, f->y);
+    if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&loss, &dlogits, logits, f->y);
     if (s == CLT_OK) s = clt_model_backward(f->model, dlogits, NULL);
     if (s == CLT_OK) s = clt_optimizer_step(f->opt);
     if (s == CLT_OK && loss_out) s = clt_item(loss, loss_out);
@@ -97,7 +97,7 @@ static void sweep_step(clt__fault_kind kind, int sticky)
      * and the events one step counts. */
     fixture f;
     fixture_make(&f);
-    int64_t np = clt_model_parameter_count(f.model);
+    int64_t np = clt_model_num_parameter_elements(f.model);
     float *p0 = params(&f);
     ck_assert_ok(clt_empty_cache(f.dev));
     ck_assert_int_eq(clt__fault_set(NULL), 0);
@@ -173,7 +173,7 @@ static void sweep_driver(int sticky)
     ck_assert_ok(train_step(&f, NULL));
     int64_t events = clt__fault_count(CLT__FAULT_DRIVER);
     float *p1 = params(&f);
-    int64_t np = clt_model_parameter_count(f.model);
+    int64_t np = clt_model_num_parameter_elements(f.model);
     fixture_free(&f);
     ck_assert_int_gt(events, 0);
     int failures = 0;

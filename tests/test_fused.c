@@ -365,7 +365,7 @@ static void check_net(const net *a, int fused, int segments, int with_dx)
 {
     ck_assert_int_eq(setenv("CLT_FUSE", fused ? "1" : "0", 1), 0);
     clt_model *m = build(a, 5);
-    int64_t n0 = a->head ? a->in : a->h, nout = a->tail ? a->out : a->h, np = clt_model_parameter_count(m);
+    int64_t n0 = a->head ? a->in : a->h, nout = a->tail ? a->out : a->h, np = clt_model_num_parameter_elements(m);
     float *x = clt_test_random_floats(a->B * n0, 3), *dy = clt_test_random_floats(a->B * nout, 4);
     float *p = clt_test_read(clt_model_parameters(m));
     float *want = malloc((size_t)np * sizeof *want), *ref_dx = malloc((size_t)(a->B * n0) * sizeof *ref_dx);

@@ -555,7 +555,7 @@ START_TEST(test_half_model_matches_float_model)
     ck_assert_ok(clt_model_to_dtype(m16, CLT_FLOAT16));
     ck_assert_int_eq(clt_model_dtype(m16), CLT_FLOAT16);
     ck_assert_int_eq(clt_model_dtype(m32), CLT_FLOAT32);
-    int64_t n = clt_model_parameter_count(m32);
+    int64_t n = clt_model_num_parameter_elements(m32);
     float *p32 = clt_test_read(clt_model_parameters(m32)), *p16 = read_half(clt_model_parameters(m16));
     for (int64_t i = 0; i < n; i++) {
         ck_assert_float_eq(p16[i], clt_half_to_float(clt_float_to_half(p32[i])));
@@ -635,7 +635,7 @@ START_TEST(test_half_checkpointing_gradients_identical)
         clt_tensor_release(y);
         ck_assert_ok(clt_model_backward(m, dy, NULL));
         g[k] = read_half(clt_model_gradients(m));
-        if (k) ck_assert_mem_eq(g[0], g[1], (size_t)clt_model_parameter_count(m) * sizeof(float));
+        if (k) ck_assert_mem_eq(g[0], g[1], (size_t)clt_model_num_parameter_elements(m) * sizeof(float));
         clt_model_free(m);
     }
     free(g[0]);
@@ -696,7 +696,7 @@ START_TEST(test_loss_scale_keeps_small_gradients)
     clt_tensor *x, *dy, *y;
     ck_assert_ok(clt_from_host(&x, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 8}, xv));
     ck_assert_ok(clt_from_host(&dy, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 3}, dyv));
-    int64_t n = clt_model_parameter_count(m16);
+    int64_t n = clt_model_num_parameter_elements(m16);
     ck_assert_ok(clt_model_forward(m32, x, &y));
     clt_tensor_release(y);
     ck_assert_ok(clt_model_backward(m32, dy, NULL));
@@ -743,7 +743,7 @@ START_TEST(test_overflow_skips_step_and_halves_scale)
     clt_tensor *x, *dy, *y;
     ck_assert_ok(clt_from_host(&x, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 8}, xv));
     ck_assert_ok(clt_from_host(&dy, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 3}, dyv));
-    int64_t n = clt_model_parameter_count(m);
+    int64_t n = clt_model_num_parameter_elements(m);
     float *before = read_half(clt_model_parameters(m));
     /* dy * 2^20 overflows float16: the step is skipped and the scale halves. */
     ck_assert_ok(clt_model_set_loss_scale(m, 1048576.0f, 1));

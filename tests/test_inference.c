@@ -54,7 +54,7 @@ static void check_peaks(int fused)
     int64_t shape[2] = {B, IN};
     clt_tensor *x;
     ck_assert_ok(clt_from_host(&x, dev(), CLT_FLOAT32, 2, shape, host));
-    int64_t weights = 4 * clt_model_parameter_count(m);
+    int64_t weights = 4 * clt_model_num_parameter_elements(m);
     int64_t batch = floats_to_bytes(IN);
     ck_assert_int_eq(clt_memory_allocated(dev()), weights + batch);
 
@@ -103,7 +103,7 @@ static void check_peaks(int fused)
         int64_t wide[6] = {H1, H1, H1, H1, H1, H1};
         clt_model *deep;
         ck_assert_ok(clt_model_create_mlp(&deep, dev(), IN, depth, wide, OUT, 2));
-        int64_t dweights = 4 * clt_model_parameter_count(deep);
+        int64_t dweights = 4 * clt_model_num_parameter_elements(deep);
         forward_peak(deep, x, 0, &infer_peak, &infer_stored);
         excess[d] = infer_peak - dweights - batch;
         forward_peak(deep, x, 1, &train_peak, &train_stored);

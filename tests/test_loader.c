@@ -378,7 +378,7 @@ static void step(clt_model *m, clt_optimizer *opt, clt_loader *l, clt_tensor *to
     ck_assert_ptr_nonnull(x);
     ck_assert_ok(clt_model_zero_grad(m));
     ck_assert_ok(clt_model_forward(m, x, &logits));
-    ck_assert_ok(clt_cross_entropy_forward(&loss, &dlogits, logits, y));
+    ck_assert_ok(clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y));
     ck_assert_ok(clt_model_backward(m, dlogits, NULL));
     ck_assert_ok(clt_optimizer_step(opt));
     ck_assert_ok(clt_axpy_(total, (float)clt_tensor_dim(x, 0), loss));

@@ -72,8 +72,8 @@ START_TEST(test_split_names_and_values)
     int first[2] = {0, 4};
     ck_assert_ok(clt_model_split(ref, 2, first, dev, st));
     ck_assert(clt_device_equal(clt_model_device(st[1]), dev[1]));
-    ck_assert_int_eq(clt_model_parameter_count(st[0]) + clt_model_parameter_count(st[1]),
-                     clt_model_parameter_count(ref));
+    ck_assert_int_eq(clt_model_num_parameter_elements(st[0]) + clt_model_num_parameter_elements(st[1]),
+                     clt_model_num_parameter_elements(ref));
     ck_assert_int_eq(clt_model_find_parameter(st[0], "net.3.body.2.bias"), 5);
     ck_assert_int_eq(clt_model_find_parameter(st[1], "net.0.body.0.weight"), 0);
     ck_assert_int_eq(clt_model_find_parameter(st[1], "net.1.bias"), 5);
@@ -118,7 +118,7 @@ static void train_and_compare(int adam, int micro)
         clt_tensor *lr = NULL, *dr = NULL, *dxr = NULL, *lp = NULL, *dp = NULL, *dxp = NULL, *ylast;
         clt_tensor *outr, *outp;
         ck_assert_ok(clt_model_forward(ref, x, &outr));
-        ck_assert_ok(clt_cross_entropy_forward(&lr, &dr, outr, y));
+        ck_assert_ok(clt_cross_entropy_loss_grad(&lr, &dr, outr, y));
         ck_assert_ok(clt_model_zero_grad(ref));
         ck_assert_ok(clt_model_backward(ref, dr, &dxr));
         ck_assert_ok(clt_optimizer_step(oref));
@@ -126,7 +126,7 @@ static void train_and_compare(int adam, int micro)
         ck_assert_ok(clt_pipeline_forward(p, x, &outp));
         ck_assert(clt_device_equal(clt_tensor_device(outp), dev[1]));
         ck_assert_ok(clt_to(&ylast, y, dev[1]));
-        ck_assert_ok(clt_cross_entropy_forward(&lp, &dp, outp, ylast));
+        ck_assert_ok(clt_cross_entropy_loss_grad(&lp, &dp, outp, ylast));
         ck_assert_ok(clt_model_zero_grad(st[0]));
         ck_assert_ok(clt_model_zero_grad(st[1]));
         ck_assert_ok(clt_pipeline_backward(p, dp, &dxp));
@@ -236,7 +236,7 @@ START_TEST(test_pipeline_does_not_wait)
     for (int step = 0; step < 2; step++) {
         clt_tensor *out, *loss, *dout, *dx;
         ck_assert_ok(clt_pipeline_forward(p, x, &out));
-        ck_assert_ok(clt_cross_entropy_forward(&loss, &dout, out, y));
+        ck_assert_ok(clt_cross_entropy_loss_grad(&loss, &dout, out, y));
         ck_assert_ok(clt_pipeline_backward(p, dout, &dx));
         clt_tensor_release(out);
         clt_tensor_release(loss);

@@ -47,7 +47,7 @@ static float *load_params(const char *path, int half, int64_t *n)
     ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 32, 1, 10, 0));
     if (half) ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
     ck_assert_ok(clt_checkpoint_load(path, m, NULL, NULL));
-    *n = clt_model_parameter_count(m);
+    *n = clt_model_num_parameter_elements(m);
     ck_assert_ok(clt_to_dtype(&wide, clt_model_parameters(m), CLT_FLOAT32));
     float *p = clt_test_read(wide);
     clt_tensor_release(wide);

@@ -28,9 +28,9 @@ START_TEST(test_resmlp_names_and_layout)
                           "net.4.body.2.weight", "net.4.body.2.bias",   "net.5.weight",        "net.5.bias"};
     int64_t shapes[][2] = {{H, IN}, {H, 0}, {H, H}, {H, 0}, {H, H},   {H, 0},
                            {H, H},  {H, 0}, {H, H}, {H, 0}, {OUT, H}, {OUT, 0}};
-    ck_assert_int_eq(clt_model_num_named_parameters(m), 12);
+    ck_assert_int_eq(clt_model_num_parameter_tensors(m), 12);
     int64_t N = (int64_t)H * IN + H + 4 * ((int64_t)H * H + H) + (int64_t)OUT * H + OUT;
-    ck_assert_int_eq(clt_model_parameter_count(m), N);
+    ck_assert_int_eq(clt_model_num_parameter_elements(m), N);
     ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), 4 * N);
     ck_assert_int_eq(clt_memory_allocated(dev()), 4 * N);
 
@@ -103,17 +103,17 @@ START_TEST(test_mlp_names)
     clt_model *m;
     ck_assert_ok(clt_model_create_mlp(&m, dev(), 5, 2, hiddens, 2, 1));
     const char *want[] = {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"};
-    ck_assert_int_eq(clt_model_num_named_parameters(m), 6);
+    ck_assert_int_eq(clt_model_num_parameter_tensors(m), 6);
     for (int i = 0; i < 6; i++) {
         const char *name;
         ck_assert_ok(clt_model_named_parameter(m, i, &name, NULL, NULL));
         ck_assert_str_eq(name, want[i]);
     }
-    ck_assert_int_eq(clt_model_parameter_count(m), 5 * 7 + 7 + 7 * 3 + 3 + 3 * 2 + 2);
+    ck_assert_int_eq(clt_model_num_parameter_elements(m), 5 * 7 + 7 + 7 * 3 + 3 + 3 * 2 + 2);
     clt_model_free(m);
     clt_model *single;
     ck_assert_ok(clt_model_create_mlp(&single, dev(), 4, 0, NULL, 3, 1));
-    ck_assert_int_eq(clt_model_parameter_count(single), 15);
+    ck_assert_int_eq(clt_model_num_parameter_elements(single), 15);
     clt_model_free(single);
     clt_test_assert_no_live_tensors();
 }
@@ -144,7 +144,7 @@ START_TEST(test_init_pytorch_default)
         ck_assert(fabs(mean) < 0.2 * bound);
         free(v);
     }
-    int64_t N = clt_model_parameter_count(a);
+    int64_t N = clt_model_num_parameter_elements(a);
     float *va = clt_test_read(clt_model_parameters(a)), *vb = clt_test_read(clt_model_parameters(b)),
           *vc = clt_test_read(clt_model_parameters(c));
     ck_assert_mem_eq(va, vb, (size_t)N * sizeof(float));
@@ -260,7 +260,7 @@ START_TEST(test_resmlp_step_matches_host)
     const float lr = 0.1f, momentum = 0.9f, wd = 0.01f;
     clt_model *m;
     ck_assert_ok(clt_model_create_resmlp(&m, dev(), RF, RH, RK, RO, 11));
-    ck_assert_int_eq(clt_model_parameter_count(m), R_N);
+    ck_assert_int_eq(clt_model_num_parameter_elements(m), R_N);
     clt_optimizer *opt;
     ck_assert_ok(clt_optimizer_create_sgd(&opt, m, lr, momentum, wd));
 
@@ -284,7 +284,7 @@ START_TEST(test_resmlp_step_matches_host)
         ck_assert_ok(clt_from_host(&lab, dev(), CLT_INT32, 1, ys, y));
         ck_assert_ok(clt_model_zero_grad(m));
         ck_assert_ok(clt_model_forward(m, x, &logits));
-        ck_assert_ok(clt_cross_entropy_forward(&loss, &dlogits, logits, lab));
+        ck_assert_ok(clt_cross_entropy_loss_grad(&loss, &dlogits, logits, lab));
         ck_assert_ok(clt_model_backward(m, dlogits, NULL));
         float gf[R_N];
         ck_assert_ok(clt_to_host(clt_model_gradients(m), gf, sizeof gf));
@@ -337,7 +337,7 @@ START_TEST(test_zero_grad_and_accumulation)
     int64_t hiddens[] = {13};
     clt_model *m;
     ck_assert_ok(clt_model_create_mlp(&m, dev(), 6, 1, hiddens, 3, 5));
-    int64_t N = clt_model_parameter_count(m);
+    int64_t N = clt_model_num_parameter_elements(m);
     /* No gradients before the first backward, and zero_grad allocates none. */
     ck_assert_ok(clt_model_zero_grad(m));
     ck_assert_ptr_null(clt_model_gradients(m));
@@ -413,7 +413,7 @@ START_TEST(test_activations_kept_and_freed)
     clt_tensor_release(y);
     clt_tensor_release(dy);
     int64_t with_grads = clt_memory_allocated(dev());
-    ck_assert_int_eq(with_grads, base + 4 * clt_model_parameter_count(m));
+    ck_assert_int_eq(with_grads, base + 4 * clt_model_num_parameter_elements(m));
 
     /* Inference (no_grad): nothing is kept beyond the output. */
     clt_model_set_training(m, 0);
@@ -471,7 +471,7 @@ START_TEST(test_model_to)
 {
     clt_model *m;
     ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 6, 5, 1, 3, 2));
-    int64_t N = clt_model_parameter_count(m);
+    int64_t N = clt_model_num_parameter_elements(m);
     float *before = clt_test_read(clt_model_parameters(m));
     int64_t xs[] = {2, 6};
     clt_tensor *x, *y, *dy;
@@ -483,7 +483,7 @@ START_TEST(test_model_to)
     ck_assert(clt_device_equal(clt_model_device(m), dev()));
     ck_assert(clt_device_equal(clt_tensor_device(clt_model_parameters(m)), dev()));
     ck_assert(clt_device_equal(clt_tensor_device(clt_model_gradients(m)), dev()));
-    for (int i = 0; i < clt_model_num_named_parameters(m); i++) {
+    for (int i = 0; i < clt_model_num_parameter_tensors(m); i++) {
         clt_tensor *p, *g;
         ck_assert_ok(clt_model_named_parameter(m, i, NULL, &p, &g));
         ck_assert(clt_device_equal(clt_tensor_device(p), dev()));
@@ -548,7 +548,7 @@ START_TEST(test_clip_grad_norm)
     clt_tensor *x;
     ck_assert_ok(clt_from_host(&x, dev(), CLT_FLOAT32, 2, xs, xf));
     forward_backward(m, x);
-    int64_t N = clt_model_parameter_count(m);
+    int64_t N = clt_model_num_parameter_elements(m);
     float *g = clt_test_read(clt_model_gradients(m));
     double want = 0;
     for (int64_t i = 0; i < N; i++) want += (double)g[i] * g[i];
@@ -612,8 +612,8 @@ START_TEST(test_errors)
     ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
     ck_assert_status(clt_model_backward(m, NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_model_zero_grad(NULL), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(clt_model_parameter_count(NULL), 0);
-    ck_assert_int_eq(clt_model_num_named_parameters(NULL), 0);
+    ck_assert_int_eq(clt_model_num_parameter_elements(NULL), 0);
+    ck_assert_int_eq(clt_model_num_parameter_tensors(NULL), 0);
     ck_assert_ptr_null(clt_model_parameters(NULL));
 
     int64_t h[] = {3};

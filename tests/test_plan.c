@@ -41,7 +41,7 @@ static clt_status train_step(clt_model *m, clt_optimizer *opt, clt_tensor *x, cl
 {
     clt_tensor *logits = NULL, *loss = NULL, *dlogits = NULL;
     clt_status s = clt_model_forward(m, x, &logits);
-    if (s == CLT_OK) s = clt_cross_entropy_forward(&loss, &dlogits, logits, y);
+    if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y);
     if (s == CLT_OK) s = clt_model_zero_grad(m);
     if (s == CLT_OK) s = clt_model_backward(m, dlogits, NULL);
     if (s == CLT_OK) s = clt_optimizer_step(opt);
@@ -81,7 +81,7 @@ static void check_step(clt_model *m, int64_t in, int classes, int segments, clt_
     else
         ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.01f, 0.9f, 0.0f));
     ck_assert_ok(clt_model_set_recompute(m, segments));
-    int64_t n = clt_model_parameter_count(m), es = dt == CLT_FLOAT16 ? 2 : 4;
+    int64_t n = clt_model_num_parameter_elements(m), es = dt == CLT_FLOAT16 ? 2 : 4;
     const int64_t batches[] = {64, 256, 1024};
     for (int k = 0; k < 3; k++) {
         clt_plan_options o = clt_plan_default_options();
@@ -207,7 +207,7 @@ START_TEST(test_half_halves)
 {
     clt_model *m;
     ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
-    int64_t n = clt_model_parameter_count(m);
+    int64_t n = clt_model_num_parameter_elements(m);
     clt_plan_options o = clt_plan_default_options();
     o.batch_size = 1024;
     o.optimizer = CLT_OPTIMIZER_ADAM;
@@ -284,7 +284,7 @@ static clt_status trainer_step(clt_model *m, clt_optimizer *opt, int64_t rows)
 {
     clt_tensor *x = batch_x(rows, IN), *y = batch_labels(rows, OUT), *logits = NULL, *loss = NULL, *dlogits = NULL;
     clt_status s = clt_model_forward(m, x, &logits);
-    if (s == CLT_OK) s = clt_cross_entropy_forward(&loss, &dlogits, logits, y);
+    if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y);
     if (s == CLT_OK) s = clt_model_zero_grad(m);
     if (s == CLT_OK) s = clt_model_backward(m, dlogits, NULL);
     if (s == CLT_OK) s = clt_optimizer_step(opt);
@@ -434,13 +434,13 @@ START_TEST(test_errors_and_report)
     ck_assert_status(clt_plan_step(m, &o, &p), CLT_ERR_UNSUPPORTED);
     o.dtype = CLT_FLOAT16;
     ck_assert_ok(clt_plan_step(m, &o, &p));
-    ck_assert_int_eq(p.weights, 2 * clt_model_parameter_count(m));
+    ck_assert_int_eq(p.weights, 2 * clt_model_num_parameter_elements(m));
     ck_assert_int_eq(p.optimizer, 2 * p.weights);
     o.dtype = CLT_FLOAT32;
     o.optimizer = CLT_OPTIMIZER_SGD;
     ck_assert_ok(clt_plan_step(m, &o, &p));
     ck_assert_int_eq(p.optimizer, 0);
-    ck_assert_int_eq(p.weights, 4 * clt_model_parameter_count(m));
+    ck_assert_int_eq(p.weights, 4 * clt_model_num_parameter_elements(m));
     o.momentum = 0.9f;
     ck_assert_ok(clt_plan_step(m, &o, &p));
     ck_assert_int_eq(p.optimizer, p.weights);

@@ -45,7 +45,7 @@ static void *train(void *arg)
         clt_tensor *logits = NULL, *loss = NULL, *dlogits = NULL;
         s = clt_model_zero_grad(m);
         if (s == CLT_OK) s = clt_model_forward(m, x, &logits);
-        if (s == CLT_OK) s = clt_cross_entropy_forward(&loss, &dlogits, logits, y);
+        if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y);
         if (s == CLT_OK) s = clt_model_backward(m, dlogits, NULL);
         if (s == CLT_OK) s = clt_optimizer_step(opt);
         clt_tensor_release(dlogits);
@@ -53,7 +53,7 @@ static void *train(void *arg)
         clt_tensor_release(logits);
     }
     if (s == CLT_OK) {
-        j->n = clt_model_parameter_count(m);
+        j->n = clt_model_num_parameter_elements(m);
         j->params = malloc((size_t)j->n * sizeof *j->params);
         s = j->params ? clt_to_host(clt_model_parameters(m), j->params, (size_t)j->n * sizeof *j->params)
                       : CLT_ERR_OUT_OF_MEMORY;

@@ -203,19 +203,22 @@ CLT_API clt_status clt_model_zero_grad(clt_model *m);
  * synchronization point. Nothing happens before the first backward. */
 CLT_API clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total_norm);
 
-/* Softmax cross-entropy loss layer. logits is (B,C), labels (B) int32.
+/* Softmax cross-entropy loss layer: the loss and, in the same fused pass,
+ * its gradient. logits is (B,C), labels (B) int32.
  * *loss is a one-element tensor, the mean loss. When dlogits is not NULL,
  * *dlogits is what clt_model_backward takes, (softmax - onehot) / B, tagged
  * CLT_MEM_ACTIVATIONS (the loss's kept state); pass NULL in inference. */
-CLT_API clt_status clt_cross_entropy_forward(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
-                                     const clt_tensor *labels);
+CLT_API clt_status clt_cross_entropy_loss_grad(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+                                       const clt_tensor *labels);
 
 /* ---- Parameters ------------------------------------------------------- */
 
-/* Number of parameters N (4N bytes of weights in float32, 2N in float16). 0 for NULL. */
-CLT_API int64_t clt_model_parameter_count(const clt_model *m);
-/* Number of named parameter tensors (two per Linear). 0 for NULL. */
-CLT_API int clt_model_num_named_parameters(const clt_model *m);
+/* Number of parameter elements N, all tensors together (4N bytes of weights
+ * in float32, 2N in float16). 0 for NULL. */
+CLT_API int64_t clt_model_num_parameter_elements(const clt_model *m);
+/* Number of parameter tensors, each named (two per Linear): the i of
+ * clt_model_named_parameter runs below it. 0 for NULL. */
+CLT_API int clt_model_num_parameter_tensors(const clt_model *m);
 /* The i-th named parameter, in state_dict order. Each output may be NULL.
  * *param and *grad are borrowed views owned by the model (valid until
  * clt_model_to, clt_model_to_dtype or clt_model_free); *grad is NULL before

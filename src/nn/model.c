@@ -688,17 +688,17 @@ clt_status clt_model_set_loss_scale_state(clt_model *m, float scale, int dynamic
     return CLT_OK;
 }
 
-clt_status clt_cross_entropy_forward(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
-                                     const clt_tensor *labels)
+clt_status clt_cross_entropy_loss_grad(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+                                       const clt_tensor *labels)
 {
     CLT_TRY(clt_softmax_cross_entropy(loss, dlogits, logits, labels));
     if (dlogits) clt_tensor_set_category(*dlogits, CLT_MEM_ACTIVATIONS);
     return CLT_OK;
 }
 
-int64_t clt_model_parameter_count(const clt_model *m) { return m ? m->nparams : 0; }
+int64_t clt_model_num_parameter_elements(const clt_model *m) { return m ? m->nparams : 0; }
 
-int clt_model_num_named_parameters(const clt_model *m) { return m ? m->nnamed : 0; }
+int clt_model_num_parameter_tensors(const clt_model *m) { return m ? m->nnamed : 0; }
 
 clt_status clt_model_named_parameter(const clt_model *m, int i, const char **name, clt_tensor **param,
                                      clt_tensor **grad)

@@ -172,7 +172,7 @@ static clt_status dp_step(dp_state *d, int64_t global_n, double clip, int *stop)
             continue;
         }
         CLT_TRY(clt_model_forward(r->model, r->x, &r->logits));
-        CLT_TRY(clt_cross_entropy_forward(&r->loss, &r->dlogits, r->logits, r->y));
+        CLT_TRY(clt_cross_entropy_loss_grad(&r->loss, &r->dlogits, r->logits, r->y));
         /* dlogits is the shard's mean gradient; n/N makes the sum over shards the global mean. */
         CLT_TRY(clt_scale_(r->dlogits, (float)((double)r->n / (double)global_n)));
         CLT_TRY(clt_model_zero_grad(r->model));
@@ -320,7 +320,7 @@ static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *tra
     d->accumulate = opt->accumulate;
     if (d->comm) {
         /* The gradients and one float for the stop request. */
-        d->staging = malloc(((size_t)clt_model_parameter_count(model) + 1) * sizeof(float));
+        d->staging = malloc(((size_t)clt_model_num_parameter_elements(model) + 1) * sizeof(float));
         if (!d->staging) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_parallel_fit: no host memory for staging");
     }
     return CLT_OK;

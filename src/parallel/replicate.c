@@ -35,7 +35,7 @@ static clt_status build_range(clt_model **out, const clt_model *src, int first, 
 /* dst's parameters = src's flat parameters [offset, offset + dst's count). */
 static clt_status copy_params(clt_model *dst, const clt_model *src, int64_t offset)
 {
-    int64_t n = clt_model_parameter_count(dst);
+    int64_t n = clt_model_num_parameter_elements(dst);
     if (n == 0) return CLT_OK;
     clt_tensor *part = NULL, *moved = NULL;
     clt_status s = clt_narrow(&part, clt_model_parameters(src), offset, n);
@@ -112,7 +112,7 @@ clt_status clt_model_split(const clt_model *src, int num_stages, const int *firs
         int end = k + 1 < num_stages ? first_layer[k + 1] : clt_model_num_layers(src);
         s = build_range(&stages[k], src, first_layer[k], end, devices[k]);
         if (s == CLT_OK) s = copy_params(stages[k], src, offset);
-        offset += clt_model_parameter_count(stages[k]);
+        offset += clt_model_num_parameter_elements(stages[k]);
     }
     if (s != CLT_OK)
         for (int k = 0; k < num_stages; k++) {

@@ -26,7 +26,7 @@ static clt_status micro_pass(clt_model *m, clt_tensor *x, clt_tensor *y, int64_t
     mark(m, step, k, "forward");
     if (s == CLT_OK) s = clt_model_forward(m, xs, &logits);
     mark(m, step, k, "loss");
-    if (s == CLT_OK) s = clt_cross_entropy_forward(&loss, &dlogits, logits, ys);
+    if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&loss, &dlogits, logits, ys);
     if (s == CLT_OK) s = clt_scale_(dlogits, (float)((double)rows / (double)denom));
     mark(m, step, k, "backward");
     if (s == CLT_OK) s = clt_model_backward(m, dlogits, NULL);

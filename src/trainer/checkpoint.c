@@ -77,7 +77,7 @@ static char *join(const char *a, const char *b, const char *c)
 /* Every tensor a checkpoint of (model, opt) holds, in file order. */
 static clt_status collect(entry_list *l, const clt_model *m, const clt_optimizer *opt)
 {
-    int np = clt_model_num_named_parameters(m);
+    int np = clt_model_num_parameter_tensors(m);
     int ns = opt ? clt_optimizer_num_states(opt) : 0;
     CLT_TRY(list_reserve(l, np * (1 + ns) + 1));
     for (int i = 0; i < np; i++) {

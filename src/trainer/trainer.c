@@ -71,7 +71,7 @@ static clt_status micro_batch(clt_model *m, step_tensors *t, clt_tensor *loss_su
     mark(m, step, "forward");
     CLT_TRY(clt_model_forward(m, t->x, &t->logits));
     mark(m, step, "loss");
-    CLT_TRY(clt_cross_entropy_forward(&t->loss, &t->dlogits, t->logits, t->y));
+    CLT_TRY(clt_cross_entropy_loss_grad(&t->loss, &t->dlogits, t->logits, t->y));
     mark(m, step, "backward");
     CLT_TRY(clt_model_backward(m, t->dlogits, NULL));
     return clt_axpy_(loss_sum, (float)clt_tensor_dim(t->x, 0), t->loss);
@@ -124,7 +124,7 @@ clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_s
         if (s != CLT_OK || !t.x) break;
         int64_t b = clt_tensor_dim(t.x, 0);
         s = clt_model_forward(model, t.x, &t.logits);
-        if (s == CLT_OK) s = clt_cross_entropy_forward(&t.loss, NULL, t.logits, t.y);
+        if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&t.loss, NULL, t.logits, t.y);
         if (s == CLT_OK) s = clt_axpy_(loss_sum, (float)b, t.loss);
         if (s == CLT_OK) s = clt_argmax_rows(&pred, t.logits);
         if (s == CLT_OK) s = clt_count_equal(&hits, pred, t.y);

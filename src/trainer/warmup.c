@@ -81,7 +81,7 @@ static clt_status run_step(clt_model *c, clt_optimizer *opt, step_data *d, doubl
 {
     double ignored;
     CLT_TRY(clt_model_forward(c, d->x, &d->logits));
-    CLT_TRY(clt_cross_entropy_forward(&d->loss, &d->dlogits, d->logits, d->y));
+    CLT_TRY(clt_cross_entropy_loss_grad(&d->loss, &d->dlogits, d->logits, d->y));
     CLT_TRY(clt_model_zero_grad(c));
     CLT_TRY(clt_model_backward(c, d->dlogits, NULL));
     if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(c, clip, NULL));
@@ -93,7 +93,7 @@ static clt_status run_step(clt_model *c, clt_optimizer *opt, step_data *d, doubl
     d->logits = d->loss = NULL;
     clt_model_set_training(c, 0);
     CLT_TRY(clt_model_forward(c, d->x, &d->logits));
-    CLT_TRY(clt_cross_entropy_forward(&d->loss, NULL, d->logits, d->y));
+    CLT_TRY(clt_cross_entropy_loss_grad(&d->loss, NULL, d->logits, d->y));
     CLT_TRY(clt_argmax_rows(&d->pred, d->logits));
     CLT_TRY(clt_count_equal(&d->hits, d->pred, d->y));
     CLT_TRY(clt_add_(d->loss_sum, d->hits));

@@ -39,7 +39,7 @@ static int fuzz_model_shape(const uint8_t *data, size_t size)
     } else if (want <= (1 << 20)) {
         s = clt_model_create_resmlp(&m, clt_get_default_device(), 784, h, (int)k, 10, 1);
         FUZZ_REQUIRE(s == CLT_OK);
-        FUZZ_REQUIRE(clt_model_parameter_count(m) == want);
+        FUZZ_REQUIRE(clt_model_num_parameter_elements(m) == want);
         clt_model_free(m);
     }
     return 0;
