@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     double *v = malloc((size_t)reps * sizeof *v);
     if (!v) return 1;
     clt_memory_stats before, after;
-    CHECK(clt_memory_stats_get(dev, &before));
+    CHECK(clt_memory_get_stats(dev, &before));
     const struct { const char *what; const int64_t *shape; } cases[] = {
         {"clt_empty + release, 64x64 float (16 KiB, small pool)", small},
         {"clt_empty + release, 256x2048 float (2 MiB, large pool)", big},
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
         printf("clt__alloc + clt__free, %-7s (allocator alone)           %7.1f ns\n", c ? "2 MiB" : "16 KiB",
                median(v, reps));
     }
-    CHECK(clt_memory_stats_get(dev, &after));
+    CHECK(clt_memory_get_stats(dev, &after));
     printf("driver allocations during the loops: %llu (goal 0)\n",
            (unsigned long long)(after.driver_allocs - before.driver_allocs));
     for (int i = 0; i < LIVE; i++) clt_tensor_release(live[i]);

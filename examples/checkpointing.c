@@ -86,13 +86,13 @@ int main(int argc, char **argv)
         CHECK(clt_model_set_recompute(m, use ? seg : 0));
         CHECK(clt_model_zero_grad(m));
         CHECK(clt_synchronize(dev));
-        CHECK(clt_reset_peak_memory_stats(dev));
+        CHECK(clt_memory_reset_peak(dev));
         double t = now();
         step(m, x);
         CHECK(clt_synchronize(dev));
         sec[use] = now() - t;
-        peak[use] = clt_max_memory_allocated(dev) / MIB;
-        act[use] = clt_max_memory_allocated_category(dev, CLT_MEM_ACTIVATIONS) / MIB;
+        peak[use] = clt_memory_max_allocated(dev) / MIB;
+        act[use] = clt_memory_max_allocated_category(dev, CLT_MEM_ACTIVATIONS) / MIB;
         printf("checkpointing=%-5s peak %6.0f MiB (activations %6.0f MiB), %.2f sec\n", use ? "True" : "False",
                peak[use], act[use], sec[use]);
     }

@@ -129,7 +129,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++) off |= report(labels_out[i], read[i], expect[i]);
     printf("accounting: 4N = %.1f MiB, batch = %.1f MiB, activations = %.1f MiB (3 ReLU outputs + dlogits), "
            "Adam = 8N = %.1f MiB\n", 4 * N / MIB, batch / MIB, acts / MIB, 8 * N / MIB);
-    printf("peak allocated %.1f MiB; loss after one step %.4f\n\n", clt_max_memory_allocated(dev) / MIB,
+    printf("peak allocated %.1f MiB; loss after one step %.4f\n\n", clt_memory_max_allocated(dev) / MIB,
            loss_value);
     if ((failed = check(clt_memory_report(dev, stdout), "memory report"))) goto out;
     if (off) {

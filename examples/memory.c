@@ -1,7 +1,7 @@
 /* The chapter's memory cells (section 5.7.3) in C: a gibibyte of zeros,
  * then allocated (live tensors) and reserved (allocated plus the cache)
  * after creating it, deleting it and emptying the cache, and the device-wide
- * view of clt_mem_get_info. Uses CLT_DEVICE when set, else try_gpu(). */
+ * view of clt_memory_get_info. Uses CLT_DEVICE when set, else try_gpu(). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,7 +23,7 @@ static void report(clt_device dev, const char *tag)
 static void device_report(clt_device dev, const char *tag)
 {
     int64_t free_bytes, total;
-    CHECK(clt_mem_get_info(dev, &free_bytes, &total));
+    CHECK(clt_memory_get_info(dev, &free_bytes, &total));
     if (free_bytes < 0)
         printf("%s: device free memory unknown (the driver cannot tell), %.1f MiB total\n", tag, total / MIB);
     else
@@ -45,10 +45,10 @@ int main(void)
     report(dev, "after creating big");
     clt_tensor_release(big);
     report(dev, "after deleting it ");
-    CHECK(clt_empty_cache(dev));
+    CHECK(clt_memory_empty_cache(dev));
     report(dev, "after empty_cache ");
     device_report(dev, "after empty_cache ");
-    printf("peak allocated: %.1f MiB\n\n", clt_max_memory_allocated(dev) / MIB);
+    printf("peak allocated: %.1f MiB\n\n", clt_memory_max_allocated(dev) / MIB);
     CHECK(clt_memory_report(dev, stdout));
     return 0;
 }

@@ -72,9 +72,9 @@ static void exercise1(int small)
         clt_plan_options o = adam_plan(batches[k], 0);
         CHECK(clt_plan_step(m, &o, &p));
         CHECK(step(m, opt, batches[k], in, 10)); /* creates gradients and state */
-        CHECK(clt_reset_peak_memory_stats(dev));
+        CHECK(clt_memory_reset_peak(dev));
         CHECK(step(m, opt, batches[k], in, 10));
-        int64_t peak = clt_max_memory_allocated(dev);
+        int64_t peak = clt_memory_max_allocated(dev);
         printf("  %5lld  %13.2f  %12.2f  %+5.2f%%\n", (long long)batches[k], p.peak / MIB, peak / MIB,
                100.0 * ((double)p.peak - (double)peak) / (double)peak);
     }
@@ -89,8 +89,8 @@ enum { IN = 32, H = 128, BLOCKS = 16 };
  * gradients and Adam's state). Whether all of it fits. */
 static int trains(int64_t cap, int segments, int64_t batch)
 {
-    CHECK(clt_empty_cache(dev));
-    CHECK(clt_set_memory_cap(dev, cap));
+    CHECK(clt_memory_empty_cache(dev));
+    CHECK(clt_memory_set_cap(dev, cap));
     clt_model *m = NULL;
     clt_optimizer *opt = NULL;
     clt_status s = clt_model_create_resmlp(&m, dev, IN, H, BLOCKS, 10, 0);
@@ -99,8 +99,8 @@ static int trains(int64_t cap, int segments, int64_t batch)
     for (int k = 0; k < 2 && s == CLT_OK; k++) s = step(m, opt, batch, IN, 10);
     clt_optimizer_free(opt);
     clt_model_free(m);
-    CHECK(clt_set_memory_cap(dev, 0));
-    CHECK(clt_empty_cache(dev));
+    CHECK(clt_memory_set_cap(dev, 0));
+    CHECK(clt_memory_empty_cache(dev));
     if (s != CLT_ERR_OUT_OF_MEMORY) CHECK(s);
     return s == CLT_OK;
 }

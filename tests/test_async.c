@@ -390,9 +390,9 @@ START_TEST(test_new_segments_do_not_wait)
     ck_assert_ok(clt_zeros(&kept[0], dev, CLT_FLOAT32, 1, shape)); /* builds the fill kernel */
     ck_assert_ok(clt_synchronize(dev));
     clt_tensor_release(kept[0]);
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     clt_memory_stats before, after;
-    ck_assert_ok(clt_memory_stats_get(dev, &before));
+    ck_assert_ok(clt_memory_get_stats(dev, &before));
     clt_reset_sync_count(dev);
     ck_assert_ok(clt_trace_start(path));
     cl_event gate = clt_test_close_gate(dev);
@@ -402,7 +402,7 @@ START_TEST(test_new_segments_do_not_wait)
     }
     ck_assert_int_eq(clt_sync_count(dev), 0);
     ck_assert_int_eq(written(kept[5]), 0);
-    ck_assert_ok(clt_memory_stats_get(dev, &after));
+    ck_assert_ok(clt_memory_get_stats(dev, &after));
     ck_assert_int_ge((int64_t)(after.driver_allocs - before.driver_allocs), 6);
     clt_test_open_gate(gate);
     ck_assert_ok(clt_synchronize(dev));

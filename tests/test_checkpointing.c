@@ -157,13 +157,13 @@ START_TEST(test_peak_follows_accounting)
         ck_assert_ok(clt_ones_like(&dy, y));
         ck_assert_ok(clt_model_backward(m, dy, NULL));
         clt_tensor_release(y);
-        ck_assert_ok(clt_reset_peak_memory_stats(dev()));
+        ck_assert_ok(clt_memory_reset_peak(dev()));
         ck_assert_ok(clt_model_forward(m, x, &y));
         int64_t after_forward = clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
         ck_assert_ok(clt_model_backward(m, dy, NULL));
         int size = sizes[k] == CLT_RECOMPUTE_AUTO ? 3 : sizes[k]; /* round(sqrt(7)) */
         int64_t want = expected_tensors(BLOCKS, size) * one;
-        peaks[k] = clt_max_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
+        peaks[k] = clt_memory_max_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
         ck_assert_msg(peaks[k] == want, "segment size %d: peak %lld bytes, expected %lld", sizes[k],
                       (long long)peaks[k], (long long)want);
         /* After forward only the segment inputs after the first remain. */

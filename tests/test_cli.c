@@ -204,7 +204,7 @@ START_TEST(test_smi_shows_this_process)
     ck_assert_int_eq(alloc, 4000012);
     ck_assert_int_eq(alloc, clt_memory_allocated(dev));
     ck_assert_int_eq(res, clt_memory_reserved(dev));
-    ck_assert_int_eq(peak, clt_max_memory_allocated(dev));
+    ck_assert_int_eq(peak, clt_memory_max_allocated(dev));
     ck_assert_msg(strstr(command, "test_cli"), "command is '%s'", command);
     run_free(&r);
 

@@ -195,7 +195,7 @@ static int child_checks(void)
     int64_t shape[1] = {4};
     clt_memory_stats st = {0};
     if (clt_zeros(&t, clt_get_default_device(), CLT_FLOAT32, 1, shape) != CLT_OK ||
-        clt_memory_stats_get(clt_get_default_device(), &st) != CLT_OK)
+        clt_memory_get_stats(clt_get_default_device(), &st) != CLT_OK)
         bad |= fprintf(stderr, "allocating: %s\n", clt_last_error()) > 0;
     else
         clt_tensor_release(t);

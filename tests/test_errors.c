@@ -102,11 +102,11 @@ START_TEST(test_null_arguments)
     ck_assert_status(clt_add(&out, t, NULL), CLT_ERR_INVALID_ARGUMENT);
     assert_message_has("clt_add: b is NULL");
     ck_assert_status(clt_tensor_set_category(NULL, CLT_MEM_WEIGHTS), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_status(clt_tensor_set_category(t, (clt_category)99), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_status(clt_memory_stats_get(clt_cpu(), NULL), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_tensor_set_category(t, (clt_memory_category)99), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_memory_get_stats(clt_cpu(), NULL), CLT_ERR_INVALID_ARGUMENT);
     int64_t f;
-    ck_assert_status(clt_mem_get_info(clt_cpu(), NULL, &f), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_status(clt_mem_get_info(clt_cpu(), &f, NULL), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_memory_get_info(clt_cpu(), NULL, &f), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_memory_get_info(clt_cpu(), &f, NULL), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_memory_report(clt_cpu(), NULL), CLT_ERR_INVALID_ARGUMENT);
     clt_tensor_release(t);
     clt_test_assert_no_live_tensors();
@@ -152,14 +152,14 @@ START_TEST(test_no_device)
     assert_message_has("3:1");
     ck_assert_status(clt_rand(&out, clt_gpu(9), 1, shape, 1), CLT_ERR_NO_DEVICE);
     ck_assert_status(clt_from_host(&out, clt_gpu(9), CLT_FLOAT32, 1, shape, shape), CLT_ERR_NO_DEVICE);
-    ck_assert_status(clt_empty_cache(clt_gpu(9)), CLT_ERR_NO_DEVICE);
-    ck_assert_status(clt_reset_peak_memory_stats(clt_gpu(9)), CLT_ERR_NO_DEVICE);
-    ck_assert_status(clt_set_memory_cap(clt_gpu(9), 1 << 20), CLT_ERR_NO_DEVICE);
-    ck_assert_status(clt_set_memory_fraction(clt_gpu(9), 0.5), CLT_ERR_NO_DEVICE);
+    ck_assert_status(clt_memory_empty_cache(clt_gpu(9)), CLT_ERR_NO_DEVICE);
+    ck_assert_status(clt_memory_reset_peak(clt_gpu(9)), CLT_ERR_NO_DEVICE);
+    ck_assert_status(clt_memory_set_cap(clt_gpu(9), 1 << 20), CLT_ERR_NO_DEVICE);
+    ck_assert_status(clt_memory_set_fraction(clt_gpu(9), 0.5), CLT_ERR_NO_DEVICE);
     int64_t f, tot;
-    ck_assert_status(clt_mem_get_info(clt_gpu(9), &f, &tot), CLT_ERR_NO_DEVICE);
+    ck_assert_status(clt_memory_get_info(clt_gpu(9), &f, &tot), CLT_ERR_NO_DEVICE);
     clt_memory_stats st;
-    ck_assert_status(clt_memory_stats_get(clt_gpu(9), &st), CLT_ERR_NO_DEVICE);
+    ck_assert_status(clt_memory_get_stats(clt_gpu(9), &st), CLT_ERR_NO_DEVICE);
     ck_assert_int_eq(st.reserved, 0);
     ck_assert_int_eq(clt_memory_allocated(clt_gpu(9)), 0);
     ck_assert_int_eq(clt_memory_reserved(clt_gpu(9)), 0);
@@ -171,14 +171,14 @@ END_TEST
 
 START_TEST(test_bad_memory_settings)
 {
-    ck_assert_status(clt_set_memory_cap(clt_cpu(), -1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_memory_set_cap(clt_cpu(), -1), CLT_ERR_INVALID_ARGUMENT);
     assert_message_has("negative");
-    ck_assert_status(clt_set_memory_fraction(clt_cpu(), 0), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_status(clt_set_memory_fraction(clt_cpu(), 1.5), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_memory_set_fraction(clt_cpu(), 0), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_memory_set_fraction(clt_cpu(), 1.5), CLT_ERR_INVALID_ARGUMENT);
     assert_message_has("1.5");
-    ck_assert_str_eq(clt_category_name(CLT_MEM_WEIGHTS), "weights");
-    ck_assert_str_eq(clt_category_name((clt_category)42), "unknown");
-    ck_assert_int_eq(clt_memory_allocated_category(clt_cpu(), (clt_category)42), 0);
+    ck_assert_str_eq(clt_memory_category_name(CLT_MEM_WEIGHTS), "weights");
+    ck_assert_str_eq(clt_memory_category_name((clt_memory_category)42), "unknown");
+    ck_assert_int_eq(clt_memory_allocated_category(clt_cpu(), (clt_memory_category)42), 0);
 }
 END_TEST
 

@@ -99,7 +99,7 @@ static void sweep_step(clt__fault_kind kind, int sticky)
     fixture_make(&f);
     int64_t np = clt_model_num_parameter_elements(f.model);
     float *p0 = params(&f);
-    ck_assert_ok(clt_empty_cache(f.dev));
+    ck_assert_ok(clt_memory_empty_cache(f.dev));
     ck_assert_int_eq(clt__fault_set(NULL), 0);
     ck_assert_ok(train_step(&f, NULL));
     int64_t events = clt__fault_count(kind);
@@ -117,7 +117,7 @@ static void sweep_step(clt__fault_kind kind, int sticky)
         snprintf(spec, sizeof spec, "%s:%lld%s", kind_names[kind], (long long)n, sticky ? "+" : "");
         snprintf(what, sizeof what, "training step with CLT_FAULT=%s", spec);
         fixture_make(&f);
-        ck_assert_ok(clt_empty_cache(f.dev));
+        ck_assert_ok(clt_memory_empty_cache(f.dev));
         ck_assert_int_eq(clt__fault_set(spec), 0);
         clt_status s = train_step(&f, NULL);
         ck_assert_int_eq(clt__fault_set(NULL), 0);
@@ -143,7 +143,7 @@ static void sweep_step(clt__fault_kind kind, int sticky)
         free(p);
         fixture_free(&f);
         clt_test_assert_no_live_tensors();
-        ck_assert_ok(clt_empty_cache(clt_cpu()));
+        ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
         ck_assert_int_eq(clt_memory_reserved(clt_cpu()), 0);
     }
     /* Single allocation faults may be absorbed by the allocator's retry;
@@ -167,7 +167,7 @@ END_TEST
 static void sweep_driver(int sticky)
 {
     fixture f;
-    ck_assert_ok(clt_empty_cache(clt_cpu()));
+    ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
     ck_assert_int_eq(clt__fault_set(NULL), 0);
     fixture_make(&f);
     ck_assert_ok(train_step(&f, NULL));
@@ -181,7 +181,7 @@ static void sweep_driver(int sticky)
         char spec[64], what[160];
         snprintf(spec, sizeof spec, "driver:%lld%s", (long long)n, sticky ? "+" : "");
         snprintf(what, sizeof what, "model and training step with CLT_FAULT=%s", spec);
-        ck_assert_ok(clt_empty_cache(clt_cpu()));
+        ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
         ck_assert_int_eq(clt__fault_set(spec), 0);
         clt_status s = fixture_try(&f);
         if (s == CLT_OK) s = train_step(&f, NULL);
@@ -198,7 +198,7 @@ static void sweep_driver(int sticky)
             fixture_free(&f);
         }
         clt_test_assert_no_live_tensors();
-        ck_assert_ok(clt_empty_cache(clt_cpu()));
+        ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
         ck_assert_int_eq(clt_memory_reserved(clt_cpu()), 0);
     }
     if (sticky) ck_assert_int_eq(failures, events);

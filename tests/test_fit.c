@@ -109,7 +109,7 @@ START_TEST(test_fit_order)
 END_TEST
 
 /* Gradient accumulation predicted as measured: the planner's peak for an
- * accumulated step is clt_max_memory_allocated over the same steps
+ * accumulated step is clt_memory_max_allocated over the same steps
  * (clt__accumulate, as the trainer runs them). */
 START_TEST(test_accumulated_plan_exact)
 {
@@ -132,7 +132,7 @@ START_TEST(test_accumulated_plan_exact)
         clt_tensor *loss_sum = NULL;
         ck_assert_ok(clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one));
         for (int step = 0; step < 2; step++) {
-            if (step == 1) ck_assert_ok(clt_reset_peak_memory_stats(dev));
+            if (step == 1) ck_assert_ok(clt_memory_reset_peak(dev));
             float *xs = clt_test_random_floats(n * 784, 5);
             clt_tensor *x = clt_test_upload(dev, xs, n, 784), *y = NULL;
             free(xs);
@@ -143,10 +143,10 @@ START_TEST(test_accumulated_plan_exact)
             clt_tensor_release(x);
             clt_tensor_release(y);
         }
-        int64_t measured = clt_max_memory_allocated(dev) - 4; /* less the loss sum the plan does not hold */
+        int64_t measured = clt_memory_max_allocated(dev) - 4; /* less the loss sum the plan does not hold */
         ck_assert_msg(measured == p.peak, "checkpointing %d: predicted %lld, measured %lld", ckpt, (long long)p.peak,
                       (long long)measured);
-        ck_assert_int_eq(clt_max_memory_allocated_category(dev, CLT_MEM_ACTIVATIONS), p.peak_activations);
+        ck_assert_int_eq(clt_memory_max_allocated_category(dev, CLT_MEM_ACTIVATIONS), p.peak_activations);
         clt_tensor_release(loss_sum);
         clt_optimizer_free(opt);
         clt_model_free(m);

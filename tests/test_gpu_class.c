@@ -384,7 +384,7 @@ START_TEST(test_class_decisions)
     ck_assert_status(clt_tune_lookup(dev(), 0, 0, 8, 8, 8, &tm, &tn, &tuned), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "GPU-class"));
     int64_t free_bytes, total;
-    ck_assert_ok(clt_mem_get_info(dev(), &free_bytes, &total));
+    ck_assert_ok(clt_memory_get_info(dev(), &free_bytes, &total));
     char ext[4096] = "";
     clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL);
     ext[sizeof ext - 1] = '\0';
@@ -401,7 +401,7 @@ START_TEST(test_class_decisions)
     ck_assert_ok(clt__dense_cpu(slot, &cpu));
     ck_assert_int_eq(cpu, 1);
     ck_assert_ok(clt_tune_lookup(dev(), 0, 0, 8, 8, 8, &tm, &tn, &tuned));
-    ck_assert_ok(clt_mem_get_info(dev(), &free_bytes, &total));
+    ck_assert_ok(clt_memory_get_info(dev(), &free_bytes, &total));
     if (!strstr(ext, "cl_amd_device_attribute_query")) ck_assert_int_ge(free_bytes, 0);
 
     /* GPU, CPU in any case; anything else is refused by the environment
@@ -411,7 +411,7 @@ START_TEST(test_class_decisions)
     ck_assert_int_eq(gpu, 1);
     set_class("banana");
     clt__env_forget();
-    ck_assert_status(clt_mem_get_info(dev(), &free_bytes, &total), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_memory_get_info(dev(), &free_bytes, &total), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "CLT_DEVICE_CLASS"));
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "cpu or gpu"));
     set_class(NULL);

@@ -34,10 +34,10 @@ static void forward_peak(clt_model *m, clt_tensor *x, int training, int64_t *pea
 {
     clt_model_set_training(m, training);
     ck_assert_ok(clt_synchronize(dev()));
-    ck_assert_ok(clt_reset_peak_memory_stats(dev()));
+    ck_assert_ok(clt_memory_reset_peak(dev()));
     clt_tensor *y;
     ck_assert_ok(clt_model_forward(m, x, &y));
-    *peak = clt_max_memory_allocated(dev());
+    *peak = clt_memory_max_allocated(dev());
     *stored = clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
     clt_tensor_release(y);
 }
@@ -77,7 +77,7 @@ static void check_peaks(int fused)
     /* Kept for backward: both ReLU outputs (the Linears' inputs are those
      * and the caller's batch). */
     ck_assert_int_eq(train_stored, floats_to_bytes(H1 + H2));
-    ck_assert_int_eq(clt_max_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), train_stored);
+    ck_assert_int_eq(clt_memory_max_allocated_category(dev(), CLT_MEM_ACTIVATIONS), train_stored);
     if (fused) {
         /* The first ReLU's output, stored, is the second product's input,
          * alive at that moment in inference too; the last product's moment

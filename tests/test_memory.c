@@ -1,6 +1,6 @@
 /* The caching allocator: the chapter's allocated/reserved cell, peaks, cache
  * reuse without driver calls, splitting and merging, categories, the memory
- * cap (by API and by CLT_MEMORY_CAP), oversize tensors and clt_mem_get_info.
+ * cap (by API and by CLT_MEMORY_CAP), oversize tensors and clt_memory_get_info.
  * Every test starts from an empty cache, so the suite also holds when Check
  * runs all tests in one process (CK_FORK=no, as under valgrind). */
 #include <stdio.h>
@@ -19,9 +19,9 @@ extern char **environ;
 /* Empty cache, no cap, peaks reset: what a fresh process would see. */
 static clt_device fresh(clt_device dev)
 {
-    ck_assert_ok(clt_set_memory_cap(dev, 0));
-    ck_assert_ok(clt_empty_cache(dev));
-    ck_assert_ok(clt_reset_peak_memory_stats(dev));
+    ck_assert_ok(clt_memory_set_cap(dev, 0));
+    ck_assert_ok(clt_memory_empty_cache(dev));
+    ck_assert_ok(clt_memory_reset_peak(dev));
     ck_assert_int_eq(clt_memory_allocated(dev), 0);
     ck_assert_int_eq(clt_memory_reserved(dev), 0);
     return dev;
@@ -30,7 +30,7 @@ static clt_device fresh(clt_device dev)
 static clt_memory_stats stats(clt_device dev)
 {
     clt_memory_stats s;
-    ck_assert_ok(clt_memory_stats_get(dev, &s));
+    ck_assert_ok(clt_memory_get_stats(dev, &s));
     return s;
 }
 
@@ -62,11 +62,11 @@ START_TEST(test_chapter_cell)
     /* Deleting it: allocated falls, reserved stays (the block is cached). */
     ck_assert_int_eq(clt_memory_allocated(dev), 0);
     ck_assert_int_eq(clt_memory_reserved(dev), reserved);
-    ck_assert_int_eq(clt_max_memory_allocated(dev), 256 * MIB);
-    ck_assert_int_eq(clt_max_memory_reserved(dev), reserved);
+    ck_assert_int_eq(clt_memory_max_allocated(dev), 256 * MIB);
+    ck_assert_int_eq(clt_memory_max_reserved(dev), reserved);
     /* empty_cache gives it back to the driver. */
     clt_memory_stats before = stats(dev);
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     clt_memory_stats after = stats(dev);
     ck_assert_int_eq(after.reserved, 0);
     ck_assert_int_eq(after.segments, 0);
@@ -80,22 +80,22 @@ START_TEST(test_peaks_and_reset)
 {
     clt_device dev = fresh(clt_try_gpu(0));
     clt_tensor *a = alloc_bytes(dev, 3 * MIB), *b = alloc_bytes(dev, 5 * MIB);
-    ck_assert_int_eq(clt_max_memory_allocated(dev), 8 * MIB);
+    ck_assert_int_eq(clt_memory_max_allocated(dev), 8 * MIB);
     clt_tensor_release(b);
     ck_assert_int_eq(clt_memory_allocated(dev), 3 * MIB);
-    ck_assert_int_eq(clt_max_memory_allocated(dev), 8 * MIB);
+    ck_assert_int_eq(clt_memory_max_allocated(dev), 8 * MIB);
     int64_t reserved = clt_memory_reserved(dev);
-    ck_assert_int_eq(clt_max_memory_reserved(dev), reserved);
-    ck_assert_ok(clt_reset_peak_memory_stats(dev));
-    ck_assert_int_eq(clt_max_memory_allocated(dev), 3 * MIB);
-    ck_assert_int_eq(clt_max_memory_reserved(dev), reserved);
+    ck_assert_int_eq(clt_memory_max_reserved(dev), reserved);
+    ck_assert_ok(clt_memory_reset_peak(dev));
+    ck_assert_int_eq(clt_memory_max_allocated(dev), 3 * MIB);
+    ck_assert_int_eq(clt_memory_max_reserved(dev), reserved);
     clt_tensor_release(a);
-    ck_assert_int_eq(clt_max_memory_allocated(dev), 3 * MIB);
-    ck_assert_ok(clt_empty_cache(dev));
-    ck_assert_int_eq(clt_max_memory_reserved(dev), reserved); /* a peak, not the current value */
-    ck_assert_ok(clt_reset_peak_memory_stats(dev));
-    ck_assert_int_eq(clt_max_memory_allocated(dev), 0);
-    ck_assert_int_eq(clt_max_memory_reserved(dev), 0);
+    ck_assert_int_eq(clt_memory_max_allocated(dev), 3 * MIB);
+    ck_assert_ok(clt_memory_empty_cache(dev));
+    ck_assert_int_eq(clt_memory_max_reserved(dev), reserved); /* a peak, not the current value */
+    ck_assert_ok(clt_memory_reset_peak(dev));
+    ck_assert_int_eq(clt_memory_max_allocated(dev), 0);
+    ck_assert_int_eq(clt_memory_max_reserved(dev), 0);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -124,7 +124,7 @@ START_TEST(test_exact_bytes_and_rounding)
     clt_tensor_release(l);
     clt_tensor_release(x);
     ck_assert_int_eq(clt_memory_allocated(dev), 0);
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -156,7 +156,7 @@ START_TEST(test_cache_reuse_without_driver)
                 ck_assert_uint_eq(stats(dev).driver_allocs, before.driver_allocs);
             }
         }
-        ck_assert_ok(clt_empty_cache(dev));
+        ck_assert_ok(clt_memory_empty_cache(dev));
         ck_assert_int_eq(clt_memory_reserved(dev), 0);
     }
     clt_test_assert_no_live_tensors();
@@ -198,7 +198,7 @@ START_TEST(test_small_pool_packs_one_segment)
     clt_tensor *one = alloc_bytes(dev, MIB);
     ck_assert_uint_eq(stats(dev).driver_allocs, allocs0 + 1);
     clt_tensor_release(one);
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     ck_assert_int_eq(clt_memory_reserved(dev), 0);
     clt_test_assert_no_live_tensors();
 }
@@ -240,12 +240,12 @@ START_TEST(test_split_and_merge_large)
     ck_assert_int_eq(after.cached_blocks, 1);
     clt_tensor_release(e);
     /* empty_cache frees only whole free segments: the first still holds a. */
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     s = stats(dev);
     ck_assert_int_eq(s.segments, 1);
     ck_assert_int_eq(s.reserved, 20 * MIB);
     clt_tensor_release(a);
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     ck_assert_int_eq(clt_memory_reserved(dev), 0);
     clt_test_assert_no_live_tensors();
 }
@@ -263,7 +263,7 @@ START_TEST(test_views_and_copies_keep_memory_right)
     clt_tensor_release(v);
     ck_assert_int_eq(clt_memory_allocated(dev), 200);
     clt_tensor_release(c);
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -289,18 +289,18 @@ START_TEST(test_categories)
     ck_assert_int_eq(clt_tensor_category(w), CLT_MEM_OPTIMIZER);
     ck_assert_int_eq(clt_memory_allocated_category(dev, CLT_MEM_WEIGHTS), 0);
     ck_assert_int_eq(clt_memory_allocated_category(dev, CLT_MEM_OPTIMIZER), 4000);
-    ck_assert_int_eq(clt_max_memory_allocated_category(dev, CLT_MEM_WEIGHTS), 4000);
+    ck_assert_int_eq(clt_memory_max_allocated_category(dev, CLT_MEM_WEIGHTS), 4000);
     clt_tensor_release(v);
     clt_tensor_release(w);
     ck_assert_int_eq(clt_memory_allocated_category(dev, CLT_MEM_OPTIMIZER), 0);
-    ck_assert_int_eq(clt_max_memory_allocated_category(dev, CLT_MEM_OPTIMIZER), 4000);
+    ck_assert_int_eq(clt_memory_max_allocated_category(dev, CLT_MEM_OPTIMIZER), 4000);
     clt_memory_stats s = stats(dev);
     int64_t sum = 0;
     for (int c = 0; c < CLT_MEM_CATEGORY_COUNT; c++) sum += s.category_allocated[c];
     ck_assert_int_eq(sum, s.allocated);
-    ck_assert_ok(clt_reset_peak_memory_stats(dev));
-    ck_assert_int_eq(clt_max_memory_allocated_category(dev, CLT_MEM_OPTIMIZER), 0);
-    ck_assert_int_eq(clt_max_memory_allocated_category(dev, CLT_MEM_GRADIENTS), 1200);
+    ck_assert_ok(clt_memory_reset_peak(dev));
+    ck_assert_int_eq(clt_memory_max_allocated_category(dev, CLT_MEM_OPTIMIZER), 0);
+    ck_assert_int_eq(clt_memory_max_allocated_category(dev, CLT_MEM_GRADIENTS), 1200);
     /* The report shows every category. */
     char buf[4096] = "";
     FILE *f = fmemopen(buf, sizeof buf - 1, "w");
@@ -310,12 +310,12 @@ START_TEST(test_categories)
     char name[16];
     ck_assert_ok(clt_device_name(dev, name, sizeof name));
     ck_assert_ptr_nonnull(strstr(buf, name));
-    for (int c = 0; c < CLT_MEM_CATEGORY_COUNT; c++) ck_assert_ptr_nonnull(strstr(buf, clt_category_name(c)));
+    for (int c = 0; c < CLT_MEM_CATEGORY_COUNT; c++) ck_assert_ptr_nonnull(strstr(buf, clt_memory_category_name(c)));
     ck_assert_ptr_nonnull(strstr(buf, "allocated"));
     ck_assert_ptr_nonnull(strstr(buf, "reserved"));
     clt_tensor_release(g);
     clt_tensor_release(o);
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -325,7 +325,7 @@ START_TEST(test_cap_by_api)
     clt_device dev = fresh(clt_try_gpu(0));
     char name[16];
     ck_assert_ok(clt_device_name(dev, name, sizeof name));
-    ck_assert_ok(clt_set_memory_cap(dev, 64 * MIB));
+    ck_assert_ok(clt_memory_set_cap(dev, 64 * MIB));
     ck_assert_int_eq(stats(dev).cap, 64 * MIB);
     clt_tensor *a = alloc_bytes(dev, 40 * MIB), *b = (clt_tensor *)&a;
     int64_t shape[] = {10 * MIB};
@@ -361,12 +361,12 @@ START_TEST(test_cap_by_api)
         ck_assert_ok(clt_device_from_list(i, &x));
         if (!clt_device_equal(x, dev)) continue;
         ck_assert_ok(clt_device_info_get(i, &info));
-        ck_assert_ok(clt_set_memory_fraction(dev, 0.25));
+        ck_assert_ok(clt_memory_set_fraction(dev, 0.25));
         ck_assert_int_eq(stats(dev).cap, (int64_t)(0.25 * (double)info.global_mem_bytes));
     }
-    ck_assert_ok(clt_set_memory_cap(dev, 0));
+    ck_assert_ok(clt_memory_set_cap(dev, 0));
     ck_assert_int_eq(stats(dev).cap, 0);
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -380,7 +380,7 @@ START_TEST(test_cap_below_what_is_cached)
     clt_tensor_release(big);
     ck_assert_int_ge(clt_memory_reserved(dev), 64 * MIB); /* cached */
     int64_t cap = 48 * MIB / 10;                         /* 4.8 MiB */
-    ck_assert_ok(clt_set_memory_cap(dev, cap));
+    ck_assert_ok(clt_memory_set_cap(dev, cap));
     int64_t shape[] = {16 * MIB};
     clt_tensor *t = (clt_tensor *)&big;
     ck_assert_status(clt_empty(&t, dev, CLT_FLOAT32, 1, shape), CLT_ERR_OUT_OF_MEMORY);
@@ -391,8 +391,8 @@ START_TEST(test_cap_below_what_is_cached)
     clt_tensor *small = alloc_bytes(dev, 2 * MIB);    /* what fits is served */
     ck_assert_int_le(clt_memory_reserved(dev), cap);
     clt_tensor_release(small);
-    ck_assert_ok(clt_set_memory_cap(dev, 0));
-    ck_assert_ok(clt_empty_cache(dev));
+    ck_assert_ok(clt_memory_set_cap(dev, 0));
+    ck_assert_ok(clt_memory_empty_cache(dev));
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -402,7 +402,7 @@ START_TEST(test_cap_is_per_device)
     clt_test_skip_if(clt_num_gpus() < 2, "two-gpus", "needs two GPUs, found %d", clt_num_gpus());
     fresh(clt_gpu(0));
     fresh(clt_gpu(1));
-    ck_assert_ok(clt_set_memory_cap(clt_gpu(0), 8 * MIB));
+    ck_assert_ok(clt_memory_set_cap(clt_gpu(0), 8 * MIB));
     clt_tensor *t;
     int64_t shape[] = {4 * MIB};
     ck_assert_status(clt_zeros(&t, clt_gpu(0), CLT_FLOAT32, 1, shape), CLT_ERR_OUT_OF_MEMORY);
@@ -412,8 +412,8 @@ START_TEST(test_cap_is_per_device)
     ck_assert_int_eq(clt_memory_allocated(clt_gpu(0)), 0);
     ck_assert_int_eq(clt_memory_reserved(clt_gpu(0)), 0);
     clt_tensor_release(t);
-    ck_assert_ok(clt_set_memory_cap(clt_gpu(0), 0));
-    ck_assert_ok(clt_empty_cache(clt_gpu(1)));
+    ck_assert_ok(clt_memory_set_cap(clt_gpu(0), 0));
+    ck_assert_ok(clt_memory_empty_cache(clt_gpu(1)));
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -468,7 +468,7 @@ START_TEST(test_mem_get_info)
         ck_assert_ok(clt_device_from_list(i, &dev));
         ck_assert_ok(clt_device_info_get(i, &info));
         int64_t free_bytes = 0, total = 0;
-        ck_assert_ok(clt_mem_get_info(dev, &free_bytes, &total));
+        ck_assert_ok(clt_memory_get_info(dev, &free_bytes, &total));
         ck_assert_int_eq(total, (int64_t)info.global_mem_bytes);
         /* pocl's devices are CPUs: free is the host's MemAvailable, capped at total. */
         ck_assert(free_bytes == -1 || (free_bytes > 0 && free_bytes <= total));
@@ -505,8 +505,8 @@ START_TEST(test_devices_count_separately)
     ck_assert_int_eq(clt_memory_allocated(g), 0);
     ck_assert_int_eq(clt_memory_allocated(c), 3 * MIB);
     clt_tensor_release(u);
-    ck_assert_ok(clt_empty_cache(g));
-    ck_assert_ok(clt_empty_cache(c));
+    ck_assert_ok(clt_memory_empty_cache(g));
+    ck_assert_ok(clt_memory_empty_cache(c));
     clt_test_assert_no_live_tensors();
 }
 END_TEST

@@ -72,7 +72,7 @@ START_TEST(test_to_same_device_is_the_same_tensor)
     clt_tensor *t, *same, *same2;
     ck_assert_ok(clt_ones(&t, dev, CLT_FLOAT32, 2, shape));
     clt_memory_stats before, after;
-    ck_assert_ok(clt_memory_stats_get(dev, &before));
+    ck_assert_ok(clt_memory_get_stats(dev, &before));
     ck_assert_ok(clt_to(&same, t, dev));
     ck_assert_ptr_eq(same, t);
     /* The same device named by P:D is still the same device. */
@@ -84,7 +84,7 @@ START_TEST(test_to_same_device_is_the_same_tensor)
         ck_assert_ptr_eq(same2, t);
         clt_tensor_release(same2);
     }
-    ck_assert_ok(clt_memory_stats_get(dev, &after));
+    ck_assert_ok(clt_memory_get_stats(dev, &after));
     ck_assert_int_eq(after.allocated, before.allocated);
     ck_assert_uint_eq(after.driver_allocs, before.driver_allocs);
     ck_assert_uint_eq(after.cache_hits, before.cache_hits);
@@ -214,11 +214,11 @@ START_TEST(test_source_not_overwritten_before_foreign_read)
     keep_busy(clt_gpu(1));
     ck_assert_ok(clt_copy_to(&c3, fresh, clt_gpu(1)));
     clt_memory_stats before, after;
-    ck_assert_ok(clt_memory_stats_get(clt_gpu(0), &before));
+    ck_assert_ok(clt_memory_get_stats(clt_gpu(0), &before));
     clt_tensor_release(fresh);
     int64_t shape[] = {BIG};
     ck_assert_ok(clt_full(&reuse, clt_gpu(0), CLT_FLOAT32, 1, shape, 7));
-    ck_assert_ok(clt_memory_stats_get(clt_gpu(0), &after));
+    ck_assert_ok(clt_memory_get_stats(clt_gpu(0), &after));
     ck_assert_uint_eq(after.driver_allocs, before.driver_allocs); /* it did reuse the block */
     ck_assert_ok(clt_synchronize(clt_gpu(0)));
     assert_values(c3, host, BIG, 1);
@@ -241,8 +241,8 @@ static void check_mismatch(clt_device da, clt_device db)
     ck_assert_ok(clt_ones(&a, da, CLT_FLOAT32, 2, shape));
     ck_assert_ok(clt_rand(&b, db, 2, shape, 1));
     clt_memory_stats sa, sb, sa2, sb2;
-    ck_assert_ok(clt_memory_stats_get(da, &sa));
-    ck_assert_ok(clt_memory_stats_get(db, &sb));
+    ck_assert_ok(clt_memory_get_stats(da, &sa));
+    ck_assert_ok(clt_memory_get_stats(db, &sb));
     ck_assert_status(clt_add(&out, a, b), CLT_ERR_DEVICE_MISMATCH);
     ck_assert_ptr_null(out);
     char na[16], nb[16], want[64];
@@ -253,8 +253,8 @@ static void check_mismatch(clt_device da, clt_device db)
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_add"));
     ck_assert_status(clt_copy_(a, b), CLT_ERR_DEVICE_MISMATCH);
     /* Nothing was copied or allocated on either device. */
-    ck_assert_ok(clt_memory_stats_get(da, &sa2));
-    ck_assert_ok(clt_memory_stats_get(db, &sb2));
+    ck_assert_ok(clt_memory_get_stats(da, &sa2));
+    ck_assert_ok(clt_memory_get_stats(db, &sb2));
     ck_assert_int_eq(sa2.allocated, sa.allocated);
     ck_assert_int_eq(sb2.allocated, sb.allocated);
     ck_assert_uint_eq(sa2.driver_allocs + sa2.cache_hits, sa.driver_allocs + sa.cache_hits);

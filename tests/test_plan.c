@@ -60,10 +60,10 @@ static void measure(clt_model *m, clt_optimizer *opt, int64_t rows, int64_t in, 
     int64_t steps = clt_optimizer_steps(opt);
     ck_assert_ok(train_step(m, opt, x, y));
     ck_assert_ok(clt_synchronize(dev()));
-    ck_assert_ok(clt_reset_peak_memory_stats(dev()));
+    ck_assert_ok(clt_memory_reset_peak(dev()));
     ck_assert_ok(train_step(m, opt, x, y));
-    *peak = clt_max_memory_allocated(dev());
-    *peak_act = clt_max_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
+    *peak = clt_memory_max_allocated(dev());
+    *peak_act = clt_memory_max_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
     ck_assert_int_eq(clt_optimizer_steps(opt), steps + 2);
     clt_tensor_release(x);
     clt_tensor_release(y);
@@ -301,9 +301,9 @@ static clt_status trainer_step(clt_model *m, clt_optimizer *opt, int64_t rows)
  * status, and the peak reserved memory. */
 static clt_status from_scratch(int64_t cap, int segments, int half, int64_t batch, int64_t *reserved)
 {
-    ck_assert_ok(clt_empty_cache(dev()));
-    ck_assert_ok(clt_reset_peak_memory_stats(dev()));
-    ck_assert_ok(clt_set_memory_cap(dev(), cap));
+    ck_assert_ok(clt_memory_empty_cache(dev()));
+    ck_assert_ok(clt_memory_reset_peak(dev()));
+    ck_assert_ok(clt_memory_set_cap(dev(), cap));
     clt_model *m = NULL;
     clt_optimizer *opt = NULL;
     clt_status s = clt_model_create_resmlp(&m, dev(), IN, H, BLOCKS, OUT, 2);
@@ -312,11 +312,11 @@ static clt_status from_scratch(int64_t cap, int segments, int half, int64_t batc
     if (s == CLT_OK) s = clt_model_set_recompute(m, segments);
     for (int k = 0; k < 2 && s == CLT_OK; k++) s = trainer_step(m, opt, batch);
     if (s == CLT_OK) s = clt_synchronize(dev());
-    *reserved = clt_max_memory_reserved(dev());
+    *reserved = clt_memory_max_reserved(dev());
     clt_optimizer_free(opt);
     clt_model_free(m);
-    ck_assert_ok(clt_set_memory_cap(dev(), 0));
-    ck_assert_ok(clt_empty_cache(dev()));
+    ck_assert_ok(clt_memory_set_cap(dev(), 0));
+    ck_assert_ok(clt_memory_empty_cache(dev()));
     if (s != CLT_OK) ck_assert_int_eq(s, CLT_ERR_OUT_OF_MEMORY);
     return s;
 }
@@ -386,7 +386,7 @@ START_TEST(test_exercise2_cap)
 END_TEST
 
 /* Without a cap the allocator never gives a segment back, and the plan's
- * reserved peak is clt_max_memory_reserved from the model's creation on,
+ * reserved peak is clt_memory_max_reserved from the model's creation on,
  * in float32 and in float16. */
 START_TEST(test_reserved_uncapped)
 {

@@ -1,6 +1,6 @@
 /* Memory recording (clt_memory_record_*) and its picture: every sample's
  * categories sum to the allocator's counters, the peak over the samples is
- * clt_max_memory_allocated, the phases are the step's, and the SVG (from
+ * clt_memory_max_allocated, the phases are the step's, and the SVG (from
  * the API and from `clt train --memory-plot`) is well-formed and names the
  * peak's phase. */
 #include <ctype.h>
@@ -102,7 +102,7 @@ static clt_memory_record *record_steps(clt_device dev, int ckpt)
     clt_tensor *x = clt_test_upload(dev, xs, 48, 64), *y = NULL;
     int64_t n = 48;
     ck_assert_ok(clt_zeros(&y, dev, CLT_INT32, 1, &n));
-    ck_assert_ok(clt_reset_peak_memory_stats(dev));
+    ck_assert_ok(clt_memory_reset_peak(dev));
     ck_assert_ok(clt_memory_record_start(dev));
     ck_assert_status(clt_memory_record_start(dev), CLT_ERR_INVALID_ARGUMENT);
     for (int step = 1; step <= 2; step++) {
@@ -131,7 +131,7 @@ static clt_memory_record *record_steps(clt_device dev, int ckpt)
     ck_assert_ptr_null(again);
     /* The last sample is the allocator's state now. */
     clt_memory_stats st;
-    ck_assert_ok(clt_memory_stats_get(dev, &st));
+    ck_assert_ok(clt_memory_get_stats(dev, &st));
     clt_memory_sample last;
     ck_assert_ok(clt_memory_record_sample(r, clt_memory_record_count(r) - 1, &last));
     ck_assert_int_eq(last.allocated, st.allocated);
@@ -166,7 +166,7 @@ START_TEST(test_samples_sum_to_counters)
         ck_assert_int_ge(s.phase, (i == 0 ? -1 : 0));
         if (s.reserved > max_reserved) max_reserved = s.reserved;
     }
-    ck_assert_int_le(max_reserved, clt_max_memory_reserved(dev));
+    ck_assert_int_le(max_reserved, clt_memory_max_reserved(dev));
     clt_memory_sample s;
     ck_assert_status(clt_memory_record_sample(r, n, &s), CLT_ERR_INVALID_ARGUMENT);
     /* The model marked its layers under the trainer's phases. */
@@ -214,7 +214,8 @@ START_TEST(test_svg_names_the_peak)
              (long long)clt_memory_record_peak(r), clt_memory_record_phase(r, s.phase));
     ck_assert_msg(strstr(svg, want) != NULL, "the SVG does not say '%s'", want);
     for (int c = 0; c < CLT_MEM_CATEGORY_COUNT; c++)
-        ck_assert_msg(strstr(svg, clt_category_name((clt_category)c)), "no legend for %s", clt_category_name(c));
+        ck_assert_msg(strstr(svg, clt_memory_category_name((clt_memory_category)c)), "no legend for %s",
+                      clt_memory_category_name(c));
     ck_assert_ptr_nonnull(strstr(svg, ">reserved<"));
     ck_assert_ptr_null(strstr(svg, "memory cap")); /* no cap: no cap line */
     free(svg);

@@ -495,12 +495,12 @@ START_TEST(test_too_large_for_device_refused_before_reading)
     size_t n;
     free(read_bytes(path, &n));
     ck_assert_int_eq(truncate(path, (off_t)n - 10), 0);
-    ck_assert_ok(clt_empty_cache(clt_cpu()));
-    ck_assert_ok(clt_set_memory_cap(clt_cpu(), 256 << 10));
+    ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
+    ck_assert_ok(clt_memory_set_cap(clt_cpu(), 256 << 10));
     clt_tensor *r = NULL;
     ck_assert_status(clt_safetensors_read(f, "w", clt_cpu(), &r), CLT_ERR_OUT_OF_MEMORY);
     ck_assert_ptr_null(r);
-    ck_assert_ok(clt_set_memory_cap(clt_cpu(), 0));
+    ck_assert_ok(clt_memory_set_cap(clt_cpu(), 0));
     ck_assert_status(clt_safetensors_read(f, "w", clt_cpu(), &r), CLT_ERR_FORMAT);
     ck_assert_ptr_null(r);
     clt_safetensors_free(f);

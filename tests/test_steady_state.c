@@ -44,14 +44,14 @@ static void run_steady_state(clt_device d, int adam)
     clt_tensor_release(loss);
 
     clt_memory_stats before, after;
-    ck_assert_ok(clt_memory_stats_get(d, &before));
+    ck_assert_ok(clt_memory_get_stats(d, &before));
     ck_assert_ok(clt_synchronize(d));
     uint64_t syncs = clt_sync_count(d);
     for (int step = 1; step < STEPS; step++) {
         train_step(net, opt, X, y, &loss);
         if (step < STEPS - 1) clt_tensor_release(loss);
     }
-    ck_assert_ok(clt_memory_stats_get(d, &after));
+    ck_assert_ok(clt_memory_get_stats(d, &after));
     ck_assert_msg(after.driver_allocs == before.driver_allocs, "%llu driver allocations in steady-state steps",
                   (unsigned long long)(after.driver_allocs - before.driver_allocs));
     ck_assert_msg(after.driver_frees == before.driver_frees, "%llu driver frees in steady-state steps",

@@ -14,7 +14,7 @@ int main(void)
     if (s == CLT_OK) s = clt_tensor_print(z, stdout);
     if (s != CLT_OK) fprintf(stderr, "%s: %s\n", clt_status_string(s), clt_last_error());
     printf("allocated %lld B, reserved %lld B, peak %lld B\n", (long long)clt_memory_allocated(dev),
-           (long long)clt_memory_reserved(dev), (long long)clt_max_memory_allocated(dev));
+           (long long)clt_memory_reserved(dev), (long long)clt_memory_max_allocated(dev));
     clt_tensor_release(z);
     clt_tensor_release(y);
     clt_tensor_release(x);

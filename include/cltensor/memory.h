@@ -15,40 +15,40 @@ extern "C" {
 
 /* What a tensor's memory is for; lets a report show the four plateaus of
  * training memory. */
-typedef enum clt_category {
+typedef enum clt_memory_category {
     CLT_MEM_OTHER = 0,
     CLT_MEM_WEIGHTS = 1,
     CLT_MEM_ACTIVATIONS = 2,
     CLT_MEM_GRADIENTS = 3,
     CLT_MEM_OPTIMIZER = 4,
     CLT_MEM_CATEGORY_COUNT = 5
-} clt_category;
+} clt_memory_category;
 
-CLT_API const char *clt_category_name(clt_category c);
+CLT_API const char *clt_memory_category_name(clt_memory_category c);
 
 /* Bytes held by live tensors on the device (their exact sizes). */
 CLT_API int64_t clt_memory_allocated(clt_device dev);
 /* Bytes the allocator holds from the driver: allocated plus the cache. */
 CLT_API int64_t clt_memory_reserved(clt_device dev);
 /* Highest clt_memory_allocated since start or the last reset. */
-CLT_API int64_t clt_max_memory_allocated(clt_device dev);
+CLT_API int64_t clt_memory_max_allocated(clt_device dev);
 /* Highest clt_memory_reserved since start or the last reset. */
-CLT_API int64_t clt_max_memory_reserved(clt_device dev);
+CLT_API int64_t clt_memory_max_reserved(clt_device dev);
 /* Live bytes and peak of one category. */
-CLT_API int64_t clt_memory_allocated_category(clt_device dev, clt_category c);
-CLT_API int64_t clt_max_memory_allocated_category(clt_device dev, clt_category c);
+CLT_API int64_t clt_memory_allocated_category(clt_device dev, clt_memory_category c);
+CLT_API int64_t clt_memory_max_allocated_category(clt_device dev, clt_memory_category c);
 /* Sets every peak to the current value. */
-CLT_API clt_status clt_reset_peak_memory_stats(clt_device dev);
+CLT_API clt_status clt_memory_reset_peak(clt_device dev);
 /* Returns to the driver every cached segment that holds no tensor (a free
  * block inside a segment a tensor still uses stays cached). */
-CLT_API clt_status clt_empty_cache(clt_device dev);
+CLT_API clt_status clt_memory_empty_cache(clt_device dev);
 
 /* Device-wide memory: *total is the device's global memory; *free is what
  * the device reports free (AMD's free-memory query), for CPU-class devices
  * (see CLT_DEVICE_CLASS in docs/gpu.md) the host's MemAvailable capped at
  * *total (so often equal to *total, whatever is in use), or -1 when the
  * driver cannot tell. */
-CLT_API clt_status clt_mem_get_info(clt_device dev, int64_t *free_bytes, int64_t *total_bytes);
+CLT_API clt_status clt_memory_get_info(clt_device dev, int64_t *free_bytes, int64_t *total_bytes);
 
 /* Counts of the allocator's work, for tests and tuning. */
 typedef struct clt_memory_stats {
@@ -65,7 +65,7 @@ typedef struct clt_memory_stats {
     int64_t cached_blocks;    /* free blocks in the cache now */
 } clt_memory_stats;
 
-CLT_API clt_status clt_memory_stats_get(clt_device dev, clt_memory_stats *out);
+CLT_API clt_status clt_memory_get_stats(clt_device dev, clt_memory_stats *out);
 
 /* Writes a table of allocated / reserved / peak, overall and per category. */
 CLT_API clt_status clt_memory_report(clt_device dev, FILE *out);
@@ -76,16 +76,16 @@ CLT_API clt_status clt_memory_report(clt_device dev, FILE *out);
  * CLT_MEMORY_CAP="gpu:0=1G,cpu:0=0.5" caps each (a fraction <= 1 is of the
  * device's global memory; suffixes K, M, G, T are powers of 1024, with an
  * optional B or iB; a malformed value fails clt_check_environment). */
-CLT_API clt_status clt_set_memory_cap(clt_device dev, int64_t bytes);
+CLT_API clt_status clt_memory_set_cap(clt_device dev, int64_t bytes);
 /* The same, as a fraction (0 < fraction <= 1) of the device's memory. */
-CLT_API clt_status clt_set_memory_fraction(clt_device dev, double fraction);
+CLT_API clt_status clt_memory_set_fraction(clt_device dev, double fraction);
 
 /* ---- Recording: a picture of the step (docs/memory.md) ------------------
  * Between clt_memory_record_start and clt_memory_record_stop the allocator
  * of one device keeps a sample of its counters after every event (an
  * allocation, a free, a tensor retagged, cached segments released), plus
  * one at the start: allocated per category and reserved memory, as
- * clt_memory_stats_get would read them at that moment. Each sample carries
+ * clt_memory_get_stats would read them at that moment. Each sample carries
  * the phase marked last: clt_memory_record_mark names a major phase ("step
  * 1 backward"), and while a device records, a model marks each top-level
  * layer's forward and backward under it ("forward net.3", "backward net.3",

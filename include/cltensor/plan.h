@@ -1,6 +1,6 @@
 /* Will it fit? A memory planner: the peak of one training step of a model,
  * predicted before running it, by category, from the same accounting the
- * allocator reports (clt_max_memory_allocated): exact tensor sizes, the
+ * allocator reports (clt_memory_max_allocated): exact tensor sizes, the
  * trainer's order of operations, and what each layer keeps for backward.
  *
  * The step is the trainer's: the batch (x and int32 labels) is on the device;
@@ -51,9 +51,9 @@ typedef struct clt_plan {
     int64_t temporaries;    /* everything else alive at the peak: layer outputs being made, input
                                gradients, the loss, GEMM workspace, float16's float32 copies of a
                                product's operands and its overflow flag */
-    int64_t peak;           /* the sum of the above: clt_max_memory_allocated over the step */
-    int64_t peak_activations; /* clt_max_memory_allocated_category(CLT_MEM_ACTIVATIONS) */
-    int64_t reserved;       /* clt_max_memory_reserved: the caching allocator's segments, replayed from
+    int64_t peak;           /* the sum of the above: clt_memory_max_allocated over the step */
+    int64_t peak_activations; /* clt_memory_max_allocated_category(CLT_MEM_ACTIVATIONS) */
+    int64_t reserved;       /* clt_memory_max_reserved: the caching allocator's segments, replayed from
                                the model's creation through two steps (the first makes the gradients and
                                optimizer state) with no cap */
     int64_t input_features; /* per example, the first Linear's input width */

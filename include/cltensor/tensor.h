@@ -75,8 +75,8 @@ CLT_API int64_t clt_tensor_numel(const clt_tensor *t);
 CLT_API size_t clt_tensor_nbytes(const clt_tensor *t);
 
 /* Retags the tensor's storage for the memory counters. */
-CLT_API clt_status clt_tensor_set_category(clt_tensor *t, clt_category c);
-CLT_API clt_category clt_tensor_category(const clt_tensor *t);
+CLT_API clt_status clt_tensor_set_category(clt_tensor *t, clt_memory_category c);
+CLT_API clt_memory_category clt_tensor_category(const clt_tensor *t);
 
 /* A view with another shape of the same number of elements; one dimension
  * may be -1 and is inferred. Shares storage. */

@@ -20,8 +20,8 @@
 #define MIB (1024.0 * 1024.0)
 
 /* Bottom up: the plateaus that last, then what comes and goes. */
-static const clt_category order[CLT_MEM_CATEGORY_COUNT] = {CLT_MEM_WEIGHTS, CLT_MEM_OPTIMIZER, CLT_MEM_GRADIENTS,
-                                                          CLT_MEM_ACTIVATIONS, CLT_MEM_OTHER};
+static const clt_memory_category order[CLT_MEM_CATEGORY_COUNT] = {CLT_MEM_WEIGHTS, CLT_MEM_OPTIMIZER,
+                                                                 CLT_MEM_GRADIENTS, CLT_MEM_ACTIVATIONS, CLT_MEM_OTHER};
 static const char *colors[CLT_MEM_CATEGORY_COUNT] = {"#4c72b0", "#8172b2", "#55a868", "#dd8452", "#c0c0c0"};
 
 typedef struct chart {
@@ -157,7 +157,7 @@ static void draw_legend(const chart *c, int64_t cap)
         double y = TOP + 10 + 20.0 * row;
         snprintf(sw, sizeof sw, "<rect x=\"%.0f\" y=\"%.0f\" width=\"20\" height=\"12\" fill=\"%s\"/>\n", x, y - 6,
                  colors[k]);
-        legend_row(c, row, sw, clt_category_name(order[k]));
+        legend_row(c, row, sw, clt_memory_category_name(order[k]));
     }
     double y = TOP + 10 + 20.0 * row;
     snprintf(sw, sizeof sw, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#222\" stroke-width=\"1.5\"/>\n",
@@ -191,7 +191,7 @@ static void draw_peak(const chart *c)
     fprintf(c->f, " (");
     for (int k = CLT_MEM_CATEGORY_COUNT - 1, first = 1; k >= 0; k--) {
         if (!s.category[order[k]]) continue;
-        fprintf(c->f, "%s%s %.1f", first ? "" : ", ", clt_category_name(order[k]),
+        fprintf(c->f, "%s%s %.1f", first ? "" : ", ", clt_memory_category_name(order[k]),
                 (double)s.category[order[k]] / MIB);
         first = 0;
     }

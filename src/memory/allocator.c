@@ -207,7 +207,7 @@ static int within_cap(clt__allocator *a, size_t nbytes)
     return s->allocated + (int64_t)nbytes <= s->cap;
 }
 
-clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **out)
+clt_status clt__alloc(int slot, size_t nbytes, clt_memory_category cat, clt__block **out)
 {
     *out = NULL;
     clt__allocator *a = get_allocator(slot);
@@ -264,7 +264,7 @@ void clt__free(clt__block *b, cl_event pending)
     pthread_mutex_unlock(&a->lock);
 }
 
-void clt__block_set_category(clt__block *b, clt_category cat)
+void clt__block_set_category(clt__block *b, clt_memory_category cat)
 {
     clt__allocator *a = get_allocator(clt__block_slot(b));
     pthread_mutex_lock(&a->lock);
@@ -319,9 +319,9 @@ static clt__allocator *allocator_for(clt_device dev, clt_status *st)
     return a;
 }
 
-clt_status clt_memory_stats_get(clt_device dev, clt_memory_stats *out)
+clt_status clt_memory_get_stats(clt_device dev, clt_memory_stats *out)
 {
-    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_memory_stats_get: out is NULL");
+    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_memory_get_stats: out is NULL");
     clt_status st;
     clt__allocator *a = allocator_for(dev, &st);
     if (!a) {
@@ -337,26 +337,26 @@ clt_status clt_memory_stats_get(clt_device dev, clt_memory_stats *out)
 static clt_memory_stats stats_of(clt_device dev)
 {
     clt_memory_stats s;
-    clt_memory_stats_get(dev, &s);
+    clt_memory_get_stats(dev, &s);
     return s;
 }
 
 int64_t clt_memory_allocated(clt_device dev) { return stats_of(dev).allocated; }
 int64_t clt_memory_reserved(clt_device dev) { return stats_of(dev).reserved; }
-int64_t clt_max_memory_allocated(clt_device dev) { return stats_of(dev).peak_allocated; }
-int64_t clt_max_memory_reserved(clt_device dev) { return stats_of(dev).peak_reserved; }
+int64_t clt_memory_max_allocated(clt_device dev) { return stats_of(dev).peak_allocated; }
+int64_t clt_memory_max_reserved(clt_device dev) { return stats_of(dev).peak_reserved; }
 
-int64_t clt_memory_allocated_category(clt_device dev, clt_category c)
+int64_t clt_memory_allocated_category(clt_device dev, clt_memory_category c)
 {
     return c >= 0 && c < CLT_MEM_CATEGORY_COUNT ? stats_of(dev).category_allocated[c] : 0;
 }
 
-int64_t clt_max_memory_allocated_category(clt_device dev, clt_category c)
+int64_t clt_memory_max_allocated_category(clt_device dev, clt_memory_category c)
 {
     return c >= 0 && c < CLT_MEM_CATEGORY_COUNT ? stats_of(dev).category_peak[c] : 0;
 }
 
-clt_status clt_reset_peak_memory_stats(clt_device dev)
+clt_status clt_memory_reset_peak(clt_device dev)
 {
     clt_status st;
     clt__allocator *a = allocator_for(dev, &st);
@@ -370,7 +370,7 @@ clt_status clt_reset_peak_memory_stats(clt_device dev)
     return CLT_OK;
 }
 
-clt_status clt_empty_cache(clt_device dev)
+clt_status clt_memory_empty_cache(clt_device dev)
 {
     clt_status st;
     clt__allocator *a = allocator_for(dev, &st);
@@ -381,7 +381,7 @@ clt_status clt_empty_cache(clt_device dev)
     return CLT_OK;
 }
 
-clt_status clt_set_memory_cap(clt_device dev, int64_t bytes)
+clt_status clt_memory_set_cap(clt_device dev, int64_t bytes)
 {
     if (bytes < 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "memory cap of %lld bytes is negative", (long long)bytes);
     clt_status st;
@@ -393,16 +393,16 @@ clt_status clt_set_memory_cap(clt_device dev, int64_t bytes)
     return CLT_OK;
 }
 
-clt_status clt_set_memory_fraction(clt_device dev, double fraction)
+clt_status clt_memory_set_fraction(clt_device dev, double fraction)
 {
     if (!(fraction > 0 && fraction <= 1))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "memory fraction %g is not in (0, 1]", fraction);
     int slot;
     CLT_TRY(clt__resolve(dev, &slot));
-    return clt_set_memory_cap(dev, (int64_t)(fraction * (double)clt__slot_get(slot)->global_mem));
+    return clt_memory_set_cap(dev, (int64_t)(fraction * (double)clt__slot_get(slot)->global_mem));
 }
 
-const char *clt_category_name(clt_category c)
+const char *clt_memory_category_name(clt_memory_category c)
 {
     static const char *names[CLT_MEM_CATEGORY_COUNT] = {"other", "weights", "activations", "gradients",
                                                          "optimizer state"};

@@ -10,13 +10,13 @@
 typedef struct clt__block clt__block;
 
 /* Takes nbytes (> 0) on a slot's device for a category. */
-clt_status clt__alloc(int slot, size_t nbytes, clt_category cat, clt__block **out);
+clt_status clt__alloc(int slot, size_t nbytes, clt_memory_category cat, clt__block **out);
 /* Gives a block back to its device's cache. `pending` (may be NULL) is an
  * event of another queue that still reads the block: later work on the
  * owning queue waits for it before the memory is reused. */
 void clt__free(clt__block *b, cl_event pending);
 /* Moves a block's bytes from one category's counters to another's. */
-void clt__block_set_category(clt__block *b, clt_category cat);
+void clt__block_set_category(clt__block *b, clt_memory_category cat);
 
 cl_mem clt__block_mem(const clt__block *b);
 size_t clt__block_offset(const clt__block *b);

@@ -30,7 +30,7 @@ struct clt__block {
     clt__segment *seg;
     size_t offset, size;    /* within the segment; size is rounded */
     size_t requested;       /* the owner's accounting: the book never reads these two */
-    clt_category cat;
+    clt_memory_category cat;
     int free;
     clt__block *prev, *next;           /* address-order neighbours in the segment */
     clt__block *free_prev, *free_next; /* the pool's free list, by size */

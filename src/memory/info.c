@@ -24,10 +24,10 @@ static int64_t host_available(void)
     return kb < 0 ? -1 : (int64_t)kb * 1024;
 }
 
-clt_status clt_mem_get_info(clt_device dev, int64_t *free_bytes, int64_t *total_bytes)
+clt_status clt_memory_get_info(clt_device dev, int64_t *free_bytes, int64_t *total_bytes)
 {
     if (!free_bytes || !total_bytes)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_mem_get_info: NULL output pointer");
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_memory_get_info: NULL output pointer");
     int slot;
     CLT_TRY(clt__resolve(dev, &slot));
     const clt__slot *s = clt__slot_get(slot);
@@ -53,14 +53,14 @@ clt_status clt_memory_report(clt_device dev, FILE *out)
 {
     if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_memory_report: out is NULL");
     clt_memory_stats s;
-    CLT_TRY(clt_memory_stats_get(dev, &s));
+    CLT_TRY(clt_memory_get_stats(dev, &s));
     char name[32];
     CLT_TRY(clt_device_name(dev, name, sizeof name));
     fprintf(out, "memory on %s\n", name);
     fprintf(out, "  %-18s %10s %10s\n", "", "MiB", "peak MiB");
     fprintf(out, "  %-18s %10.1f %10.1f\n", "allocated", s.allocated / MIB, s.peak_allocated / MIB);
     for (int c = 0; c < CLT_MEM_CATEGORY_COUNT; c++)
-        fprintf(out, "    %-16s %10.1f %10.1f\n", clt_category_name((clt_category)c),
+        fprintf(out, "    %-16s %10.1f %10.1f\n", clt_memory_category_name((clt_memory_category)c),
                 s.category_allocated[c] / MIB, s.category_peak[c] / MIB);
     fprintf(out, "  %-18s %10.1f %10.1f\n", "reserved", s.reserved / MIB, s.peak_reserved / MIB);
     if (s.cap) fprintf(out, "  %-18s %10.1f\n", "cap", s.cap / MIB);

@@ -117,7 +117,7 @@ clt_status clt_memory_record_start(clt_device dev)
     if (!r) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for a memory record");
     clt_memory_stats st = {0};
     clt_status s = clt_device_name(dev, r->device, sizeof r->device);
-    if (s == CLT_OK) s = clt_memory_stats_get(dev, &st);
+    if (s == CLT_OK) s = clt_memory_get_stats(dev, &st);
     r->cap = st.cap;
     if (s == CLT_OK) s = clt__alloc_set_record(slot, r, &old);
     if (s != CLT_OK) {

@@ -564,7 +564,7 @@ static int step_bound(const clt_model *m, int64_t rows)
 
 /* Replays the model's creation and two training steps, the second the
  * steady state the allocated peak is of; cap (0: none) bounds reserved
- * memory as clt_set_memory_cap does, and *fits says whether every request
+ * memory as clt_memory_set_cap does, and *fits says whether every request
  * found room under it. */
 static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const plan_device *d, int64_t cap,
                             clt_plan *p, int *fits)

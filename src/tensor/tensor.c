@@ -289,7 +289,7 @@ int clt_tensor_shape(const clt_tensor *t, int64_t *shape)
 int64_t clt_tensor_numel(const clt_tensor *t) { return t ? t->numel : 0; }
 size_t clt_tensor_nbytes(const clt_tensor *t) { return t ? (size_t)t->numel * clt_dtype_size(t->dtype) : 0; }
 
-clt_status clt_tensor_set_category(clt_tensor *t, clt_category c)
+clt_status clt_tensor_set_category(clt_tensor *t, clt_memory_category c)
 {
     CLT_TRY(clt__need("clt_tensor_set_category", "t", t));
     if (c < 0 || c >= CLT_MEM_CATEGORY_COUNT)
@@ -299,7 +299,7 @@ clt_status clt_tensor_set_category(clt_tensor *t, clt_category c)
     return CLT_OK;
 }
 
-clt_category clt_tensor_category(const clt_tensor *t) { return t ? t->st->cat : CLT_MEM_OTHER; }
+clt_memory_category clt_tensor_category(const clt_tensor *t) { return t ? t->st->cat : CLT_MEM_OTHER; }
 
 static clt_status view(clt_tensor **out, clt_tensor *t, size_t offset, int ndim, const int64_t *shape, int64_t numel)
 {

@@ -12,7 +12,7 @@ typedef struct clt__storage {
     int slot;
     clt__block *block;     /* NULL when nbytes is 0 */
     size_t nbytes;
-    clt_category cat;
+    clt_memory_category cat;
     cl_event last_write;   /* the last command that wrote it, or NULL */
     cl_event foreign_read; /* the last command on another queue that read it, or NULL */
     struct clt__pinned_io *io; /* pinned memory: transfers in flight (see pinned.h), or NULL */

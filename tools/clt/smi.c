@@ -101,7 +101,7 @@ static int show(int bytes)
         s->platform_index = info.platform_index;
         s->device_index = info.device_index;
         snprintf(s->device_name, sizeof s->device_name, "%s", info.device_name);
-        if (clt_mem_get_info(dev, &s->free, &s->total) != CLT_OK) s->free = s->total = -1;
+        if (clt_memory_get_info(dev, &s->free, &s->total) != CLT_OK) s->free = s->total = -1;
     }
     /* A process may see devices this one does not (another POCL_DEVICES). */
     for (int i = 0; i < nprocs; i++) {

@@ -402,8 +402,8 @@ static clt_status budget_of(clt_device dev, int64_t *budget)
 {
     clt_memory_stats st;
     int64_t free_bytes, total = 0;
-    clt_status s = clt_memory_stats_get(dev, &st);
-    if (s == CLT_OK && !st.cap) s = clt_mem_get_info(dev, &free_bytes, &total);
+    clt_status s = clt_memory_get_stats(dev, &st);
+    if (s == CLT_OK && !st.cap) s = clt_memory_get_info(dev, &free_bytes, &total);
     *budget = st.cap ? st.cap : total;
     return s;
 }
