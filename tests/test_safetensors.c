@@ -115,8 +115,8 @@ START_TEST(test_round_trip_is_exact)
 
     clt_safetensors *f;
     ck_assert_ok(clt_safetensors_open(&f, path));
-    ck_assert_int_eq(clt_safetensors_count(f), 6);
-    ck_assert_int_eq(clt_safetensors_metadata_count(f), 2);
+    ck_assert_int_eq(clt_safetensors_num_tensors(f), 6);
+    ck_assert_int_eq(clt_safetensors_num_metadata(f), 2);
     ck_assert_str_eq(clt_safetensors_metadata(f, "arch"), "ResMLPClassifier(h=7, k=1)");
     ck_assert_str_eq(clt_safetensors_metadata(f, "format"), "pt");
     ck_assert_ptr_null(clt_safetensors_metadata(f, "missing"));
@@ -124,7 +124,7 @@ START_TEST(test_round_trip_is_exact)
         int k = clt_safetensors_find(f, names[i]);
         ck_assert_int_ge(k, 0);
         clt_safetensors_info info;
-        ck_assert_ok(clt_safetensors_info_get(f, k, &info));
+        ck_assert_ok(clt_safetensors_get_info(f, k, &info));
         ck_assert_str_eq(info.name, names[i]);
         ck_assert_str_eq(info.dtype, i == 5 ? "I32" : "F32");
         ck_assert_int_eq(info.ndim, clt_tensor_ndim(t[i]));
@@ -171,7 +171,7 @@ START_TEST(test_round_trip_is_exact)
     /* Saving with no tensors gives a valid empty file. */
     ck_assert_ok(clt_safetensors_save(path, 0, NULL, NULL, 0, NULL, NULL));
     ck_assert_ok(clt_safetensors_open(&f, path));
-    ck_assert_int_eq(clt_safetensors_count(f), 0);
+    ck_assert_int_eq(clt_safetensors_num_tensors(f), 0);
     clt_safetensors_free(f);
 
     for (int i = 0; i < 6; i++) clt_tensor_release(t[i]);
@@ -212,7 +212,7 @@ START_TEST(test_reads_python_layout)
 
     clt_safetensors *f;
     ck_assert_ok(clt_safetensors_open(&f, path));
-    ck_assert_int_eq(clt_safetensors_count(f), 5);
+    ck_assert_int_eq(clt_safetensors_num_tensors(f), 5);
     ck_assert_str_eq(clt_safetensors_metadata(f, "format"), "pt");
     clt_tensor *w;
     ck_assert_ok(clt_safetensors_read(f, "net.1.weight", clt_cpu(), &w));
@@ -415,9 +415,9 @@ START_TEST(test_every_truncation_and_byte_flip)
             require(s == CLT_OK || s == CLT_ERR_FORMAT, "byte %zu = 0x%02x: %s (%s)", pos, values_to_try[v],
                     clt_status_string(s), clt_last_error());
             if (s != CLT_OK) continue;
-            for (int i = 0; i < clt_safetensors_count(f); i++) {
+            for (int i = 0; i < clt_safetensors_num_tensors(f); i++) {
                 clt_safetensors_info info;
-                require(clt_safetensors_info_get(f, i, &info) == CLT_OK, "info %d", i);
+                require(clt_safetensors_get_info(f, i, &info) == CLT_OK, "info %d", i);
                 clt_tensor *r;
                 if (clt_safetensors_read(f, info.name, clt_cpu(), &r) == CLT_OK) clt_tensor_release(r);
             }

@@ -77,15 +77,15 @@ CLT_API clt_status clt_safetensors_open(clt_safetensors **out, const char *path)
 CLT_API void clt_safetensors_free(clt_safetensors *f);
 
 /* Number of tensors (metadata excluded), in the order of their offsets. */
-CLT_API int clt_safetensors_count(const clt_safetensors *f);
+CLT_API int clt_safetensors_num_tensors(const clt_safetensors *f);
 /* The i-th tensor's description (CLT_ERR_INVALID_ARGUMENT when out of range). */
-CLT_API clt_status clt_safetensors_info_get(const clt_safetensors *f, int i, clt_safetensors_info *out);
+CLT_API clt_status clt_safetensors_get_info(const clt_safetensors *f, int i, clt_safetensors_info *out);
 /* Index of the tensor called name, or -1. */
 CLT_API int clt_safetensors_find(const clt_safetensors *f, const char *name);
 
 /* Number of metadata pairs, the i-th pair, and the value for a key (NULL if
  * absent). Strings stay valid until the file is closed. */
-CLT_API int clt_safetensors_metadata_count(const clt_safetensors *f);
+CLT_API int clt_safetensors_num_metadata(const clt_safetensors *f);
 CLT_API clt_status clt_safetensors_metadata_at(const clt_safetensors *f, int i, const char **key, const char **value);
 CLT_API const char *clt_safetensors_metadata(const clt_safetensors *f, const char *key);
 

@@ -362,12 +362,12 @@ done:
     return CLT_OK;
 }
 
-int clt_safetensors_count(const clt_safetensors *f) { return f ? f->n : 0; }
+int clt_safetensors_num_tensors(const clt_safetensors *f) { return f ? f->n : 0; }
 
-clt_status clt_safetensors_info_get(const clt_safetensors *f, int i, clt_safetensors_info *out)
+clt_status clt_safetensors_get_info(const clt_safetensors *f, int i, clt_safetensors_info *out)
 {
-    CLT_TRY(clt__need("clt_safetensors_info_get", "f", f));
-    CLT_TRY(clt__need("clt_safetensors_info_get", "out", out));
+    CLT_TRY(clt__need("clt_safetensors_get_info", "f", f));
+    CLT_TRY(clt__need("clt_safetensors_get_info", "out", out));
     if (i < 0 || i >= f->n)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: tensor index %d outside 0..%d", f->path, i, f->n - 1);
     const entry *e = &f->entries[i];
@@ -389,7 +389,7 @@ int clt_safetensors_find(const clt_safetensors *f, const char *name)
     return -1;
 }
 
-int clt_safetensors_metadata_count(const clt_safetensors *f) { return f ? f->n_meta : 0; }
+int clt_safetensors_num_metadata(const clt_safetensors *f) { return f ? f->n_meta : 0; }
 
 clt_status clt_safetensors_metadata_at(const clt_safetensors *f, int i, const char **key, const char **value)
 {
