@@ -31,11 +31,11 @@ static inline double now(void)
  * choosing problem sizes. */
 static inline int real_gpu(clt_device dev)
 {
-    for (int i = 0; i < clt_device_count(); i++) {
+    for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device d;
         clt_device_info info;
-        CHECK(clt_device_from_list(i, &d));
-        CHECK(clt_device_info_get(i, &info));
+        CHECK(clt_device_list_entry(i, &d));
+        CHECK(clt_device_list_info(i, &info));
         if (clt_device_equal(d, dev)) return strcmp(info.type, "gpu") == 0;
     }
     return 0;

@@ -70,9 +70,9 @@ static void expect_failure(clt_device dev, const char *want, const char *texts)
 START_TEST(test_child)
 {
     const char *expect = getenv("CLT_TEST_CLBLAST_EXPECT");
-    for (int i = 0; i < clt_device_count(); i++) {
+    for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device dev;
-        ck_assert_ok(clt_device_from_list(i, &dev));
+        ck_assert_ok(clt_device_list_entry(i, &dev));
         ck_assert_int_eq(setenv("CLT_DENSE", "clblast", 1), 0);
         if (strcmp(expect, "ok") == 0) {
             static const int64_t sizes[][3] = {{1, 1, 1}, {37, 29, 19}, {64, 48, 33}, {70, 130, 65}};
@@ -109,11 +109,11 @@ static void teardown(void) { clt_test_remove_dir(dir); }
 static const char *device_name(void)
 {
     static clt_device_info info;
-    for (int i = 0; i < clt_device_count(); i++) {
+    for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device d;
-        ck_assert_ok(clt_device_from_list(i, &d));
+        ck_assert_ok(clt_device_list_entry(i, &d));
         if (clt_device_equal(d, clt_try_gpu(0))) {
-            ck_assert_ok(clt_device_info_get(i, &info));
+            ck_assert_ok(clt_device_list_info(i, &info));
             return info.device_name;
         }
     }

@@ -132,12 +132,12 @@ START_TEST(test_devices_lists_what_the_library_sees)
 {
     run_result r = run_clt(NULL, "devices");
     ck_assert_int_eq(r.status, 0);
-    int n = clt_device_count();
+    int n = clt_device_list_count();
     ck_assert_int_ge(n, 1);
     ck_assert_int_eq(count_substr(r.out, "platform: "), n);
     for (int i = 0; i < n; i++) {
         clt_device_info info;
-        ck_assert_ok(clt_device_info_get(i, &info));
+        ck_assert_ok(clt_device_list_info(i, &info));
         char row[96];
         snprintf(row, sizeof row, "%d:%d  %-6s", info.platform_index, info.device_index, info.name);
         ck_assert_msg(strstr(r.out, row), "no row '%s' in:\n%s", row, r.out);

@@ -352,9 +352,9 @@ END_TEST
 static uint64_t total_syncs(void)
 {
     uint64_t n = clt_sync_count(clt_pinned());
-    for (int i = 0; i < clt_device_count(); i++) {
+    for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device d;
-        ck_assert_ok(clt_device_from_list(i, &d));
+        ck_assert_ok(clt_device_list_entry(i, &d));
         n += clt_sync_count(d);
     }
     return n;
@@ -363,9 +363,9 @@ static uint64_t total_syncs(void)
 static void reset_syncs(void)
 {
     clt_reset_sync_count(clt_pinned());
-    for (int i = 0; i < clt_device_count(); i++) {
+    for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device d;
-        ck_assert_ok(clt_device_from_list(i, &d));
+        ck_assert_ok(clt_device_list_entry(i, &d));
         clt_reset_sync_count(d);
     }
 }

@@ -132,9 +132,9 @@ END_TEST
 START_TEST(test_cache_reuse_without_driver)
 {
     static const int64_t sizes[] = {4, 1000, 512 * 1024, MIB, MIB + 4, 6 * MIB, 30 * MIB};
-    for (int d = 0; d < clt_device_count(); d++) {
+    for (int d = 0; d < clt_device_list_count(); d++) {
         clt_device dev;
-        ck_assert_ok(clt_device_from_list(d, &dev));
+        ck_assert_ok(clt_device_list_entry(d, &dev));
         fresh(dev);
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             clt_tensor *t = alloc_bytes(dev, sizes[k]);
@@ -356,11 +356,11 @@ START_TEST(test_cap_by_api)
     clt_tensor_release(d);
     /* A fraction of the device. */
     clt_device_info info;
-    for (int i = 0; i < clt_device_count(); i++) {
+    for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device x;
-        ck_assert_ok(clt_device_from_list(i, &x));
+        ck_assert_ok(clt_device_list_entry(i, &x));
         if (!clt_device_equal(x, dev)) continue;
-        ck_assert_ok(clt_device_info_get(i, &info));
+        ck_assert_ok(clt_device_list_info(i, &info));
         ck_assert_ok(clt_memory_set_fraction(dev, 0.25));
         ck_assert_int_eq(stats(dev).cap, (int64_t)(0.25 * (double)info.global_mem_bytes));
     }
@@ -422,11 +422,11 @@ START_TEST(test_larger_than_max_allocation)
 {
     clt_device dev = fresh(clt_try_gpu(0));
     clt_device_info info;
-    ck_assert_ok(clt_device_info_get(0, &info));
-    for (int i = 0; i < clt_device_count(); i++) {
+    ck_assert_ok(clt_device_list_info(0, &info));
+    for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device x;
-        ck_assert_ok(clt_device_from_list(i, &x));
-        if (clt_device_equal(x, dev)) ck_assert_ok(clt_device_info_get(i, &info));
+        ck_assert_ok(clt_device_list_entry(i, &x));
+        if (clt_device_equal(x, dev)) ck_assert_ok(clt_device_list_info(i, &info));
     }
     clt_memory_stats before = stats(dev);
     clt_tensor *t = (clt_tensor *)&t;
@@ -462,11 +462,11 @@ END_TEST
 
 START_TEST(test_mem_get_info)
 {
-    for (int i = 0; i < clt_device_count(); i++) {
+    for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device dev;
         clt_device_info info;
-        ck_assert_ok(clt_device_from_list(i, &dev));
-        ck_assert_ok(clt_device_info_get(i, &info));
+        ck_assert_ok(clt_device_list_entry(i, &dev));
+        ck_assert_ok(clt_device_list_info(i, &info));
         int64_t free_bytes = 0, total = 0;
         ck_assert_ok(clt_memory_get_info(dev, &free_bytes, &total));
         ck_assert_int_eq(total, (int64_t)info.global_mem_bytes);
@@ -556,9 +556,9 @@ START_TEST(test_child_env_cap)
 {
     const char *cap = getenv("CLT_MEMORY_CAP");
     if (strcmp(cap, "48M") == 0) {
-        for (int i = 0; i < clt_device_count(); i++) {
+        for (int i = 0; i < clt_device_list_count(); i++) {
             clt_device d;
-            ck_assert_ok(clt_device_from_list(i, &d));
+            ck_assert_ok(clt_device_list_entry(i, &d));
             ck_assert_int_eq(stats(d).cap, 48 * MIB);
         }
         clt_device dev = clt_try_gpu(0);
@@ -571,10 +571,10 @@ START_TEST(test_child_env_cap)
         clt_tensor_release(b);
     } else {
         clt_device_info info;
-        for (int i = 0; i < clt_device_count(); i++) {
+        for (int i = 0; i < clt_device_list_count(); i++) {
             clt_device d;
-            ck_assert_ok(clt_device_from_list(i, &d));
-            ck_assert_ok(clt_device_info_get(i, &info));
+            ck_assert_ok(clt_device_list_entry(i, &d));
+            ck_assert_ok(clt_device_list_info(i, &info));
             int64_t want = strcmp(info.name, "cpu:0") == 0   ? (int64_t)(0.5 * (double)info.global_mem_bytes)
                            : strcmp(info.name, "gpu:1") == 0 ? 16 * MIB
                                                               : 0;

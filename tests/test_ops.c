@@ -10,8 +10,8 @@ static clt_device dev(void) { return clt_try_gpu(0); }
 /* Some device other than dev(), when there is one. */
 static int other_device(clt_device *out)
 {
-    for (int i = 0; i < clt_device_count(); i++) {
-        ck_assert_ok(clt_device_from_list(i, out));
+    for (int i = 0; i < clt_device_list_count(); i++) {
+        ck_assert_ok(clt_device_list_entry(i, out));
         if (!clt_device_equal(*out, dev())) return 1;
     }
     return 0;

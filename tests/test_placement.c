@@ -77,7 +77,7 @@ START_TEST(test_to_same_device_is_the_same_tensor)
     ck_assert_ptr_eq(same, t);
     /* The same device named by P:D is still the same device. */
     clt_device_info info;
-    ck_assert_ok(clt_device_info_get(0, &info));
+    ck_assert_ok(clt_device_list_info(0, &info));
     clt_device at = clt_device_at(info.platform_index, info.device_index);
     if (clt_device_equal(at, dev)) {
         ck_assert_ok(clt_to(&same2, t, at));
@@ -279,7 +279,7 @@ START_TEST(test_device_mismatch)
 {
     if (clt_num_gpus() >= 2) check_mismatch(clt_gpu(0), clt_gpu(1));
     if (clt_num_gpus() >= 1) check_mismatch(clt_cpu(), clt_gpu(0));
-    if (clt_num_gpus() == 0) ck_assert_int_eq(clt_device_count(), 1); /* one device: nothing to mismatch */
+    if (clt_num_gpus() == 0) ck_assert_int_eq(clt_device_list_count(), 1); /* one device: nothing to mismatch */
 }
 END_TEST
 

@@ -103,13 +103,13 @@ END_TEST
 START_TEST(test_threads_on_every_device_from_cold)
 {
     enum { MOST = 4 };
-    int n = clt_device_count();
+    int n = clt_device_list_count();
     if (n > MOST) n = MOST;
     job alone[MOST], together[MOST];
     pthread_t th[MOST];
     for (int i = 0; i < n; i++) {
         memset(&together[i], 0, sizeof together[i]);
-        ck_assert_ok(clt_device_from_list(i, &together[i].dev));
+        ck_assert_ok(clt_device_list_entry(i, &together[i].dev));
         together[i].seed = 11 + (uint64_t)i;
         alone[i] = together[i];
     }

@@ -88,13 +88,14 @@ typedef struct clt_device_info {
     int presented_as_gpu;   /* a CPU device shown as a GPU by CLT_CPU_AS_GPU */
 } clt_device_info;
 
-/* Number of devices cltensor sees (every platform, plus cpu:0 again with
- * CLT_CPU_AS_GPU=1; "pinned" is not listed). */
-CLT_API int clt_device_count(void);
-/* Information on the i-th device in that list. */
-CLT_API clt_status clt_device_info_get(int i, clt_device_info *out);
+/* The device list (what `clt devices` prints): its number of entries, every
+ * device cltensor sees on every platform, plus cpu:0 again with
+ * CLT_CPU_AS_GPU=1 ("pinned" is not listed). */
+CLT_API int clt_device_list_count(void);
+/* Information on the i-th entry of that list. */
+CLT_API clt_status clt_device_list_info(int i, clt_device_info *out);
 /* The device value for the i-th entry. */
-CLT_API clt_status clt_device_from_list(int i, clt_device *out);
+CLT_API clt_status clt_device_list_entry(int i, clt_device *out);
 
 /* Waits until every command queued on the device has finished (a
  * synchronization point, see cltensor/async.h). A device never used is

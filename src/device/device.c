@@ -330,7 +330,7 @@ static _Thread_local clt_device default_device;
  * with GPUs only). */
 static clt_device first_device(void)
 {
-    if (find_slot(clt_cpu()) >= 0 || clt_device_count() == 0) return clt_cpu();
+    if (find_slot(clt_cpu()) >= 0 || clt_device_list_count() == 0) return clt_cpu();
     return clt__slot_device(0);
 }
 
@@ -352,7 +352,7 @@ void clt_set_default_device(clt_device dev)
 }
 
 /* The pinned slot, last in the table, is not an OpenCL device of its own. */
-int clt_device_count(void) { return clt__slot_count() - (pinned_slot >= 0); }
+int clt_device_list_count(void) { return clt__slot_count() - (pinned_slot >= 0); }
 
 int clt__pinned_slot(void)
 {
@@ -360,12 +360,12 @@ int clt__pinned_slot(void)
     return pinned_slot;
 }
 
-clt_status clt_device_from_list(int i, clt_device *out)
+clt_status clt_device_list_entry(int i, clt_device *out)
 {
-    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_from_list: out is NULL");
-    if (i < 0 || i >= clt_device_count())
+    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_list_entry: out is NULL");
+    if (i < 0 || i >= clt_device_list_count())
         return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
-                         clt_device_count());
+                         clt_device_list_count());
     *out = clt__slot_device(i);
     return CLT_OK;
 }
@@ -377,13 +377,13 @@ static void info_string(cl_device_id d, cl_device_info what, char *buf, size_t l
     buf[len - 1] = '\0';
 }
 
-clt_status clt_device_info_get(int i, clt_device_info *out)
+clt_status clt_device_list_info(int i, clt_device_info *out)
 {
-    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_info_get: out is NULL");
-    const clt__slot *s = i < clt_device_count() ? clt__slot_get(i) : NULL;
+    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_list_info: out is NULL");
+    const clt__slot *s = i < clt_device_list_count() ? clt__slot_get(i) : NULL;
     if (!s)
         return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
-                         clt_device_count());
+                         clt_device_list_count());
     memset(out, 0, sizeof *out);
     out->platform_index = s->platform_index;
     out->device_index = s->device_index;

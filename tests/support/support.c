@@ -17,8 +17,8 @@
 clt_device clt_test_cpu(void)
 {
     clt_device d = clt_cpu();
-    if (clt_device_exists(d) || clt_device_count() == 0) return d;
-    ck_assert_ok(clt_device_from_list(clt_device_count() - 1, &d));
+    if (clt_device_exists(d) || clt_device_list_count() == 0) return d;
+    ck_assert_ok(clt_device_list_entry(clt_device_list_count() - 1, &d));
     return d;
 }
 
@@ -63,9 +63,9 @@ float *clt_test_read(const clt_tensor *t)
 
 void clt_test_assert_no_live_tensors(void)
 {
-    for (int i = 0; i < clt_device_count(); i++) {
+    for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device d;
-        ck_assert_ok(clt_device_from_list(i, &d));
+        ck_assert_ok(clt_device_list_entry(i, &d));
         ck_assert_int_eq(clt_memory_allocated(d), 0);
     }
 }

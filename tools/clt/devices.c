@@ -19,14 +19,14 @@ int clt_cmd_devices(int argc, char **argv)
         return 2;
     }
     printf("cltensor %s\n", clt_version(NULL, NULL, NULL));
-    int n = clt_device_count();
+    int n = clt_device_list_count();
     if (n == 0) {
         fprintf(stderr, "clt devices: no OpenCL device found (install an ICD, e.g. pocl-opencl-icd)\n");
         return 1;
     }
     for (int i = 0; i < n; i++) {
         clt_device_info info;
-        if (clt_device_info_get(i, &info) != CLT_OK) {
+        if (clt_device_list_info(i, &info) != CLT_OK) {
             fprintf(stderr, "clt devices: %s\n", clt_last_error());
             return 1;
         }

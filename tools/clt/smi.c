@@ -79,7 +79,7 @@ static int show(int bytes)
         fprintf(stderr, "clt smi: out of memory reading the published counters\n");
         return 1;
     }
-    int nlisted = clt_device_count(), ndevs = 0, cap = nlisted;
+    int nlisted = clt_device_list_count(), ndevs = 0, cap = nlisted;
     for (int i = 0; i < nprocs; i++) cap += procs[i].ndevices;
     smi_device *devs = calloc(cap ? (size_t)cap : 1, sizeof *devs);
     if (!devs) {
@@ -90,7 +90,7 @@ static int show(int bytes)
     for (int i = 0; i < nlisted; i++) {
         clt_device_info info;
         clt_device dev;
-        if (clt_device_info_get(i, &info) != CLT_OK || clt_device_from_list(i, &dev) != CLT_OK) {
+        if (clt_device_list_info(i, &info) != CLT_OK || clt_device_list_entry(i, &dev) != CLT_OK) {
             fprintf(stderr, "clt smi: %s\n", clt_last_error());
             free(devs);
             free(procs);
@@ -192,7 +192,7 @@ int clt_cmd_smi(int argc, char **argv)
             return 2;
         }
     }
-    if (clt_device_count() == 0) {
+    if (clt_device_list_count() == 0) {
         fprintf(stderr, "clt smi: no OpenCL device found (install an ICD, e.g. pocl-opencl-icd)\n");
         return 1;
     }
