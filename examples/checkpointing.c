@@ -57,7 +57,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "blocks, width and batch must be positive\n");
         return 2;
     }
-    clt_device dev = getenv("CLT_DEVICE") ? clt_get_default_device() : clt_try_gpu(0);
+    clt_device dev = getenv("CLT_DEVICE") ? clt_device_get_default() : clt_try_gpu(0);
     char name[32];
     CHECK(clt_device_name(dev, name, sizeof name));
 

@@ -32,7 +32,7 @@ static void device_report(clt_device dev, const char *tag)
 
 int main(void)
 {
-    clt_device dev = getenv("CLT_DEVICE") ? clt_get_default_device() : clt_try_gpu(0);
+    clt_device dev = getenv("CLT_DEVICE") ? clt_device_get_default() : clt_try_gpu(0);
     char name[32];
     CHECK(clt_device_name(dev, name, sizeof name));
     printf("device %s\n", name);

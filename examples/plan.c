@@ -155,7 +155,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    dev = getenv("CLT_DEVICE") ? clt_get_default_device() : clt_try_gpu(0);
+    dev = getenv("CLT_DEVICE") ? clt_device_get_default() : clt_try_gpu(0);
     char name[32];
     CHECK(clt_device_name(dev, name, sizeof name));
     printf("device %s\n", name);

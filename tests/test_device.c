@@ -242,21 +242,21 @@ END_TEST
 START_TEST(test_default_device_from_env)
 {
     unsetenv("CLT_DEVICE");
-    clt_device d = clt_get_default_device();
+    clt_device d = clt_device_get_default();
     ck_assert_int_eq(d.type, first().type);
     ck_assert_int_eq(d.index, 0);
     setenv("CLT_DEVICE", "0:0", 1);
-    d = clt_get_default_device();
+    d = clt_device_get_default();
     ck_assert_int_eq(d.type, CLT_DEVICE_AT);
     ck_assert_int_eq(d.platform, 0);
     ck_assert_int_eq(d.index, 0);
     setenv("CLT_DEVICE", "gpu:1", 1);
-    d = clt_get_default_device();
+    d = clt_device_get_default();
     ck_assert_int_eq(d.type, CLT_DEVICE_GPU);
     ck_assert_int_eq(d.index, 1);
     /* An unparsable value falls back to cpu() (the first device without one). */
     setenv("CLT_DEVICE", "tpu:0", 1);
-    d = clt_get_default_device();
+    d = clt_device_get_default();
     ck_assert_int_eq(d.type, first().type);
     unsetenv("CLT_DEVICE");
 }
@@ -265,22 +265,22 @@ END_TEST
 static void *thread_default(void *arg)
 {
     clt_device *seen = arg;
-    seen[0] = clt_get_default_device(); /* not affected by the main thread's choice */
-    clt_set_default_device(clt_gpu(5));
-    seen[1] = clt_get_default_device();
+    seen[0] = clt_device_get_default(); /* not affected by the main thread's choice */
+    clt_device_set_default(clt_gpu(5));
+    seen[1] = clt_device_get_default();
     return NULL;
 }
 
 START_TEST(test_default_device_per_thread)
 {
     unsetenv("CLT_DEVICE");
-    clt_set_default_device(clt_gpu(3));
-    clt_device d = clt_get_default_device();
+    clt_device_set_default(clt_gpu(3));
+    clt_device d = clt_device_get_default();
     ck_assert_int_eq(d.type, CLT_DEVICE_GPU);
     ck_assert_int_eq(d.index, 3);
     /* The thread's choice beats the environment. */
     setenv("CLT_DEVICE", "cpu", 1);
-    ck_assert_int_eq(clt_get_default_device().type, CLT_DEVICE_GPU);
+    ck_assert_int_eq(clt_device_get_default().type, CLT_DEVICE_GPU);
     unsetenv("CLT_DEVICE");
     clt_device seen[2];
     pthread_t th;
@@ -289,9 +289,9 @@ START_TEST(test_default_device_per_thread)
     ck_assert_int_eq(seen[0].type, first().type);
     ck_assert_int_eq(seen[1].type, CLT_DEVICE_GPU);
     ck_assert_int_eq(seen[1].index, 5);
-    d = clt_get_default_device();
+    d = clt_device_get_default();
     ck_assert_int_eq(d.index, 3); /* still this thread's own */
-    clt_set_default_device(clt_cpu());
+    clt_device_set_default(clt_cpu());
 }
 END_TEST
 

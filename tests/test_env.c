@@ -172,7 +172,7 @@ START_TEST(test_values_taken)
     ck_assert_int_eq(clt__env_int(CLT__ENV_DENSE, -1), 1);
     unsetenv("CLT_DENSE");
     setenv("CLT_DEVICE", "gpu:3", 1);
-    ck_assert_int_eq(clt_get_default_device().index, 3);
+    ck_assert_int_eq(clt_device_get_default().index, 3);
     unsetenv("CLT_DEVICE");
     clt__env_forget();
     ck_assert_ok(clt_check_environment());
@@ -194,8 +194,8 @@ static int child_checks(void)
     clt_tensor *t;
     int64_t shape[1] = {4};
     clt_memory_stats st = {0};
-    if (clt_zeros(&t, clt_get_default_device(), CLT_FLOAT32, 1, shape) != CLT_OK ||
-        clt_memory_get_stats(clt_get_default_device(), &st) != CLT_OK)
+    if (clt_zeros(&t, clt_device_get_default(), CLT_FLOAT32, 1, shape) != CLT_OK ||
+        clt_memory_get_stats(clt_device_get_default(), &st) != CLT_OK)
         bad |= fprintf(stderr, "allocating: %s\n", clt_last_error()) > 0;
     else
         clt_tensor_release(t);

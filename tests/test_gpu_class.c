@@ -17,7 +17,7 @@
 #include "ops/ops_internal.h"
 #include "support.h"
 
-static clt_device dev(void) { return clt_get_default_device(); }
+static clt_device dev(void) { return clt_device_get_default(); }
 
 static int slot_of(clt_device d)
 {

@@ -828,7 +828,7 @@ START_TEST(test_mixed_precision_training_matches_float32)
         ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, &r));
         ck_assert_int_eq(clt_model_dtype(m), half ? CLT_FLOAT16 : CLT_FLOAT32);
         double loss;
-        ck_assert_ok(clt_evaluate(m, &test, 100, 0, &loss, &acc[half]));
+        ck_assert_ok(clt_trainer_evaluate(m, &test, 100, 0, &loss, &acc[half]));
         clt_model_free(m);
     }
     ck_assert_msg(acc[0] > 0.5 && acc[0] < 0.995, "float32 accuracy %g is not informative", acc[0]);

@@ -351,7 +351,7 @@ START_TEST(test_like_uses_source_device_and_dtype)
     int n = 0;
     devs[n++] = clt_cpu();
     for (int i = 0; i < clt_num_gpus() && n < 3; i++) devs[n++] = clt_gpu(i);
-    clt_set_default_device(clt_cpu()); /* *_like must ignore the default */
+    clt_device_set_default(clt_cpu()); /* *_like must ignore the default */
     for (int k = 0; k < n; k++) {
         int64_t shape[] = {3, 11};
         clt_tensor *src, *e, *z, *o;

@@ -7,7 +7,7 @@
  * waits only while a copy into it is pending), and the calls that say they
  * wait through one of these (e.g. clt_model_clip_grad_norm, a float16 model's
  * clt_optimizer_step, clt_loader_next with its staging ring full, GEMM
- * tuning, clt_evaluate, saving a file). Copies between devices wait
+ * tuning, clt_trainer_evaluate, saving a file). Copies between devices wait
  * on events, never on the host. Each sync point is counted per device (waits
  * for a pinned tensor's transfers count on "pinned"), can be reported or
  * refused (CLT_SYNC_DEBUG), and appears on the trace (CLT_TRACE). See

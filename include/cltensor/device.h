@@ -57,12 +57,12 @@ CLT_API clt_status clt_device_name(clt_device dev, char *buf, size_t len);
  * indices of at most 9 digits). */
 CLT_API clt_status clt_device_parse(const char *text, clt_device *out);
 
-/* The default device of the calling thread: set by clt_set_default_device,
+/* The default device of the calling thread: set by clt_device_set_default,
  * else CLT_DEVICE=P:D (or a name) from the environment, else cpu(), or the
  * first device listed when there is no cpu:0 (CLT_CPU_AS_GPU=only); the
  * same when CLT_DEVICE is malformed, which clt_check_environment reports. */
-CLT_API clt_device clt_get_default_device(void);
-CLT_API void clt_set_default_device(clt_device dev);
+CLT_API clt_device clt_device_get_default(void);
+CLT_API void clt_device_set_default(clt_device dev);
 
 /* Checks every CLT_* environment variable the library reads (the README's
  * table; docs/reliability.md has the grammar). The first call decides and

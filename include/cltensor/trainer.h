@@ -102,8 +102,8 @@ CLT_API void clt_trainer_request_stop(void);
 /* Mean loss and accuracy of model over the first `limit` examples of ds (all
  * when 0), in inference mode, on the model's device. Two synchronization
  * points in all, at the end. */
-CLT_API clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit,
-                        double *loss, double *accuracy);
+CLT_API clt_status clt_trainer_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit,
+                                double *loss, double *accuracy);
 
 /* ---- Checkpoints ----
  * Parameters are saved under PyTorch's state_dict names ("net.1.weight",

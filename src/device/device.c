@@ -334,7 +334,7 @@ static clt_device first_device(void)
     return clt__slot_device(0);
 }
 
-clt_device clt_get_default_device(void)
+clt_device clt_device_get_default(void)
 {
     if (default_set) return default_device;
     clt_device d = first_device();
@@ -345,7 +345,7 @@ clt_device clt_get_default_device(void)
     return d;
 }
 
-void clt_set_default_device(clt_device dev)
+void clt_device_set_default(clt_device dev)
 {
     default_device = dev;
     default_set = 1;

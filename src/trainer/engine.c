@@ -205,7 +205,8 @@ static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
     row.seconds = end->seconds;
     row.images_per_second = row.seconds > 0 ? (double)examples / row.seconds : 0;
     clt_status s = CLT_OK;
-    if (e->val && b->lead) s = clt_evaluate(b->model, e->val, o->batch_size, o->val_limit, &row.val_loss, &row.val_accuracy);
+    if (e->val && b->lead)
+        s = clt_trainer_evaluate(b->model, e->val, o->batch_size, o->val_limit, &row.val_loss, &row.val_accuracy);
     clt_model_set_training(b->model, 1);
     if (s == CLT_OK) s = clt__board_add(&e->board, &row);
     if (s == CLT_OK) log_row(e, &row, end, complete);

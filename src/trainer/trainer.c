@@ -96,12 +96,13 @@ static clt_status train_step(clt_model *m, clt_optimizer *opt, step_tensors *t, 
     return CLT_OK;
 }
 
-clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit, double *loss,
-                        double *accuracy)
+clt_status clt_trainer_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit, double *loss,
+                                double *accuracy)
 {
     if (!model || !ds || !loss || !accuracy)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_evaluate: NULL argument");
-    if (batch_size < 1) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_evaluate: batch_size %lld", (long long)batch_size);
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trainer_evaluate: NULL argument");
+    if (batch_size < 1)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trainer_evaluate: batch_size %lld", (long long)batch_size);
     clt_device dev = clt_model_device(model);
     clt_loader_options lo = clt_loader_default_options();
     lo.batch_size = batch_size;
@@ -135,8 +136,8 @@ clt_status clt_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_s
         seen += b;
     }
     double total = 0, right = 0;
-    if (s == CLT_OK) s = clt__fit_item(loss_sum, &total, "clt_evaluate (reading the loss)");
-    if (s == CLT_OK) s = clt__fit_item(correct, &right, "clt_evaluate (reading the correct count)");
+    if (s == CLT_OK) s = clt__fit_item(loss_sum, &total, "clt_trainer_evaluate (reading the loss)");
+    if (s == CLT_OK) s = clt__fit_item(correct, &right, "clt_trainer_evaluate (reading the correct count)");
     if (s == CLT_OK) {
         *loss = seen ? total / (double)seen : NAN;
         *accuracy = seen ? right / (double)seen : NAN;

@@ -76,7 +76,7 @@ static void step_data_release(step_data *d)
     memset(d, 0, sizeof *d);
 }
 
-/* What clt_trainer_fit's step and clt_evaluate's batch do, once each. */
+/* What clt_trainer_fit's step and clt_trainer_evaluate's batch do, once each. */
 static clt_status run_step(clt_model *c, clt_optimizer *opt, step_data *d, double clip)
 {
     double ignored;

@@ -7,7 +7,8 @@ int main(void)
 {
     clt_tensor *t = NULL;
     int64_t shape[] = {2, 3};
-    if (clt_ones(&t, clt_get_default_device(), CLT_FLOAT32, 2, shape) != CLT_OK || clt_tensor_print(t, stdout) != CLT_OK) {
+    if (clt_ones(&t, clt_device_get_default(), CLT_FLOAT32, 2, shape) != CLT_OK ||
+        clt_tensor_print(t, stdout) != CLT_OK) {
         fprintf(stderr, "consumer: %s\n", clt_last_error());
         clt_tensor_release(t);
         return 1;

@@ -34,10 +34,10 @@ static int fuzz_model_shape(const uint8_t *data, size_t size)
     clt_model *m = NULL;
     if (want < 0) {
         /* Refused before any allocation. */
-        s = clt_model_create_resmlp(&m, clt_get_default_device(), 784, h, (int)k, 10, 1);
+        s = clt_model_create_resmlp(&m, clt_device_get_default(), 784, h, (int)k, 10, 1);
         FUZZ_REQUIRE(s == CLT_ERR_INVALID_ARGUMENT && m == NULL);
     } else if (want <= (1 << 20)) {
-        s = clt_model_create_resmlp(&m, clt_get_default_device(), 784, h, (int)k, 10, 1);
+        s = clt_model_create_resmlp(&m, clt_device_get_default(), 784, h, (int)k, 10, 1);
         FUZZ_REQUIRE(s == CLT_OK);
         FUZZ_REQUIRE(clt_model_num_parameter_elements(m) == want);
         clt_model_free(m);

@@ -74,7 +74,7 @@ static clt_status resume_save(const clt_model *m, int nm, const char **keys, con
 static int fuzz_resume(const uint8_t *data, size_t size)
 {
     if (size == 0) return 0;
-    int64_t before = clt_memory_allocated(clt_get_default_device());
+    int64_t before = clt_memory_allocated(clt_device_get_default());
     int half = data[0] & 1, adam = (data[0] >> 1) & 1;
     char *text = malloc(size);
     FUZZ_REQUIRE(text);
@@ -83,7 +83,7 @@ static int fuzz_resume(const uint8_t *data, size_t size)
     const char *keys[RESUME_MAX_KEYS], *values[RESUME_MAX_KEYS];
     int nm = resume_pairs(text, keys, values);
     clt_model *m = NULL;
-    FUZZ_REQUIRE(clt_model_create_resmlp(&m, clt_get_default_device(), 784, 8, 1, 10, 0) == CLT_OK);
+    FUZZ_REQUIRE(clt_model_create_resmlp(&m, clt_device_get_default(), 784, 8, 1, 10, 0) == CLT_OK);
     if (half) FUZZ_REQUIRE(clt_model_to_dtype(m, CLT_FLOAT16) == CLT_OK);
     clt_status s = resume_save(m, nm, keys, values);
     if (s != CLT_OK) {
@@ -127,7 +127,7 @@ static int fuzz_resume(const uint8_t *data, size_t size)
     }
     clt_dataset_free(&train);
     clt_model_free(m);
-    FUZZ_REQUIRE(clt_memory_allocated(clt_get_default_device()) == before);
+    FUZZ_REQUIRE(clt_memory_allocated(clt_device_get_default()) == before);
     free(text);
     return 0;
 }

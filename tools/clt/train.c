@@ -586,7 +586,8 @@ int clt_cmd_eval(int argc, char **argv)
     rc = make_model("eval", &a, dev, &model);
     double loss = 0, acc = 0;
     if (rc == 0 && clt_model_to(model, dev) != CLT_OK) rc = fail("eval", "moving the model");
-    if (rc == 0 && clt_evaluate(model, &test, a.batch_size, 0, &loss, &acc) != CLT_OK) rc = fail("eval", "evaluating");
+    if (rc == 0 && clt_trainer_evaluate(model, &test, a.batch_size, 0, &loss, &acc) != CLT_OK)
+        rc = fail("eval", "evaluating");
     if (rc == 0) {
         char name[32] = "";
         clt_device_name(dev, name, sizeof name);
