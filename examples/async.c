@@ -44,7 +44,7 @@ int main(int argc, char **argv)
     CHECK(clt_matmul(&b, a, a)); /* warm up: kernels built, memory cached */
     clt_tensor_release(b);
     CHECK(clt_synchronize(dev));
-    clt_reset_sync_count(dev);
+    clt_sync_reset_count(dev);
 
     /* Every result is kept until the end, so the allocator asks the driver
      * for new memory while the products are queued: that does not wait. */

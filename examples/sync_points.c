@@ -52,7 +52,7 @@ static void epoch(const clt_dataset *ds, clt_device dev, int64_t limit, int per_
     clt_tensor *total;
     CHECK(clt_zeros(&total, dev, CLT_FLOAT32, 1, one));
     CHECK(clt_synchronize(dev));
-    clt_reset_sync_count(dev);
+    clt_sync_reset_count(dev);
 
     double t = now(), sum = 0;
     int64_t steps = 0;

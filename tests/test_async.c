@@ -51,7 +51,7 @@ START_TEST(test_ops_only_enqueue)
     clt_tensor_release(y);
     clt_tensor_release(sum);
     ck_assert_ok(clt_synchronize(dev));
-    clt_reset_sync_count(dev);
+    clt_sync_reset_count(dev);
 
     cl_event gate = clt_test_close_gate(dev);
     ck_assert_ok(clt_from_host(&tb, dev, CLT_FLOAT32, 1, shape, b));
@@ -81,7 +81,7 @@ START_TEST(test_ops_only_enqueue)
     ck_assert_int_eq(clt_sync_count(dev), 3);
     ck_assert_ok(clt_synchronize_all());
     ck_assert_uint_ge(clt_sync_count(dev), 4);
-    clt_reset_sync_count(dev);
+    clt_sync_reset_count(dev);
     ck_assert_int_eq(clt_sync_count(dev), 0);
     ck_assert_int_eq(clt_sync_count(clt_gpu(99)), 0);
     clt_tensor_release(ta);
@@ -131,12 +131,12 @@ START_TEST(test_training_step_has_no_sync_point)
     for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device d;
         ck_assert_ok(clt_device_list_entry(i, &d));
-        clt_reset_sync_count(d);
+        clt_sync_reset_count(d);
     }
-    clt_reset_sync_count(clt_pinned());
+    clt_sync_reset_count(clt_pinned());
 
     /* With sync points refused, a full step still succeeds... */
-    clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_ERROR);
     cl_event gate = clt_test_close_gate(dev);
     train_step(m, opt, tx, ty, &loss);
     /* ...and ran nothing yet: the host raced ahead of the device. */
@@ -145,7 +145,7 @@ START_TEST(test_training_step_has_no_sync_point)
     double value;
     ck_assert_status(clt_item(loss, &value), CLT_ERR_SYNC);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_item"));
-    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     clt_test_open_gate(gate);
     ck_assert_int_eq(total_syncs(), 0);
     ck_assert_ok(clt_item(loss, &value));
@@ -162,9 +162,9 @@ END_TEST
 
 START_TEST(test_sync_debug_error)
 {
-    clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
-    ck_assert_int_eq(clt_get_sync_debug(), CLT_SYNC_DEBUG_ERROR);
-    clt_reset_sync_count(clt_cpu());
+    clt_sync_set_debug(CLT_SYNC_DEBUG_ERROR);
+    ck_assert_int_eq(clt_sync_get_debug(), CLT_SYNC_DEBUG_ERROR);
+    clt_sync_reset_count(clt_cpu());
     clt_tensor *t;
     int64_t shape[] = {3};
     ck_assert_ok(clt_ones(&t, clt_cpu(), CLT_FLOAT32, 1, shape));
@@ -178,7 +178,7 @@ START_TEST(test_sync_debug_error)
     ck_assert_status(clt_synchronize(clt_cpu()), CLT_ERR_SYNC);
     ck_assert_status(clt_synchronize_all(), CLT_ERR_SYNC);
     ck_assert_int_eq(clt_sync_count(clt_cpu()), 0);
-    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     ck_assert_ok(clt_to_host(t, host, sizeof host));
     ck_assert_float_eq(host[2], 1.0f);
     ck_assert_int_eq(clt_sync_count(clt_cpu()), 1);
@@ -194,13 +194,13 @@ START_TEST(test_sync_debug_warn_names_call_and_device)
     fflush(stderr);
     int saved = dup(2);
     ck_assert_int_ge(dup2(fd, 2), 0);
-    clt_set_sync_debug(CLT_SYNC_DEBUG_WARN);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_WARN);
     clt_tensor *t;
     int64_t shape[] = {1};
     ck_assert_ok(clt_full(&t, clt_cpu(), CLT_FLOAT32, 1, shape, 4.0));
     double v;
     clt_status s = clt_item(t, &v);
-    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -244,7 +244,7 @@ START_TEST(test_sync_points_name_the_public_call)
         ck_assert_ok(clt_model_forward(m, tx, &logits));
         ck_assert_ok(clt_cross_entropy_loss_grad(&loss, &dlogits, logits, ty));
         ck_assert_ok(clt_model_backward(m, dlogits, NULL));
-        clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
+        clt_sync_set_debug(CLT_SYNC_DEBUG_ERROR);
         double norm;
         ck_assert_status(clt_model_clip_grad_norm(m, 1.0, &norm), CLT_ERR_SYNC);
         ck_assert_msg(strstr(clt_last_error(), "clt_model_clip_grad_norm (reading the norm) on ") &&
@@ -259,7 +259,7 @@ START_TEST(test_sync_points_name_the_public_call)
         } else {
             ck_assert_ok(clt_optimizer_step(opt)); /* float32: no sync point */
         }
-        clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+        clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
         ck_assert_ok(clt_model_clip_grad_norm(m, 1.0, &norm));
         ck_assert(norm > 0);
         clt_tensor_release(logits);
@@ -276,9 +276,9 @@ END_TEST
 
 START_TEST(test_launch_blocking_waits_for_each_command)
 {
-    clt_reset_sync_count(clt_cpu());
-    clt_set_launch_blocking(1);
-    ck_assert_int_eq(clt_get_launch_blocking(), 1);
+    clt_sync_reset_count(clt_cpu());
+    clt_launch_set_blocking(1);
+    ck_assert_int_eq(clt_launch_get_blocking(), 1);
     clt_tensor *a, *y;
     int64_t shape[] = {4099};
     ck_assert_ok(clt_ones(&a, clt_cpu(), CLT_FLOAT32, 1, shape));
@@ -286,7 +286,7 @@ START_TEST(test_launch_blocking_waits_for_each_command)
     ck_assert_ok(clt_add(&y, a, a));
     ck_assert_int_eq(written(y), 1);
     ck_assert_int_eq(clt_sync_count(clt_cpu()), 0);
-    clt_set_launch_blocking(0);
+    clt_launch_set_blocking(0);
     float *h = clt_test_read(y);
     ck_assert_float_eq(h[4098], 2.0f);
     free(h);
@@ -311,11 +311,11 @@ static void check_copy_ordered(clt_device from, clt_device to)
     ck_assert_ok(clt_add_(warm, warm));
     ck_assert_ok(clt_scale_(x, 1.0f));
     ck_assert_ok(clt_synchronize_all());
-    clt_reset_sync_count(from);
-    clt_reset_sync_count(to);
+    clt_sync_reset_count(from);
+    clt_sync_reset_count(to);
 
     cl_event gate = clt_test_close_gate(from);
-    clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR); /* any host wait would fail the calls below */
+    clt_sync_set_debug(CLT_SYNC_DEBUG_ERROR); /* any host wait would fail the calls below */
     ck_assert_ok(clt_scale_(x, 2.0f));
     ck_assert_ok(clt_add_(x, x)); /* x = 4 data, not yet computed */
     ck_assert_ok(clt_to(&z, x, to));
@@ -324,7 +324,7 @@ static void check_copy_ordered(clt_device from, clt_device to)
     ck_assert_int_eq(written(z), 0);
     ck_assert_int_eq(written(w), 0);
     ck_assert_int_eq(clt_sync_count(from) + clt_sync_count(to), 0);
-    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     clt_test_open_gate(gate);
 
     float *h = clt_test_read(w);
@@ -393,7 +393,7 @@ START_TEST(test_new_segments_do_not_wait)
     ck_assert_ok(clt_memory_empty_cache(dev));
     clt_memory_stats before, after;
     ck_assert_ok(clt_memory_get_stats(dev, &before));
-    clt_reset_sync_count(dev);
+    clt_sync_reset_count(dev);
     ck_assert_ok(clt_trace_start(path));
     cl_event gate = clt_test_close_gate(dev);
     for (int i = 0; i < 6; i++) {

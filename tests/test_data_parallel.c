@@ -423,7 +423,7 @@ START_TEST(test_steps_do_not_wait)
     for (int run = 0; run < 2; run++) {
         clt_model *m = resmlp();
         o.max_steps = run == 0 ? 2 : 8;
-        for (int i = 0; i < k; i++) clt_reset_sync_count(list[i]);
+        for (int i = 0; i < k; i++) clt_sync_reset_count(list[i]);
         ck_assert_ok(clt_parallel_fit(m, &train, NULL, &o, list, k, NULL, NULL));
         syncs[run] = 0;
         for (int i = 0; i < k; i++) syncs[run] += clt_sync_count(list[i]);

@@ -188,9 +188,9 @@ static int child_checks(void)
     int bad = 0;
     /* "yes" used to be off, "ERROR" off, "512MB" no cap at all. */
     if (clt__alloc_exact() != 1) bad |= fprintf(stderr, "CLT_ALLOC_EXACT=yes is off\n") > 0;
-    if (clt_get_sync_debug() != CLT_SYNC_DEBUG_ERROR)
+    if (clt_sync_get_debug() != CLT_SYNC_DEBUG_ERROR)
         bad |= fprintf(stderr, "CLT_SYNC_DEBUG=ERROR is not error\n") > 0;
-    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     clt_tensor *t;
     int64_t shape[1] = {4};
     clt_memory_stats st = {0};

@@ -362,11 +362,11 @@ static uint64_t total_syncs(void)
 
 static void reset_syncs(void)
 {
-    clt_reset_sync_count(clt_pinned());
+    clt_sync_reset_count(clt_pinned());
     for (int i = 0; i < clt_device_list_count(); i++) {
         clt_device d;
         ck_assert_ok(clt_device_list_entry(i, &d));
-        clt_reset_sync_count(d);
+        clt_sync_reset_count(d);
     }
 }
 
@@ -415,13 +415,13 @@ START_TEST(test_epoch_without_sync_points)
     ck_assert_ok(clt_loader_set_epoch(l, 1));
     reset_syncs();
 
-    clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_ERROR);
     cl_event gate = clt_test_close_gate(dev);
     for (int i = 0; i < N / B; i++) step(m, opt, l, total);
     ck_assert_int_eq(total_syncs(), 0);
     double v;
     ck_assert_status(clt_item(total, &v), CLT_ERR_SYNC);
-    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     clt_test_open_gate(gate);
     ck_assert_ok(clt_item(total, &v));
     ck_assert_int_eq(total_syncs(), 1);

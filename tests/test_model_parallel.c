@@ -231,8 +231,8 @@ START_TEST(test_pipeline_does_not_wait)
     ck_assert_ok(clt_pipeline_create(&p, st, 2, 4));
     clt_tensor *x = batch_x(dev[0], 32, 1), *y = batch_y(dev[1], 32, 1);
     ck_assert_ok(clt_synchronize_all());
-    clt_reset_sync_count(dev[0]);
-    clt_reset_sync_count(dev[1]);
+    clt_sync_reset_count(dev[0]);
+    clt_sync_reset_count(dev[1]);
     for (int step = 0; step < 2; step++) {
         clt_tensor *out, *loss, *dout, *dx;
         ck_assert_ok(clt_pipeline_forward(p, x, &out));

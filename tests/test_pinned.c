@@ -223,13 +223,13 @@ START_TEST(test_release_in_flight_does_not_wait)
     ck_assert_ok(clt_synchronize(clt_cpu()));
     ck_assert_ok(clt_from_host(&p, clt_pinned(), CLT_FLOAT32, 1, shape, data));
     cl_event gate = clt_test_close_gate(clt_cpu());
-    clt_set_sync_debug(CLT_SYNC_DEBUG_ERROR);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_ERROR);
     ck_assert_ok(clt_to_async(&d, p, clt_cpu(), NULL));
     clt_tensor_release(p);
     /* Same size: would reuse p's block if it were freed now. */
     clt_tensor *p2;
     ck_assert_ok(clt_full(&p2, clt_pinned(), CLT_FLOAT32, 1, shape, -5.0));
-    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     clt_test_open_gate(gate);
     float *h = clt_test_read(d);
     for (int k = 0; k < N; k++) ck_assert_float_eq(h[k], data[k]);

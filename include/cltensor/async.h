@@ -28,7 +28,7 @@ extern "C" {
 CLT_API uint64_t clt_sync_count(clt_device dev);
 /* Sets the device's counter back to 0 (nothing happens for a device that
  * does not exist). */
-CLT_API void clt_reset_sync_count(clt_device dev);
+CLT_API void clt_sync_reset_count(clt_device dev);
 
 typedef enum clt_sync_debug {
     CLT_SYNC_DEBUG_OFF = 0,   /* count only */
@@ -37,14 +37,14 @@ typedef enum clt_sync_debug {
 } clt_sync_debug;
 
 /* The process-wide mode; starts from CLT_SYNC_DEBUG=warn|error (else off). */
-CLT_API void clt_set_sync_debug(clt_sync_debug mode);
-CLT_API clt_sync_debug clt_get_sync_debug(void);
+CLT_API void clt_sync_set_debug(clt_sync_debug mode);
+CLT_API clt_sync_debug clt_sync_get_debug(void);
 
 /* Blocking mode (CUDA_LAUNCH_BLOCKING's equivalent): every enqueued command
  * is waited for at once, so a device error fails the call that caused it.
  * Starts from CLT_LAUNCH_BLOCKING=1. These waits are not counted. */
-CLT_API void clt_set_launch_blocking(int on);
-CLT_API int clt_get_launch_blocking(void);
+CLT_API void clt_launch_set_blocking(int on);
+CLT_API int clt_launch_get_blocking(void);
 
 /* A handle on one enqueued command (a non-blocking copy). */
 typedef struct clt_event clt_event;

@@ -47,7 +47,7 @@ static int tables_ready(int slot)
     return counts && side_queues && slot >= 0 && slot < clt__slot_count();
 }
 
-clt_sync_debug clt_get_sync_debug(void)
+clt_sync_debug clt_sync_get_debug(void)
 {
     int m = atomic_load(&debug_mode);
     if (m >= 0) return (clt_sync_debug)m;
@@ -58,9 +58,9 @@ clt_sync_debug clt_get_sync_debug(void)
     return (clt_sync_debug)atomic_load(&debug_mode);
 }
 
-void clt_set_sync_debug(clt_sync_debug mode) { atomic_store(&debug_mode, (int)mode); }
+void clt_sync_set_debug(clt_sync_debug mode) { atomic_store(&debug_mode, (int)mode); }
 
-int clt_get_launch_blocking(void)
+int clt_launch_get_blocking(void)
 {
     int m = atomic_load(&launch_blocking);
     if (m >= 0) return m;
@@ -70,7 +70,7 @@ int clt_get_launch_blocking(void)
     return atomic_load(&launch_blocking);
 }
 
-void clt_set_launch_blocking(int on) { atomic_store(&launch_blocking, on ? 1 : 0); }
+void clt_launch_set_blocking(int on) { atomic_store(&launch_blocking, on ? 1 : 0); }
 
 /* The device's counter, or NULL when it does not exist (the caller's last
  * error message is left alone). */
@@ -87,7 +87,7 @@ uint64_t clt_sync_count(clt_device dev)
     return c ? atomic_load(c) : 0;
 }
 
-void clt_reset_sync_count(clt_device dev)
+void clt_sync_reset_count(clt_device dev)
 {
     atomic_ullong *c = counter(dev);
     if (c) atomic_store(c, 0);
@@ -101,7 +101,7 @@ static const char *slot_name(int slot)
 
 clt_status clt__sync_point(int slot, const char *api)
 {
-    clt_sync_debug mode = clt_get_sync_debug();
+    clt_sync_debug mode = clt_sync_get_debug();
     if (mode == CLT_SYNC_DEBUG_ERROR)
         return clt__fail(CLT_ERR_SYNC, "%s on %s is a synchronization point (the host would wait for the "
                          "device) and CLT_SYNC_DEBUG=error refuses it", api, slot_name(slot));
@@ -262,7 +262,7 @@ clt_status clt__host_wait(int slot, const char *why, cl_event ev)
 
 static clt_status blocking_wait(int slot, cl_event ev, const char *name)
 {
-    if (!clt_get_launch_blocking()) return CLT_OK;
+    if (!clt_launch_get_blocking()) return CLT_OK;
     return wait_events(slot, name, 1, &ev);
 }
 

@@ -160,7 +160,7 @@ static clt_status touch_device(clt__allocator *a, cl_mem m, size_t size)
     /* Through the hook only in blocking mode: the enqueue includes the
      * driver's allocation, and as a trace's first command on the device it
      * would skew the mapping of device clocks (src/device/trace.c). */
-    clt_status st = clt_get_launch_blocking() ? clt__after_enqueue(a->slot, ev, "touch new buffer") : CLT_OK;
+    clt_status st = clt_launch_get_blocking() ? clt__after_enqueue(a->slot, ev, "touch new buffer") : CLT_OK;
     clReleaseEvent(ev);
     return st;
 }

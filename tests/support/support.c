@@ -226,7 +226,7 @@ void clt_test_remove_dir(const char *dir)
 
 static void finish_queued_work(void)
 {
-    clt_set_sync_debug(CLT_SYNC_DEBUG_OFF);
+    clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     clt_synchronize_all();
 }
 
@@ -319,7 +319,7 @@ clt_tensor *clt_test_upload_view(clt_device dev, const float *x, int64_t rows, i
 
 cl_event clt_test_close_gate(clt_device dev)
 {
-    clt_set_launch_blocking(0);
+    clt_launch_set_blocking(0);
     int slot;
     ck_assert_ok(clt__resolve(dev, &slot));
     cl_context ctx;
