@@ -39,7 +39,7 @@ enum {
 
 /* Compiles every kernel that training `model` on its device needs, with
  * batches of batch_size rows, the given optimizer and gradient clipping
- * (0: none), in the model's dtype and activation checkpointing: it runs one
+ * (0: none), in the model's dtype and recompute setting: it runs one
  * training step and one evaluation batch on a scratch copy of the model
  * (same layers, same device; zeros for data), so the driver also generates
  * the code it generates at a kernel's first launch. The model, its

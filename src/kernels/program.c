@@ -393,7 +393,7 @@ const char *clt__program_name(int i)
     return i >= 0 && i < clt__kernel_source_count ? clt__kernel_sources[i].name : NULL;
 }
 
-void clt__program_stats_get(clt__program_stats *out)
+void clt__program_get_stats(clt__program_stats *out)
 {
     pthread_mutex_lock(&lock);
     *out = stats;

@@ -49,7 +49,7 @@ typedef struct clt__program_stats {
     int built, loaded, saved;
     double build_seconds, save_seconds;
 } clt__program_stats;
-void clt__program_stats_get(clt__program_stats *out);
+void clt__program_get_stats(clt__program_stats *out);
 
 typedef struct clt__arg {
     size_t size;

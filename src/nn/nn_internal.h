@@ -25,10 +25,10 @@ typedef struct clt__layer {
     int nbody;
     /* What backward needs: Linear its input, ReLU its output. */
     clt_tensor *saved;
-    /* Checkpointing, top-level residual blocks only: seg_pos is the 1-based
-     * position in the current forward's segment (0: not in one); the
-     * segment's first layer holds its length and its input, the only
-     * tensor a checkpointed segment keeps. */
+    /* Recompute (activation checkpointing), top-level residual blocks
+     * only: seg_pos is the 1-based position in the current forward's
+     * segment (0: not in one); the segment's first layer holds its length
+     * and its input, the only tensor a recomputed segment keeps. */
     int seg_pos, seg_len, seg_internal;
     clt_tensor *seg_input;
     /* Flatten: the input shape, to restore in backward. */

@@ -19,7 +19,7 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The model's layers rebuilt on its device, in its dtype, checkpointing and
+/* The model's layers rebuilt on its device, in its dtype, recompute setting and
  * loss scaling, with fresh parameters; *in and *classes: the first Linear's
  * input width and the last one's output width. */
 static clt_status scratch_copy(const clt_model *m, clt_model **out, int64_t *in, int64_t *classes)
@@ -138,7 +138,7 @@ clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_opti
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: unknown optimizer %d", (int)optimizer);
     double t0 = now();
     clt__program_stats before, after;
-    clt__program_stats_get(&before);
+    clt__program_get_stats(&before);
     int slot;
     CLT_TRY(clt__resolve(clt_model_device(model), &slot));
     int save = (flags & CLT_WARMUP_SAVE_BINARIES) != 0;
@@ -151,7 +151,7 @@ clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_opti
     /* Programs built earlier in the process without their binary: write them too. */
     for (int i = 0; s == CLT_OK && save && i < clt__program_count(); i++)
         if (clt__program_built(slot, clt__program_name(i))) s = clt__program_prepare(slot, clt__program_name(i), 1);
-    clt__program_stats_get(&after);
+    clt__program_get_stats(&after);
     if (out) {
         out->seconds = now() - t0;
         out->build_seconds = after.build_seconds - before.build_seconds;
