@@ -10,9 +10,9 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "fault.h"
 
@@ -147,10 +147,8 @@ static uint64_t random64(void)
     uint64_t r;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r) return r;
     /* No entropy yet (early boot): O_EXCL still keeps the name safe. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     static _Atomic uint64_t counter;
-    r = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^ counter++;
+    r = clt__now_ns() ^ ((uint64_t)getpid() << 40) ^ counter++;
     return r * 0x9e3779b97f4a7c15ull;
 }
 

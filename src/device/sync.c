@@ -128,6 +128,13 @@ static cl_int status_of(cl_event ev)
     return err != CL_SUCCESS ? err : exec;
 }
 
+int clt__event_done(cl_event ev)
+{
+    cl_int exec = CL_QUEUED;
+    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL) != CL_SUCCESS) return 0;
+    return exec == CL_COMPLETE || exec < 0;
+}
+
 /* A host wait without clWaitForEvents, which some drivers (NVIDIA's) spin
  * in: a completion callback signals a condition variable. The waiter and
  * the callback share this block; the last of the two frees it. */
