@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cltensor/io.h"
 #include "clock.h"
 #include "error.h"
 #include "fault.h"
@@ -305,4 +306,12 @@ clt_status clt__file_write(const char *path, const void *data, size_t n)
         return s;
     }
     return clt__afile_commit(&f);
+}
+
+clt_status clt_file_write(const char *path, const void *data, size_t n)
+{
+    if (!data && n > 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_file_write: data is NULL for %zu bytes to %s", n,
+                         path ? path : "(null)");
+    return clt__file_write(path, data, n);
 }
