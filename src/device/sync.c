@@ -387,7 +387,7 @@ clt_status clt__event_new(cl_event ev, int slot, clt_event **out)
 
 clt_status clt_event_wait(clt_event *ev)
 {
-    if (!ev) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_event_wait: ev is NULL");
+    CLT_TRY(clt__need("clt_event_wait", "ev", ev));
     return clt__sync_wait(ev->slot, "clt_event_wait", 1, &ev->ev);
 }
 

@@ -382,7 +382,7 @@ struct clt_smi {
 
 clt_status clt_smi_open(clt_smi **out)
 {
-    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_smi_open: out is NULL");
+    CLT_TRY(clt__need("clt_smi_open", "out", out));
     *out = NULL;
     clt_smi *s = calloc(1, sizeof *s);
     if (!s) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory reading the published memory records");
