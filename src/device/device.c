@@ -393,7 +393,7 @@ int clt__pinned_slot(void)
 
 clt_status clt_device_from_list(int i, clt_device *out)
 {
-    CLT_TRY(clt__need("clt_device_from_list", "out", out));
+    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_from_list: out is NULL");
     if (i < 0 || i >= clt_device_count())
         return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
                          clt_device_count());
@@ -410,7 +410,7 @@ static void info_string(cl_device_id d, cl_device_info what, char *buf, size_t l
 
 clt_status clt_device_info_get(int i, clt_device_info *out)
 {
-    CLT_TRY(clt__need("clt_device_info_get", "out", out));
+    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_info_get: out is NULL");
     const clt__slot *s = i < clt_device_count() ? clt__slot_get(i) : NULL;
     if (!s)
         return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
