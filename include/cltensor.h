@@ -21,6 +21,7 @@
 #include "cltensor/status.h"
 #include "cltensor/device.h"
 #include "cltensor/memory.h"
+#include "cltensor/smi.h"
 #include "cltensor/tensor.h"
 #include "cltensor/ops.h"
 #include "cltensor/async.h"

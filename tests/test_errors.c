@@ -113,6 +113,51 @@ START_TEST(test_null_arguments)
 }
 END_TEST
 
+/* The model checks (clt__need_model, clt__need) name the call and the
+ * argument, for a NULL and for an uninitialised model alike. */
+START_TEST(test_model_arguments)
+{
+    int64_t shape[] = {2, 3};
+    clt_tensor *x;
+    ck_assert_ok(clt_zeros(&x, clt_cpu(), CLT_FLOAT32, 2, shape));
+    clt_tensor *y = POISON;
+    ck_assert_status(clt_model_forward(NULL, x, &y), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(y);
+    assert_message_has("clt_model_forward: the model is NULL");
+    clt_model *m;
+    ck_assert_ok(clt_model_create(&m, NULL));
+    ck_assert_status(clt_model_forward(m, x, &y), CLT_ERR_INVALID_ARGUMENT);
+    assert_message_has("clt_model_forward: the model has no parameters yet; call clt_model_init");
+
+    clt_model *r = (clt_model *)POISON;
+    ck_assert_status(clt_model_replicate(&r, NULL, clt_cpu()), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(r);
+    assert_message_has("clt_model_replicate: the source model is NULL");
+    ck_assert_status(clt_model_replicate(&r, m, clt_cpu()), CLT_ERR_INVALID_ARGUMENT);
+    assert_message_has("clt_model_replicate: the source model has no parameters yet");
+    ck_assert_status(clt_model_replicate(NULL, m, clt_cpu()), CLT_ERR_INVALID_ARGUMENT);
+    assert_message_has("clt_model_replicate: out is NULL");
+
+    clt_model *stages[1];
+    int first[] = {0};
+    clt_device devs[] = {clt_cpu()};
+    ck_assert_status(clt_model_split(m, 1, first, devs, NULL), CLT_ERR_INVALID_ARGUMENT);
+    assert_message_has("clt_model_split: stages is NULL");
+    ck_assert_status(clt_model_split(m, 1, NULL, devs, stages), CLT_ERR_INVALID_ARGUMENT);
+    assert_message_has("clt_model_split: first_layer is NULL");
+    ck_assert_status(clt_model_split(m, 1, first, NULL, stages), CLT_ERR_INVALID_ARGUMENT);
+    assert_message_has("clt_model_split: devices is NULL");
+    ck_assert_status(clt_model_split(m, 0, first, devs, stages), CLT_ERR_INVALID_ARGUMENT);
+    assert_message_has("clt_model_split: 0 stages");
+    ck_assert_status(clt_model_split(NULL, 1, first, devs, stages), CLT_ERR_INVALID_ARGUMENT);
+    assert_message_has("clt_model_split: the source model is NULL");
+    ck_assert_ptr_null(stages[0]);
+    clt_model_free(m);
+    clt_tensor_release(x);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 START_TEST(test_operand_errors)
 {
     int64_t s4[] = {4}, s5[] = {5}, s22[] = {2, 2};
@@ -188,6 +233,7 @@ int main(void)
     TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_bad_shapes);
     tcase_add_test(tc, test_null_arguments);
+    tcase_add_test(tc, test_model_arguments);
     tcase_add_test(tc, test_operand_errors);
     tcase_add_test(tc, test_no_device);
     tcase_add_test(tc, test_bad_memory_settings);

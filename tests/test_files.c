@@ -130,6 +130,33 @@ START_TEST(test_non_regular_targets_refused)
 }
 END_TEST
 
+/* The public face of the writer (clt_file_write, what `clt timeline` uses):
+ * the same refusals, a complete file, and a status for NULL arguments. */
+START_TEST(test_public_file_write)
+{
+    char target[512], link[512], victim[512], buf[4096];
+    at(target, sizeof target, "out.svg");
+    at(link, sizeof link, "link");
+    at(victim, sizeof victim, "victim");
+    ck_assert_ok(clt_file_write(target, "<svg/>\n", 7));
+    ck_assert_str_eq(get(target, buf, sizeof buf), "<svg/>\n");
+    ck_assert_ok(clt_file_write(target, NULL, 0));
+    ck_assert_str_eq(get(target, buf, sizeof buf), "");
+    put(victim, "precious\n");
+    ck_assert_int_eq(symlink(victim, link), 0);
+    ck_assert_status(clt_file_write(link, "new\n", 4), CLT_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), link));
+    ck_assert(S_ISLNK(mode_of(link)));
+    ck_assert_str_eq(get(victim, buf, sizeof buf), "precious\n");
+    ck_assert_status(clt_file_write(target, NULL, 4), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), target));
+    ck_assert_status(clt_file_write(NULL, "x", 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_file_write("", "x", 1), CLT_ERR_INVALID_ARGUMENT);
+    const char *keep[] = {"out.svg", "link", "victim", NULL};
+    ck_assert_int_eq(other_entries(keep), 0);
+}
+END_TEST
+
 static int is_hex16(const char *s)
 {
     if (strlen(s) != 16) return 0;
@@ -492,6 +519,7 @@ int main(void)
     TCase *tc = clt_test_tcase("writer");
     tcase_add_checked_fixture(tc, make_dir, remove_dir);
     tcase_add_test(tc, test_non_regular_targets_refused);
+    tcase_add_test(tc, test_public_file_write);
     tcase_add_test(tc, test_temp_names_random_and_exclusive);
     tcase_add_test(tc, test_mode_kept);
     tcase_add_test(tc, test_write_fault_keeps_old_file);

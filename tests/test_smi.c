@@ -89,7 +89,7 @@ START_TEST(test_parse_checks_every_field)
     size_t len = own_record(rec, sizeof rec);
     int pid = getpid();
     uint64_t start = start_of(rec);
-    clt__published_process p;
+    clt_smi_process p;
     ck_assert_int_eq(clt__publish_parse(rec, len, pid, start, &p), 1);
     ck_assert_int_eq(p.pid, pid);
     ck_assert_int_ge(p.ndevices, 1);
@@ -114,7 +114,7 @@ START_TEST(test_parse_checks_every_field)
     ck_assert_int_eq(clt__publish_parse(bad, sizeof bad, pid, start, &p), 0);
 
     /* Device counts: none, more than the file holds, more than any process has. */
-    const uint32_t counts[] = {0, (uint32_t)((len - HEADER) / DEVICE + 1), CLT__PUBLISH_MAX_DEVICES + 1, UINT32_MAX};
+    const uint32_t counts[] = {0, (uint32_t)((len - HEADER) / DEVICE + 1), CLT_SMI_MAX_DEVICES + 1, UINT32_MAX};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         memcpy(bad, rec, len);
         memcpy(bad + OFF_NDEV, &counts[i], 4);
@@ -161,15 +161,22 @@ END_TEST
 START_TEST(test_escape)
 {
     char buf[64];
-    clt__publish_escape("\033]0;owned\a\033[2Jok \\ \xff", buf, sizeof buf);
+    clt_smi_escape("\033]0;owned\a\033[2Jok \\ \xff", buf, sizeof buf);
     ck_assert_str_eq(buf, "\\x1b]0;owned\\x07\\x1b[2Jok \\x5c \\xff");
     /* Truncated whole: never half an escape, always terminated. */
-    clt__publish_escape("ab\033", buf, 5);
+    clt_smi_escape("ab\033", buf, 5);
     ck_assert_str_eq(buf, "ab");
-    clt__publish_escape("abcdef", buf, 4);
+    clt_smi_escape("abcdef", buf, 4);
     ck_assert_str_eq(buf, "abc");
-    clt__publish_escape("x", buf, 1);
+    clt_smi_escape("x", buf, 1);
     ck_assert_str_eq(buf, "");
+    /* The public function takes NULLs: "" for in, nothing written for out. */
+    clt_smi_escape(NULL, buf, sizeof buf);
+    ck_assert_str_eq(buf, "");
+    clt_smi_escape("x", NULL, 8);
+    buf[0] = 'k';
+    clt_smi_escape("x", buf, 0);
+    ck_assert_int_eq(buf[0], 'k');
 }
 END_TEST
 
@@ -241,21 +248,50 @@ static void write_file(const char *path, const uint8_t *data, size_t len)
     close(fd);
 }
 
-/* Whether clt__publish_read lists pid. */
-static int listed(int pid, clt__published_process *copy)
+/* Whether the public reader (clt_smi_open, what `clt smi` uses) lists pid. */
+static int listed(int pid, clt_smi_process *copy)
 {
-    clt__published_process *list;
-    int n = clt__publish_read(&list);
+    clt_smi *snap;
+    ck_assert_ok(clt_smi_open(&snap));
+    int n = clt_smi_count(snap), found = 0;
     ck_assert_int_ge(n, 0);
-    int found = 0;
-    for (int i = 0; i < n; i++)
-        if (list[i].pid == pid) {
+    for (int i = 0; i < n; i++) {
+        const clt_smi_process *p = clt_smi_process_at(snap, i);
+        ck_assert_ptr_nonnull(p);
+        if (i > 0) ck_assert_int_gt(p->pid, clt_smi_process_at(snap, i - 1)->pid); /* sorted by pid */
+        if (p->pid == pid) {
             found = 1;
-            if (copy) *copy = list[i];
+            if (copy) *copy = *p;
         }
-    free(list);
+    }
+    ck_assert_ptr_null(clt_smi_process_at(snap, n));
+    ck_assert_ptr_null(clt_smi_process_at(snap, -1));
+    clt_smi_close(snap);
     return found;
 }
+
+/* The public reader lists this process with what it published, and takes
+ * NULLs with a status, not a crash. */
+START_TEST(test_public_reader)
+{
+    uint8_t rec[8192];
+    own_record(rec, sizeof rec);
+    clt_smi_process p;
+    ck_assert(listed(getpid(), &p));
+    ck_assert_ptr_nonnull(strstr(p.command, "test_smi"));
+    ck_assert_int_ge(p.ndevices, 1);
+    ck_assert_int_le(p.ndevices, CLT_SMI_MAX_DEVICES);
+    int64_t reserved = 0;
+    for (int i = 0; i < p.ndevices; i++) reserved += p.devices[i].reserved;
+    ck_assert_int_gt(reserved, 0);
+
+    ck_assert_status(clt_smi_open(NULL), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_smi_open"));
+    ck_assert_int_eq(clt_smi_count(NULL), 0);
+    ck_assert_ptr_null(clt_smi_process_at(NULL, 0));
+    clt_smi_close(NULL);
+}
+END_TEST
 
 /* A record copied from this process's, claiming pid. */
 static size_t forge(uint8_t *rec, size_t cap, int pid, uint64_t start)
@@ -286,7 +322,7 @@ START_TEST(test_forged_records)
     memset(rec + OFF_COMMAND, 0, 256);
     memcpy(rec + OFF_COMMAND, evil, sizeof evil);
     write_file(path, rec, len);
-    clt__published_process p;
+    clt_smi_process p;
     ck_assert(listed(sleeper, &p));
     int rc = run("%s smi", clt_test_clt_path());
     ck_assert_int_eq(rc, 0);
@@ -378,6 +414,7 @@ int main(void)
     TCase *tc = clt_test_tcase("records");
     tcase_add_test(tc, test_parse_checks_every_field);
     tcase_add_test(tc, test_escape);
+    tcase_add_test(tc, test_public_reader);
     tcase_add_test(tc, test_forged_records);
     tcase_add_test(tc, test_file_shrinking_while_read);
     suite_add_tcase(s, tc);

@@ -140,6 +140,19 @@ CLT_API void clt_idx_free(clt_idx *idx);
  * Errors: CLT_ERR_INVALID_ARGUMENT, CLT_ERR_IO. */
 CLT_API clt_status clt_idx_write(const char *path, int ndim, const int64_t *dims, const uint8_t *data, int gzip);
 
+/* ---- any file ---- */
+
+/* Writes n bytes to path the way every cltensor writer does (see the top of
+ * this header): a new temporary file next to the target, flushed to disk and
+ * renamed over it, so path holds the old or the new complete file; an
+ * existing target's mode is kept; SIGINT and SIGTERM wait until the file is
+ * complete. data may be NULL only when n is 0.
+ * Errors: CLT_ERR_INVALID_ARGUMENT (an empty or NULL path, NULL data with
+ * n > 0), CLT_ERR_IO naming the path (a target that is not a regular file,
+ * left as it is; a missing directory; a failed write, after which the old
+ * file is intact and no temporary file remains). */
+CLT_API clt_status clt_file_write(const char *path, const void *data, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,6 +54,12 @@ clt_status clt__fail(clt_status s, const char *fmt, ...)
     return s;
 }
 
+clt_status clt__need(const char *op, const char *what, const void *p)
+{
+    if (p) return CLT_OK;
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, what);
+}
+
 clt_status clt__cl_fail(cl_int err, const char *fmt, ...)
 {
     char what[CLT_MESSAGE_MAX / 2];

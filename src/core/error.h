@@ -17,6 +17,10 @@ clt_status clt__fail(clt_status s, const char *fmt, ...) CLT_PRINTF(2, 3);
 /* Records "<what>: <CL error name> (<code>)" and returns the matching status
  * (CLT_ERR_OUT_OF_MEMORY for the OpenCL out-of-memory codes, else CLT_ERR_OPENCL). */
 clt_status clt__cl_fail(cl_int err, const char *fmt, ...) CLT_PRINTF(2, 3);
+/* The argument check for NULL, shared by every layer: CLT_ERR_INVALID_ARGUMENT
+ * with "op: what is NULL" when p is NULL (the tensor checks build on it:
+ * src/tensor/check.h). */
+clt_status clt__need(const char *op, const char *what, const void *p);
 /* "CL_INVALID_VALUE" and friends. */
 const char *clt__cl_error_name(cl_int err);
 

@@ -10,9 +10,10 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "cltensor/io.h"
+#include "clock.h"
 #include "error.h"
 #include "fault.h"
 
@@ -147,10 +148,8 @@ static uint64_t random64(void)
     uint64_t r;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r) return r;
     /* No entropy yet (early boot): O_EXCL still keeps the name safe. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     static _Atomic uint64_t counter;
-    r = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^ counter++;
+    r = clt__now_ns() ^ ((uint64_t)getpid() << 40) ^ counter++;
     return r * 0x9e3779b97f4a7c15ull;
 }
 
@@ -307,4 +306,12 @@ clt_status clt__file_write(const char *path, const void *data, size_t n)
         return s;
     }
     return clt__afile_commit(&f);
+}
+
+clt_status clt_file_write(const char *path, const void *data, size_t n)
+{
+    if (!data && n > 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_file_write: data is NULL for %zu bytes to %s", n,
+                         path ? path : "(null)");
+    return clt__file_write(path, data, n);
 }

@@ -44,6 +44,130 @@ static void fill_limits(clt__slot *s)
         s->max_work_group = 1;
 }
 
+/* The slot table being built: tab[0..n), room for cap. */
+typedef struct slot_table {
+    clt__slot *tab;
+    int n, cap;
+    int ncpu, ngpu;  /* type indices handed out so far */
+    int first_cpu;   /* the first CPU device's slot, -1 for none */
+    int cpu_as_gpu;  /* CLT_CPU_AS_GPU: 0 off, 1 on, 2 "only" (no cpu:0 is added) */
+} slot_table;
+
+/* Room for `need` more slots; 0 when host memory ran out. */
+static int reserve_slots(slot_table *t, int need)
+{
+    if (t->n + need <= t->cap) return 1;
+    int ncap = t->cap ? t->cap * 2 : 8;
+    if (ncap < t->n + need) ncap = t->n + need;
+    clt__slot *grown = realloc(t->tab, (size_t)ncap * sizeof *grown);
+    if (!grown) return 0;
+    t->tab = grown;
+    t->cap = ncap;
+    return 1;
+}
+
+/* Adds device d of platform p, typed and named: a CPU is cpu:N unless
+ * CLT_CPU_AS_GPU presents it as a GPU. The caller reserved the room. */
+static void add_device(slot_table *t, cl_platform_id platform, cl_uint p, cl_device_id dev, cl_uint d)
+{
+    clt__slot *s = &t->tab[t->n];
+    memset(s, 0, sizeof *s);
+    s->platform = platform;
+    s->device = dev;
+    s->platform_index = (int)p;
+    s->device_index = (int)d;
+    s->context_group = (int)p;
+    int cpu = is_cpu(dev);
+    s->cpu_type = cpu;
+    if (cpu && t->first_cpu < 0) t->first_cpu = t->n;
+    if (cpu && !t->cpu_as_gpu) {
+        s->type = CLT_DEVICE_CPU;
+        s->type_index = t->ncpu++;
+    } else {
+        s->type = CLT_DEVICE_GPU;
+        s->type_index = t->ngpu++;
+        s->presented_as_gpu = cpu;
+    }
+    fill_limits(s);
+    snprintf(s->name, sizeof s->name, "%s:%d", s->type == CLT_DEVICE_CPU ? "cpu" : "gpu", s->type_index);
+    t->n++;
+}
+
+/* Adds every device of platform p (none where the driver fails). */
+static void add_platform(slot_table *t, cl_platform_id platform, cl_uint p)
+{
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0) return;
+    cl_device_id *devs = calloc(nd, sizeof *devs);
+    if (!devs) return;
+    if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, nd, devs, NULL) != CL_SUCCESS) nd = 0;
+    for (cl_uint d = 0; d < nd && reserve_slots(t, 1); d++) add_device(t, platform, p, devs[d], d);
+    free(devs);
+}
+
+/* Adds a slot copying slot `from`, of type `type` and index 0, named `name`. */
+static clt__slot *add_copy(slot_table *t, int from, clt_device_type type, const char *name)
+{
+    clt__slot *s = &t->tab[t->n++];
+    *s = t->tab[from];
+    s->type = type;
+    s->type_index = 0;
+    s->presented_as_gpu = 0;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    return s;
+}
+
+/* The extra cpu:0 of CLT_CPU_AS_GPU=1, over the first CPU, in a context of
+ * its own (group np + its platform). */
+static void add_extra_cpu(slot_table *t, cl_uint np)
+{
+    if (t->cpu_as_gpu != 1 || t->first_cpu < 0 || !reserve_slots(t, 1)) return;
+    clt__slot *s = add_copy(t, t->first_cpu, CLT_DEVICE_CPU, "cpu:0");
+    s->context_group = (int)np + s->platform_index;
+}
+
+/* Pinned host memory lives in the context of the first GPU (else of the
+ * first device): the device it is most likely copied to. */
+static void add_pinned(slot_table *t)
+{
+    if (t->n == 0 || !reserve_slots(t, 1)) return;
+    int base = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->tab[i].type == CLT_DEVICE_GPU) {
+            base = i;
+            break;
+        }
+    add_copy(t, base, CLT_DEVICE_PINNED, "pinned");
+    pinned_slot = t->n - 1;
+}
+
+/* Publishes the table with its context groups (two per platform: its own
+ * and the extra cpu:0's) and per-slot queue locks; on running out of host
+ * memory no device exists. */
+static void install(slot_table *t, cl_uint np)
+{
+    int n = t->n, ngroups = 2 * (int)np;
+    groups = calloc((size_t)ngroups, sizeof *groups);
+    queues = calloc((size_t)(n ? n : 1), sizeof *queues);
+    queue_locks = calloc((size_t)(n ? n : 1), sizeof *queue_locks);
+    if (!groups || !queues || !queue_locks) {
+        free(groups);
+        free(queues);
+        free(queue_locks);
+        free(t->tab);
+        groups = NULL;
+        queues = NULL;
+        queue_locks = NULL;
+        pinned_slot = -1;
+        return;
+    }
+    for (int i = 0; i < ngroups; i++) pthread_mutex_init(&groups[i].lock, NULL);
+    for (int i = 0; i < n; i++) pthread_mutex_init(&queue_locks[i], NULL);
+    group_count = ngroups;
+    slots = t->tab;
+    slot_count = n;
+}
+
 /* Builds the slot table. Without CLT_CPU_AS_GPU every device appears once,
  * named by its type. With it, CPU devices are listed as GPUs and cpu:0 is
  * added as a separate device over the first CPU, in a context of its own;
@@ -58,105 +182,12 @@ static void enumerate(void)
         free(plats);
         return;
     }
-    /* 0 off, 1 on, 2 "only" (no cpu:0 is added). */
-    int cpu_as_gpu = clt__env_int(CLT__ENV_CPU_AS_GPU, 0);
-    int cap = 0, n = 0, ncpu = 0, ngpu = 0;
-    clt__slot *tab = NULL;
-    int first_cpu = -1;
-    for (cl_uint p = 0; p < np; p++) {
-        cl_uint nd = 0;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0) continue;
-        cl_device_id *devs = calloc(nd, sizeof *devs);
-        if (!devs) continue;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL) != CL_SUCCESS) nd = 0;
-        for (cl_uint d = 0; d < nd; d++) {
-            if (n + 1 >= cap) {
-                int ncap = cap ? cap * 2 : 8;
-                clt__slot *grown = realloc(tab, (size_t)ncap * sizeof *tab);
-                if (!grown) break;
-                tab = grown;
-                cap = ncap;
-            }
-            clt__slot *s = &tab[n];
-            memset(s, 0, sizeof *s);
-            s->platform = plats[p];
-            s->device = devs[d];
-            s->platform_index = (int)p;
-            s->device_index = (int)d;
-            s->context_group = (int)p;
-            int cpu = is_cpu(devs[d]);
-            s->cpu_type = cpu;
-            if (cpu && first_cpu < 0) first_cpu = n;
-            if (cpu && !cpu_as_gpu) {
-                s->type = CLT_DEVICE_CPU;
-                s->type_index = ncpu++;
-            } else {
-                s->type = CLT_DEVICE_GPU;
-                s->type_index = ngpu++;
-                s->presented_as_gpu = cpu;
-            }
-            fill_limits(s);
-            snprintf(s->name, sizeof s->name, "%s:%d", s->type == CLT_DEVICE_CPU ? "cpu" : "gpu",
-                     s->type_index);
-            n++;
-        }
-        free(devs);
-    }
-    if (cpu_as_gpu == 1 && first_cpu >= 0 && n < cap) {
-        clt__slot *s = &tab[n];
-        *s = tab[first_cpu];
-        s->type = CLT_DEVICE_CPU;
-        s->type_index = 0;
-        s->presented_as_gpu = 0;
-        s->context_group = (int)np + s->platform_index;
-        snprintf(s->name, sizeof s->name, "cpu:0");
-        n++;
-    }
-    /* Pinned host memory lives in the context of the first GPU (else of the
-     * first device): the device it is most likely copied to. */
-    if (n > 0 && n == cap) {
-        clt__slot *grown = realloc(tab, (size_t)(cap + 1) * sizeof *tab);
-        if (grown) {
-            tab = grown;
-            cap++;
-        }
-    }
-    if (n > 0 && n < cap) {
-        int base = 0;
-        for (int i = 0; i < n; i++)
-            if (tab[i].type == CLT_DEVICE_GPU) {
-                base = i;
-                break;
-            }
-        clt__slot *s = &tab[n];
-        *s = tab[base];
-        s->type = CLT_DEVICE_PINNED;
-        s->type_index = 0;
-        s->presented_as_gpu = 0;
-        snprintf(s->name, sizeof s->name, "pinned");
-        pinned_slot = n++;
-    }
+    slot_table t = {.first_cpu = -1, .cpu_as_gpu = clt__env_int(CLT__ENV_CPU_AS_GPU, 0)};
+    for (cl_uint p = 0; p < np; p++) add_platform(&t, plats[p], p);
     free(plats);
-    int ngroups = 2 * (int)np;
-    groups = calloc((size_t)ngroups, sizeof *groups);
-    queues = calloc((size_t)(n ? n : 1), sizeof *queues);
-    queue_locks = calloc((size_t)(n ? n : 1), sizeof *queue_locks);
-    if (!groups || !queues || !queue_locks) {
-        free(groups);
-        free(queues);
-        free(queue_locks);
-        free(tab);
-        groups = NULL;
-        queues = NULL;
-        queue_locks = NULL;
-        pinned_slot = -1;
-        return;
-    }
-    for (int i = 0; i < ngroups; i++) pthread_mutex_init(&groups[i].lock, NULL);
-    for (int i = 0; i < n; i++) pthread_mutex_init(&queue_locks[i], NULL);
-    group_count = ngroups;
-    slots = tab;
-    slot_count = n;
+    add_extra_cpu(&t, np);
+    add_pinned(&t);
+    install(&t, np);
 }
 
 int clt__slot_count(void)

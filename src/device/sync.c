@@ -128,6 +128,13 @@ static cl_int status_of(cl_event ev)
     return err != CL_SUCCESS ? err : exec;
 }
 
+int clt__event_done(cl_event ev)
+{
+    cl_int exec = CL_QUEUED;
+    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL) != CL_SUCCESS) return 0;
+    return exec == CL_COMPLETE || exec < 0;
+}
+
 /* A host wait without clWaitForEvents, which some drivers (NVIDIA's) spin
  * in: a completion callback signals a condition variable. The waiter and
  * the callback share this block; the last of the two frees it. */
@@ -380,7 +387,7 @@ clt_status clt__event_new(cl_event ev, int slot, clt_event **out)
 
 clt_status clt_event_wait(clt_event *ev)
 {
-    if (!ev) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_event_wait: ev is NULL");
+    CLT_TRY(clt__need("clt_event_wait", "ev", ev));
     return clt__sync_wait(ev->slot, "clt_event_wait", 1, &ev->ev);
 }
 

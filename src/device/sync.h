@@ -63,6 +63,11 @@ clt_status clt__bridge_event(cl_event ev, cl_context ctx, cl_event *out);
  * start commands that were never flushed. */
 void clt__flush_event_queue(cl_event ev);
 
+/* Whether ev's command has ended, without waiting: complete, or failed (a
+ * negative status). A status that cannot be read counts as not ended, so a
+ * caller never frees what the command may still be using. */
+int clt__event_done(cl_event ev);
+
 /* A public handle on ev (retained); *out is NULL when ev is NULL. */
 clt_status clt__event_new(cl_event ev, int slot, clt_event **out);
 

@@ -80,13 +80,6 @@ static void harvest(record *r)
     unharvested--;
 }
 
-static int finished(cl_event ev)
-{
-    cl_int exec = CL_QUEUED;
-    clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
-    return exec == CL_COMPLETE || exec < 0;
-}
-
 /* Harvests every finished command; with wait, waits for the others first. */
 static void harvest_all(int wait)
 {
@@ -94,7 +87,7 @@ static void harvest_all(int wait)
         record *r = &recs[i];
         if (!r->ev) continue;
         if (wait) clWaitForEvents(1, &r->ev);
-        if (finished(r->ev)) harvest(r);
+        if (clt__event_done(r->ev)) harvest(r);
     }
 }
 

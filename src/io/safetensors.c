@@ -132,30 +132,41 @@ static clt_status parse_metadata(clt_safetensors *f, json_t *meta)
     return CLT_OK;
 }
 
-static clt_status parse_entry(clt_safetensors *f, const char *name, json_t *v, entry *e)
+/* Only dtype, shape and data_offsets, all three. */
+static clt_status check_fields(clt_safetensors *f, const char *name, json_t *v)
 {
-    char msg[256];
-    if (!json_is_object(v)) return bad(f, name, "entry is not an object");
     const char *field;
     json_t *fv;
     json_object_foreach(v, field, fv) {
         if (strcmp(field, "dtype") != 0 && strcmp(field, "shape") != 0 && strcmp(field, "data_offsets") != 0) {
+            char msg[256];
             snprintf(msg, sizeof msg, "unexpected field '%.100s' (only dtype, shape, data_offsets)", field);
             return bad(f, name, msg);
         }
     }
-    json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
-    json_t *offs = json_object_get(v, "data_offsets");
-    if (!dt || !shape || !offs) return bad(f, name, "entry lacks dtype, shape or data_offsets");
+    if (!json_object_get(v, "dtype") || !json_object_get(v, "shape") || !json_object_get(v, "data_offsets"))
+        return bad(f, name, "entry lacks dtype, shape or data_offsets");
+    return CLT_OK;
+}
+
+static clt_status parse_dtype(clt_safetensors *f, const char *name, json_t *dt, entry *e)
+{
     if (!json_is_string(dt)) return bad(f, name, "dtype is not a string");
     const struct dtype_desc *d = dtype_lookup(json_string_value(dt));
     if (!d) {
+        char msg[256];
         snprintf(msg, sizeof msg, "unknown dtype '%.60s'", json_string_value(dt));
         return bad(f, name, msg);
     }
     e->dtype = d->name;
     e->elem_size = d->size;
+    return CLT_OK;
+}
 
+/* The shape and its element count; e->elem_size is known. */
+static clt_status parse_shape(clt_safetensors *f, const char *name, json_t *shape, entry *e)
+{
+    char msg[256];
     if (!json_is_array(shape)) return bad(f, name, "shape is not an array");
     size_t ndim = json_array_size(shape);
     if (ndim > 1024) return bad(f, name, "shape has more than 1024 dimensions");
@@ -164,7 +175,7 @@ static clt_status parse_entry(clt_safetensors *f, const char *name, json_t *v, e
     e->ndim = (int)ndim;
     /* Bytes, not elements, must fit in 64 bits, so the product is bounded by
      * INT64_MAX / element size. */
-    int64_t numel = 1, limit = INT64_MAX / (int64_t)d->size;
+    int64_t numel = 1, limit = INT64_MAX / (int64_t)e->elem_size;
     for (size_t i = 0; i < ndim; i++) {
         uint64_t s;
         if (!get_count(json_array_get(shape, i), &s)) {
@@ -179,7 +190,14 @@ static clt_status parse_entry(clt_safetensors *f, const char *name, json_t *v, e
         numel *= (int64_t)s;
     }
     e->numel = numel;
+    return CLT_OK;
+}
 
+/* The data offsets: ordered, inside the data buffer, exactly the bytes the
+ * shape and dtype need. */
+static clt_status parse_offsets(clt_safetensors *f, const char *name, json_t *offs, entry *e)
+{
+    char msg[256];
     if (!json_is_array(offs) || json_array_size(offs) != 2 || !get_count(json_array_get(offs, 0), &e->begin) ||
         !get_count(json_array_get(offs, 1), &e->end))
         return bad(f, name, "data_offsets is not a pair of non-negative integers");
@@ -193,13 +211,23 @@ static clt_status parse_entry(clt_safetensors *f, const char *name, json_t *v, e
                  (unsigned long long)e->begin, (unsigned long long)e->end, (unsigned long long)f->data_len);
         return bad(f, name, msg);
     }
-    uint64_t want = (uint64_t)numel * d->size;
+    uint64_t want = (uint64_t)e->numel * e->elem_size;
     if (e->end - e->begin != want) {
         snprintf(msg, sizeof msg, "shape and dtype %s need %llu bytes but data_offsets [%llu, %llu) hold %llu",
-                 d->name, (unsigned long long)want, (unsigned long long)e->begin, (unsigned long long)e->end,
+                 e->dtype, (unsigned long long)want, (unsigned long long)e->begin, (unsigned long long)e->end,
                  (unsigned long long)(e->end - e->begin));
         return bad(f, name, msg);
     }
+    return CLT_OK;
+}
+
+static clt_status parse_entry(clt_safetensors *f, const char *name, json_t *v, entry *e)
+{
+    if (!json_is_object(v)) return bad(f, name, "entry is not an object");
+    CLT_TRY(check_fields(f, name, v));
+    CLT_TRY(parse_dtype(f, name, json_object_get(v, "dtype"), e));
+    CLT_TRY(parse_shape(f, name, json_object_get(v, "shape"), e));
+    CLT_TRY(parse_offsets(f, name, json_object_get(v, "data_offsets"), e));
     e->name = strdup(name);
     if (!e->name) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", f->path);
     return CLT_OK;

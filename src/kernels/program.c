@@ -264,6 +264,48 @@ static void save_binary(const clt__slot *s, const char *path, cl_program p)
     pthread_mutex_unlock(&lock);
 }
 
+/* The program of source `index` already built with extra options (NULL for
+ * none), or NULL. The slot's lock held. */
+static cl_program built_program(const slot_programs *sp, int index, const char *extra)
+{
+    if (!extra) return sp->programs[index];
+    for (int i = 0; i < sp->nvariants; i++)
+        if (sp->variants[i].index == index && strcmp(sp->variants[i].options, extra) == 0)
+            return sp->variants[i].program;
+    return NULL;
+}
+
+/* Loads source `index`'s program from the binary cache, else builds it from
+ * source (and saves its binary where that is cheap or asked for), counted
+ * and timed in the stats. */
+static clt_status load_or_build(int slot, int index, const char *options, int save, cl_program *out)
+{
+    const clt__slot *s = clt__slot_get(slot);
+    const clt__kernel_source *src = &clt__kernel_sources[index];
+    cl_context ctx;
+    CLT_TRY(clt__slot_context(slot, &ctx));
+    char path[1024];
+    int cached = cache_path(slot, options, src->source, path, sizeof path);
+    cl_program p = cached ? from_binary(ctx, s, options, path) : NULL;
+    if (p) {
+        pthread_mutex_lock(&lock);
+        stats.loaded++;
+        pthread_mutex_unlock(&lock);
+        *out = p;
+        return CLT_OK;
+    }
+    double t0 = clt__now_seconds();
+    clt_status st = from_source(ctx, s, src, options, &p);
+    pthread_mutex_lock(&lock);
+    stats.build_seconds += clt__now_seconds() - t0;
+    if (st == CLT_OK) stats.built++;
+    pthread_mutex_unlock(&lock);
+    if (st != CLT_OK) return st;
+    if (cached && (save || save_all || !binary_is_a_build(s))) save_binary(s, path, p);
+    *out = p;
+    return CLT_OK;
+}
+
 /* The program of source `index` built with extra options (NULL for none);
  * save: write its binary to the cache even where that costs a compilation
  * (binary_is_a_build). The slot's lock (sp->lock) held. */
@@ -274,24 +316,14 @@ static clt_status get_program(int slot, int index, const char *extra, int save, 
         sp->programs = calloc((size_t)clt__kernel_source_count, sizeof *sp->programs);
         if (!sp->programs) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel programs");
     }
-    if (!extra && sp->programs[index]) {
-        *out = sp->programs[index];
-        return CLT_OK;
-    }
-    for (int i = 0; extra && i < sp->nvariants; i++) {
-        if (sp->variants[i].index == index && strcmp(sp->variants[i].options, extra) == 0) {
-            *out = sp->variants[i].program;
-            return CLT_OK;
-        }
-    }
+    if ((*out = built_program(sp, index, extra)) != NULL) return CLT_OK;
     char options[512];
     if (snprintf(options, sizeof options, "%s%s%s", BUILD_OPTIONS, extra ? " " : "", extra ? extra : "") >=
         (int)sizeof options)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: build options \"%s\" too long", extra);
-    program_variant *grown = NULL;
     char *copy = NULL;
     if (extra) {
-        grown = realloc(sp->variants, (size_t)(sp->nvariants + 1) * sizeof *grown);
+        program_variant *grown = realloc(sp->variants, (size_t)(sp->nvariants + 1) * sizeof *grown);
         if (grown) sp->variants = grown;
         copy = strdup(extra);
         if (!grown || !copy) {
@@ -299,27 +331,8 @@ static clt_status get_program(int slot, int index, const char *extra, int save, 
             return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel programs");
         }
     }
-    const clt__slot *s = clt__slot_get(slot);
-    const clt__kernel_source *src = &clt__kernel_sources[index];
-    cl_context ctx;
     cl_program p = NULL;
-    clt_status st = clt__slot_context(slot, &ctx);
-    char path[1024];
-    int cached = st == CLT_OK && cache_path(slot, options, src->source, path, sizeof path);
-    if (cached && (p = from_binary(ctx, s, options, path)) != NULL) {
-        pthread_mutex_lock(&lock);
-        stats.loaded++;
-        pthread_mutex_unlock(&lock);
-    }
-    if (st == CLT_OK && !p) {
-        double t0 = clt__now_seconds();
-        st = from_source(ctx, s, src, options, &p);
-        pthread_mutex_lock(&lock);
-        stats.build_seconds += clt__now_seconds() - t0;
-        if (st == CLT_OK) stats.built++;
-        pthread_mutex_unlock(&lock);
-        if (st == CLT_OK && cached && (save || save_all || !binary_is_a_build(s))) save_binary(s, path, p);
-    }
+    clt_status st = load_or_build(slot, index, options, save, &p);
     if (st != CLT_OK) {
         free(copy);
         return st;
@@ -405,59 +418,90 @@ clt_status clt__kernel(int slot, const char *program, const char *name, cl_kerne
     return clt__kernel_opts(slot, program, NULL, name, out);
 }
 
+/* A slot kernels can run on, else a message naming the kernel. */
+static clt_status check_kernel_slot(int slot, const char *name)
+{
+    if (slot < 0 || slot >= clt__slot_count()) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d", slot);
+    if (slot == clt__pinned_slot())
+        return clt__fail(CLT_ERR_UNSUPPORTED, "kernel %s: pinned tensors hold host memory and kernels do not run "
+                         "on them; move the tensor to a device with clt_to first", name);
+    return CLT_OK;
+}
+
+/* The cached kernel `name` built with `options`, or NULL. The slot's lock held. */
+static const cached_kernel *find_kernel(const slot_programs *sp, const char *name, const char *options)
+{
+    for (int i = 0; i < sp->nkernels; i++)
+        if (strcmp(sp->kernels[i].name, name) == 0 && same_options(sp->kernels[i].options, options))
+            return &sp->kernels[i];
+    return NULL;
+}
+
+/* Room for one more kernel in the slot's table. The slot's lock held. */
+static clt_status reserve_kernel(slot_programs *sp)
+{
+    if (sp->nkernels < sp->cap) return CLT_OK;
+    int ncap = sp->cap ? sp->cap * 2 : 16;
+    cached_kernel *grown = realloc(sp->kernels, (size_t)ncap * sizeof *grown);
+    if (!grown) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+    sp->kernels = grown;
+    sp->cap = ncap;
+    return CLT_OK;
+}
+
+/* Creates kernel `name` of program p (from cl/<program>.cl) and queries its
+ * largest work-group size on the slot's device; out owns a copy of options. */
+static clt_status create_kernel(int slot, cl_program p, const char *program, const char *name, const char *options,
+                                cached_kernel *out)
+{
+    char *copy = options ? strdup(options) : NULL;
+    if (options && !copy) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+    cl_int err = CL_SUCCESS;
+    cl_kernel k = clCreateKernel(p, name, &err);
+    if (err != CL_SUCCESS) {
+        free(copy);
+        return clt__cl_fail(err, "clCreateKernel %s from cl/%s.cl", name, program);
+    }
+    size_t wg = 0;
+    err = clGetKernelWorkGroupInfo(k, clt__slot_get(slot)->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    if (err != CL_SUCCESS) {
+        clReleaseKernel(k);
+        free(copy);
+        return clt__cl_fail(err, "querying the work-group size of kernel %s", name);
+    }
+    *out = (cached_kernel){name, copy, k, wg};
+    return CLT_OK;
+}
+
+/* Builds (or loads) the program and adds kernel `name` to the slot's table.
+ * The slot's lock held. */
+static clt_status add_kernel(int slot, slot_programs *sp, const char *program, const char *options, const char *name,
+                             const cached_kernel **out)
+{
+    int index = find_source(program);
+    if (index < 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: no kernel source cl/%s.cl", program);
+    cl_program p = NULL;
+    CLT_TRY(get_program(slot, index, options, 0, &p));
+    CLT_TRY(reserve_kernel(sp));
+    CLT_TRY(create_kernel(slot, p, program, name, options, &sp->kernels[sp->nkernels]));
+    *out = &sp->kernels[sp->nkernels++];
+    return CLT_OK;
+}
+
 /* The kernel and its largest work-group size, built and queried once. */
 static clt_status kernel_lookup(int slot, const char *program, const char *options, const char *name, cl_kernel *out,
                                 size_t *most)
 {
     if (options && !*options) options = NULL;
-    if (slot < 0 || slot >= clt__slot_count()) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d", slot);
-    if (slot == clt__pinned_slot())
-        return clt__fail(CLT_ERR_UNSUPPORTED, "kernel %s: pinned tensors hold host memory and kernels do not run "
-                         "on them; move the tensor to a device with clt_to first", name);
+    CLT_TRY(check_kernel_slot(slot, name));
     slot_programs *sp = programs_of(slot);
     if (!sp) return CLT_ERR_OUT_OF_MEMORY;
     pthread_mutex_lock(&sp->lock);
-    clt_status st = CLT_OK;
-    for (int i = 0; i < sp->nkernels; i++) {
-        if (strcmp(sp->kernels[i].name, name) == 0 && same_options(sp->kernels[i].options, options)) {
-            *out = sp->kernels[i].kernel;
-            *most = sp->kernels[i].most;
-            pthread_mutex_unlock(&sp->lock);
-            return CLT_OK;
-        }
-    }
-    int index = st == CLT_OK ? find_source(program) : -1;
-    if (st == CLT_OK && index < 0) st = clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: no kernel source cl/%s.cl", program);
-    cl_program p = NULL;
-    if (st == CLT_OK) st = get_program(slot, index, options, 0, &p);
-    if (st == CLT_OK && sp->nkernels == sp->cap) {
-        int ncap = sp->cap ? sp->cap * 2 : 16;
-        cached_kernel *grown = realloc(sp->kernels, (size_t)ncap * sizeof *grown);
-        if (!grown) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
-        else {
-            sp->kernels = grown;
-            sp->cap = ncap;
-        }
-    }
+    const cached_kernel *ck = find_kernel(sp, name, options);
+    clt_status st = ck ? CLT_OK : add_kernel(slot, sp, program, options, name, &ck);
     if (st == CLT_OK) {
-        cl_int err = CL_SUCCESS;
-        char *copy = options ? strdup(options) : NULL;
-        cl_kernel k = options && !copy ? NULL : clCreateKernel(p, name, &err);
-        size_t wg = 0;
-        if (options && !copy) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
-        else if (err != CL_SUCCESS) {
-            free(copy);
-            st = clt__cl_fail(err, "clCreateKernel %s from cl/%s.cl", name, program);
-        } else if ((err = clGetKernelWorkGroupInfo(k, clt__slot_get(slot)->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                                   sizeof wg, &wg, NULL)) != CL_SUCCESS) {
-            clReleaseKernel(k);
-            free(copy);
-            st = clt__cl_fail(err, "querying the work-group size of kernel %s", name);
-        } else {
-            sp->kernels[sp->nkernels++] = (cached_kernel){name, copy, k, wg};
-            *out = k;
-            *most = wg;
-        }
+        *out = ck->kernel;
+        *most = ck->most;
     }
     pthread_mutex_unlock(&sp->lock);
     return st;

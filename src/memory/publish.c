@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../core/env.h"
+#include "../core/error.h"
 #include "../device/device_internal.h"
 
 #define PUB_MAGIC 0x31544c43u /* "CLT1": bumped whenever the layout changes */
@@ -128,7 +129,7 @@ static void setup_locked(void)
     if (clt__env_int(CLT__ENV_NO_PUBLISH, 0)) return;
     int nslots = clt__slot_count();
     if (nslots <= 0) return;
-    uint32_t ndev = nslots < CLT__PUBLISH_MAX_DEVICES ? (uint32_t)nslots : CLT__PUBLISH_MAX_DEVICES;
+    uint32_t ndev = nslots < CLT_SMI_MAX_DEVICES ? (uint32_t)nslots : CLT_SMI_MAX_DEVICES;
     size_t size = sizeof(pub_header) + ndev * sizeof(pub_device);
     const char *dirs[] = {"/dev/shm", getenv("XDG_RUNTIME_DIR"), "/tmp"};
     pub_header *h = NULL;
@@ -210,25 +211,25 @@ static int terminated(const char *field, size_t len) { return memchr(field, '\0'
 static int counter_ok(int64_t v) { return v >= 0 && v <= CLT__PUBLISH_MAX_BYTES; }
 
 /* A record refused after part of it was copied: nothing of it is kept. */
-static int refuse(clt__published_process *p)
+static int refuse(clt_smi_process *p)
 {
     memset(p, 0, sizeof *p);
     return 0;
 }
 
-int clt__publish_parse(const void *buf, size_t len, int pid, uint64_t start_time, clt__published_process *p)
+int clt__publish_parse(const void *buf, size_t len, int pid, uint64_t start_time, clt_smi_process *p)
 {
     memset(p, 0, sizeof *p);
     /* Copied out first: the fields are checked on this copy, never re-read. */
     union {
         pub_header h;
-        char bytes[sizeof(pub_header) + CLT__PUBLISH_MAX_DEVICES * sizeof(pub_device)];
+        char bytes[sizeof(pub_header) + CLT_SMI_MAX_DEVICES * sizeof(pub_device)];
     } copy;
     if (len < sizeof(pub_header) || len > sizeof copy) return 0;
     memcpy(copy.bytes, buf, len);
     const pub_header *h = &copy.h;
     if (atomic_load_explicit(&h->magic, memory_order_relaxed) != PUB_MAGIC) return 0; /* still being made */
-    if (h->ndevices < 1 || h->ndevices > CLT__PUBLISH_MAX_DEVICES) return 0;
+    if (h->ndevices < 1 || h->ndevices > CLT_SMI_MAX_DEVICES) return 0;
     if (len != sizeof(pub_header) + h->ndevices * sizeof(pub_device)) return 0;
     if (pid <= 0 || h->pid != pid) return 0;
     /* Both start times known and equal: the record belongs to this very
@@ -252,7 +253,7 @@ int clt__publish_parse(const void *buf, size_t len, int pid, uint64_t start_time
             return refuse(p);
         if (!counter_ok(allocated) || !counter_ok(reserved) || !counter_ok(peak)) return refuse(p);
         if (!used) continue;
-        clt__published_device *o = &p->devices[p->ndevices++];
+        clt_smi_device *o = &p->devices[p->ndevices++];
         memcpy(o->name, d->name, sizeof o->name);
         o->platform_index = d->platform_index;
         o->device_index = d->device_index;
@@ -277,14 +278,14 @@ static long long uid_of(int pid)
  * skip it (unreadable, still being made, malformed, or not made by that
  * process), -1 when it is stale. The bytes are read (not mapped), so a file
  * that shrinks meanwhile is only short, never a SIGBUS. */
-static int read_file(const char *file, int pid, clt__published_process *p)
+static int read_file(const char *file, int pid, clt_smi_process *p)
 {
     if (!pid_alive(pid)) return -1;
     /* O_NONBLOCK: a FIFO planted under the name does not hang the reader. */
     int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return 0;
     struct stat st;
-    char buf[sizeof(pub_header) + CLT__PUBLISH_MAX_DEVICES * sizeof(pub_device) + 1];
+    char buf[sizeof(pub_header) + CLT_SMI_MAX_DEVICES * sizeof(pub_device) + 1];
     size_t len = 0;
     int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size < sizeof buf;
     while (ok && len < sizeof buf) {
@@ -301,12 +302,12 @@ static int read_file(const char *file, int pid, clt__published_process *p)
     return clt__publish_parse(buf, len, pid, start_time_of(pid), p);
 }
 
-void clt__publish_escape(const char *in, char *out, size_t outlen)
+void clt_smi_escape(const char *in, char *out, size_t outlen)
 {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
-    if (outlen == 0) return;
-    for (const unsigned char *c = (const unsigned char *)in; *c; c++) {
+    if (!out || outlen == 0) return;
+    for (const unsigned char *c = (const unsigned char *)(in ? in : ""); *c; c++) {
         if (*c >= 0x20 && *c < 0x7f && *c != '\\') {
             if (o + 1 >= outlen) break;
             out[o++] = (char)*c;
@@ -323,18 +324,18 @@ void clt__publish_escape(const char *in, char *out, size_t outlen)
 
 static int by_pid(const void *a, const void *b)
 {
-    int x = ((const clt__published_process *)a)->pid, y = ((const clt__published_process *)b)->pid;
+    int x = ((const clt_smi_process *)a)->pid, y = ((const clt_smi_process *)b)->pid;
     return (x > y) - (x < y);
 }
 
-int clt__publish_read(clt__published_process **out)
+int clt__publish_read(clt_smi_process **out)
 {
     *out = NULL;
     const char *dirs[] = {"/dev/shm", getenv("XDG_RUNTIME_DIR"), "/tmp"};
     enum { NDIRS = sizeof dirs / sizeof dirs[0] };
     struct stat seen[NDIRS];
     int nseen = 0, count = 0, cap = 0;
-    clt__published_process *list = NULL;
+    clt_smi_process *list = NULL;
     for (int d = 0; d < NDIRS; d++) {
         struct stat ds;
         if (!dirs[d] || !*dirs[d] || stat(dirs[d], &ds) != 0) continue;
@@ -352,7 +353,7 @@ int clt__publish_read(clt__published_process **out)
             snprintf(file, sizeof file, "%s/%s", dirs[d], e->d_name);
             if (count == cap) {
                 int ncap = cap ? 2 * cap : 8;
-                clt__published_process *grown = realloc(list, (size_t)ncap * sizeof *grown);
+                clt_smi_process *grown = realloc(list, (size_t)ncap * sizeof *grown);
                 if (!grown) {
                     closedir(dir);
                     free(list);
@@ -370,4 +371,40 @@ int clt__publish_read(clt__published_process **out)
     if (count) qsort(list, (size_t)count, sizeof *list, by_pid);
     *out = list;
     return count;
+}
+
+/* ---- the public reader ---- */
+
+struct clt_smi {
+    int count;
+    clt_smi_process *processes;
+};
+
+clt_status clt_smi_open(clt_smi **out)
+{
+    CLT_TRY(clt__need("clt_smi_open", "out", out));
+    *out = NULL;
+    clt_smi *s = calloc(1, sizeof *s);
+    if (!s) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory reading the published memory records");
+    s->count = clt__publish_read(&s->processes);
+    if (s->count < 0) {
+        free(s);
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory reading the published memory records");
+    }
+    *out = s;
+    return CLT_OK;
+}
+
+int clt_smi_count(const clt_smi *s) { return s ? s->count : 0; }
+
+const clt_smi_process *clt_smi_process_at(const clt_smi *s, int i)
+{
+    return s && i >= 0 && i < s->count ? &s->processes[i] : NULL;
+}
+
+void clt_smi_close(clt_smi *s)
+{
+    if (!s) return;
+    free(s->processes);
+    free(s);
 }

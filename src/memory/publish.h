@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cltensor/memory.h"
+#include "cltensor/smi.h"
 
 /* Records the slot's counters; cheap (a few stores into a mapped file). The
  * file, <dir>/cltensor.<pid> with dir the first writable of /dev/shm,
@@ -17,49 +18,28 @@ void clt__publish_update(int slot, const clt_memory_stats *s);
 /* Path of this process's file, or NULL while it has none. */
 const char *clt__publish_path(void);
 
-#define CLT__PUBLISH_MAX_DEVICES 32
 /* What a record may claim, beyond which it is refused as malformed: byte
  * counters up to 2^52 (4 PiB; a sum of 2^11 - 1 of them still fits an int64),
  * platform and device indices up to 2^16. */
 #define CLT__PUBLISH_MAX_BYTES (INT64_C(1) << 52)
 #define CLT__PUBLISH_MAX_INDEX 65535
 
-/* One device as a process published it. */
-typedef struct clt__published_device {
-    char name[16];                 /* the process's cltensor name, "gpu:0" */
-    int platform_index, device_index; /* -1:-1 for pinned host memory */
-    char device_name[128];
-    int64_t allocated, reserved, peak_allocated;
-} clt__published_device;
-
-/* One process and the devices it has used. */
-typedef struct clt__published_process {
-    int pid;
-    char command[256];
-    int ndevices;
-    clt__published_device devices[CLT__PUBLISH_MAX_DEVICES];
-} clt__published_process;
-
 /* Parses len bytes of a published file as the record of the live process
  * pid started at start_time (field 22 of /proc/<pid>/stat). Every field is
- * checked: the magic, the device count (1..CLT__PUBLISH_MAX_DEVICES) against
+ * checked: the magic, the device count (1..CLT_SMI_MAX_DEVICES) against
  * len, the pid, both start times (known and equal), each string terminated
  * in its field, each index and counter in range. Returns 1 with *p filled,
  * 0 for a record to skip (in the making or malformed; *p zeroed), -1 for a
  * stale one (an earlier process with this pid). Strings are copied as they
- * are: print them through clt__publish_escape. */
-int clt__publish_parse(const void *buf, size_t len, int pid, uint64_t start_time, clt__published_process *p);
-
-/* Copies in to out (outlen >= 1, always terminated, truncated to fit),
- * writing each byte outside printable ASCII, and the backslash, as \xHH:
- * a command name cannot move the cursor or recolour a terminal. */
-void clt__publish_escape(const char *in, char *out, size_t outlen);
+ * are: print them through clt_smi_escape. */
+int clt__publish_parse(const void *buf, size_t len, int pid, uint64_t start_time, clt_smi_process *p);
 
 /* Reads every live process's file into a new array sorted by pid (the caller
  * frees it) and removes the files of processes that have exited. A file is
  * listed only when clt__publish_parse accepts it and its owner is the
  * process's owner (a forged file is never listed under another's pid). Returns the
- * number of processes, or -1 when memory runs out. */
-int clt__publish_read(clt__published_process **out);
+ * number of processes, or -1 when memory runs out. clt_smi_open is its
+ * public face. */
+int clt__publish_read(clt_smi_process **out);
 
 #endif

@@ -12,22 +12,18 @@
 #include "cltensor/ops.h"
 #include "nn_internal.h"
 
-static clt_status need(const char *op, const char *what, const void *p)
+clt_status clt__need_model(const char *op, const char *what, const clt_model *m)
 {
-    if (p) return CLT_OK;
-    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, what);
+    CLT_TRY(clt__need(op, what, m));
+    if (m->initialised) return CLT_OK;
+    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: %s has no parameters yet; call clt_model_init", op, what);
 }
 
-static clt_status need_built(const char *op, const clt_model *m)
-{
-    CLT_TRY(need(op, "model", m));
-    if (m->initialised) return CLT_OK;
-    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the model has no parameters yet; call clt_model_init", op);
-}
+static clt_status need_built(const char *op, const clt_model *m) { return clt__need_model(op, "the model", m); }
 
 clt_status clt_model_create(clt_model **out, const char *prefix)
 {
-    CLT_TRY(need("clt_model_create", "out", out));
+    CLT_TRY(clt__need("clt_model_create", "out", out));
     *out = NULL;
     if (!prefix) prefix = "";
     clt_model *m = calloc(1, sizeof *m);
@@ -76,7 +72,7 @@ void clt_model_free(clt_model *m)
 /* Appends a layer named "<prefix>.<index>" (just "<index>" with an empty prefix) to the model. */
 static clt_status add_layer(clt_model *m, const char *op, clt__layer_kind kind, clt__layer **out)
 {
-    CLT_TRY(need(op, "model", m));
+    CLT_TRY(clt__need(op, "model", m));
     if (m->initialised)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the model is initialised; add layers before clt_model_init",
                          op);
@@ -112,7 +108,7 @@ static clt_status check_positive(const char *op, const char *what, int64_t v)
 clt_status clt_model_add_linear(clt_model *m, int64_t in_features, int64_t out_features)
 {
     const char *op = "clt_model_add_linear";
-    CLT_TRY(need(op, "model", m));
+    CLT_TRY(clt__need(op, "model", m));
     CLT_TRY(check_positive(op, "in_features", in_features));
     CLT_TRY(check_positive(op, "out_features", out_features));
     CLT_TRY(check_width(m, op, in_features));
@@ -141,7 +137,7 @@ clt_status clt_model_add_flatten(clt_model *m)
 clt_status clt_model_add_residual(clt_model *m, int64_t num_hiddens)
 {
     const char *op = "clt_model_add_residual";
-    CLT_TRY(need(op, "model", m));
+    CLT_TRY(clt__need(op, "model", m));
     CLT_TRY(check_positive(op, "num_hiddens", num_hiddens));
     CLT_TRY(check_width(m, op, num_hiddens));
     clt__layer *body = calloc(4, sizeof *body);
@@ -281,7 +277,7 @@ static void unbuild(clt_model *m)
 
 clt_status clt_model_init(clt_model *m, clt_device dev, uint64_t seed)
 {
-    CLT_TRY(need("clt_model_init", "model", m));
+    CLT_TRY(clt__need("clt_model_init", "model", m));
     if (m->initialised) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_init: the model is initialised already");
     int n = count_linears(m->layers, m->nlayers);
     m->linears = calloc((size_t)n + 1, sizeof *m->linears);
@@ -324,7 +320,7 @@ clt_status clt_model_init(clt_model *m, clt_device dev, uint64_t seed)
 clt_status clt_model_create_mlp(clt_model **out, clt_device dev, int64_t num_inputs, int num_hidden_layers,
                                 const int64_t *hiddens, int64_t num_outputs, uint64_t seed)
 {
-    CLT_TRY(need("clt_model_create_mlp", "out", out));
+    CLT_TRY(clt__need("clt_model_create_mlp", "out", out));
     *out = NULL;
     if (num_hidden_layers < 0 || (num_hidden_layers > 0 && !hiddens))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_create_mlp: %d hidden layers with hiddens %s",
@@ -351,7 +347,7 @@ clt_status clt_model_create_mlp(clt_model **out, clt_device dev, int64_t num_inp
 clt_status clt_model_create_resmlp(clt_model **out, clt_device dev, int64_t num_inputs, int64_t num_hiddens,
                                    int num_blocks, int64_t num_outputs, uint64_t seed)
 {
-    CLT_TRY(need("clt_model_create_resmlp", "out", out));
+    CLT_TRY(clt__need("clt_model_create_resmlp", "out", out));
     *out = NULL;
     if (num_blocks < 0)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_create_resmlp: %d blocks", num_blocks);
@@ -433,7 +429,7 @@ int clt_model_training(const clt_model *m) { return m ? m->training : 0; }
 
 clt_status clt_model_set_recompute(clt_model *m, int blocks_per_segment)
 {
-    CLT_TRY(need("clt_model_set_recompute", "model", m));
+    CLT_TRY(clt__need("clt_model_set_recompute", "model", m));
     if (blocks_per_segment < 0 && blocks_per_segment != CLT_RECOMPUTE_AUTO)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT,
                          "clt_model_set_recompute: %d blocks per segment (must be >= 0, or CLT_RECOMPUTE_AUTO)",
@@ -449,8 +445,8 @@ int clt_model_num_layers(const clt_model *m) { return m ? m->nlayers : 0; }
 
 clt_status clt_model_layer(const clt_model *m, int i, clt_layer_info *out)
 {
-    CLT_TRY(need("clt_model_layer", "model", m));
-    CLT_TRY(need("clt_model_layer", "out", out));
+    CLT_TRY(clt__need("clt_model_layer", "model", m));
+    CLT_TRY(clt__need("clt_model_layer", "out", out));
     if (i < 0 || i >= m->nlayers)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_layer: index %d outside the model's %d layers", i,
                          m->nlayers);
@@ -478,23 +474,17 @@ int clt_model_num_blocks(const clt_model *m)
 
 static clt_status same_device(const char *op, const clt_model *m, const clt_tensor *t, const char *what)
 {
-    clt_device td = clt_tensor_device(t), md = clt_model_device(m);
-    if (clt_device_equal(td, md)) return CLT_OK;
-    char a[32], b[32];
-    clt_device_name(td, a, sizeof a);
-    clt_device_name(md, b, sizeof b);
-    return clt__fail(CLT_ERR_DEVICE_MISMATCH,
-                     "%s: %s is on %s but the model's parameters are on %s; move one with clt_to or clt_model_to",
-                     op, what, a, b);
+    return clt__need_device(op, what, t, clt_model_device(m), "the model's parameters are",
+                            "clt_to or clt_model_to");
 }
 
 clt_status clt_model_forward(clt_model *m, clt_tensor *x, clt_tensor **y)
 {
     const char *op = "clt_model_forward";
-    CLT_TRY(need(op, "y", y));
+    CLT_TRY(clt__need(op, "y", y));
     *y = NULL;
     CLT_TRY(need_built(op, m));
-    CLT_TRY(need(op, "x", x));
+    CLT_TRY(clt__need(op, "x", x));
     CLT_TRY(same_device(op, m, x, "the input"));
     clt_dtype dt = clt_model_dtype(m);
     if (clt_tensor_dtype(x) != CLT_FLOAT32 && clt_tensor_dtype(x) != dt)
@@ -570,7 +560,7 @@ clt_status clt_model_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT,
                          "%s: no activations are kept; run clt_model_forward in training mode first (once per "
                          "backward)", op);
-    clt_status s = need(op, "dy", dy);
+    clt_status s = clt__need(op, "dy", dy);
     if (s == CLT_OK) s = same_device(op, m, dy, "dy");
     if (s == CLT_OK) {
         int64_t shape[CLT_MAX_DIMS];
@@ -656,7 +646,7 @@ clt_dtype clt_model_dtype(const clt_model *m)
 
 clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic)
 {
-    CLT_TRY(need("clt_model_set_loss_scale", "model", m));
+    CLT_TRY(clt__need("clt_model_set_loss_scale", "model", m));
     if (!(scale > 0) || isinf(scale))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT,
                          "clt_model_set_loss_scale: scale is %g (must be positive and finite)", (double)scale);
@@ -670,7 +660,7 @@ float clt_model_loss_scale(const clt_model *m) { return m ? m->loss_scale : 0.0f
 
 clt_status clt_model_loss_scale_state(const clt_model *m, float *scale, int *dynamic, int64_t *clean_steps)
 {
-    CLT_TRY(need("clt_model_loss_scale_state", "model", m));
+    CLT_TRY(clt__need("clt_model_loss_scale_state", "model", m));
     if (scale) *scale = m->loss_scale;
     if (dynamic) *dynamic = m->scale_dynamic;
     if (clean_steps) *clean_steps = m->clean_steps;

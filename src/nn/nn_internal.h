@@ -93,4 +93,9 @@ int clt__segment_size(int size, int run);
 /* Releases every kept tensor of the layers. */
 void clt__seq_drop(clt__layer *layers, int n);
 
+/* The argument check of the calls that need a built model: clt__need
+ * (src/core/error.h) for NULL ("op: what is NULL"), then CLT_ERR_INVALID_ARGUMENT
+ * unless clt_model_init has given it parameters. */
+clt_status clt__need_model(const char *op, const char *what, const clt_model *m);
+
 #endif

@@ -7,14 +7,6 @@
 #include "half.h"
 #include "ops_internal.h"
 
-static clt_status need_f16(const char *op, const char *what, const clt_tensor *t)
-{
-    CLT_TRY(clt__need(op, what, t));
-    if (t->dtype != CLT_FLOAT16)
-        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: %s must be float16, not %s", op, what, clt_dtype_name(t->dtype));
-    return CLT_OK;
-}
-
 static int floating(clt_dtype dt) { return dt == CLT_FLOAT32 || dt == CLT_FLOAT16; }
 
 clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype dt, float scale)
@@ -55,7 +47,7 @@ clt_status clt__launch_half16(int slot, const char *name, int nargs, const clt__
 clt_status clt__convert_to_half(clt_tensor *dst, const clt_tensor *src, float scale)
 {
     const char *op = "clt_to_dtype";
-    CLT_TRY(need_f16(op, "dst", dst));
+    CLT_TRY(clt__need_f16(op, "dst", dst));
     CLT_TRY(clt__need_f32(op, "src", src));
     CLT_TRY(clt__same_device(op, dst, src));
     CLT_TRY(clt__same_shape(op, dst, src));
@@ -73,7 +65,7 @@ clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt)
 
 clt_status clt__fill_f16(clt_tensor *t, double value)
 {
-    CLT_TRY(need_f16("clt_fill_", "t", t));
+    CLT_TRY(clt__need_f16("clt_fill_", "t", t));
     cl_ushort bits = clt_float_to_half((float)value);
     clt__buf tb = clt__tensor_buf(t);
     cl_ulong n = (cl_ulong)t->numel;
@@ -84,7 +76,7 @@ clt_status clt__fill_f16(clt_tensor *t, double value)
 clt_status clt__accumulate_f16(clt_tensor *dst, const clt_tensor *src)
 {
     const char *op = "accumulate_f16";
-    CLT_TRY(need_f16(op, "dst", dst));
+    CLT_TRY(clt__need_f16(op, "dst", dst));
     CLT_TRY(clt__need_f32(op, "src", src));
     CLT_TRY(clt__same_device(op, dst, src));
     CLT_TRY(clt__same_shape(op, dst, src));
@@ -98,7 +90,7 @@ clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale,
 {
     const char *op = "unscale_f16";
     CLT_TRY(clt__need_f32(op, "dst", dst));
-    CLT_TRY(need_f16(op, "src", src));
+    CLT_TRY(clt__need_f16(op, "src", src));
     CLT_TRY(clt__need_i32(op, "flag", flag));
     CLT_TRY(clt__same_device(op, dst, src));
     CLT_TRY(clt__same_device(op, dst, flag));
@@ -123,7 +115,7 @@ static clt_status widen(const clt_tensor *a, const clt_tensor *b, const clt_tens
     for (int i = 0; i < 3; i++) *out[i] = NULL;
     for (int i = 0; i < 3; i++) {
         if (!in[i]) continue;
-        clt_status s = need_f16("float16 op", "operand", in[i]);
+        clt_status s = clt__need_f16("float16 op", "operand", in[i]);
         if (s == CLT_OK) s = clt__to_dtype_scaled(out[i], in[i], CLT_FLOAT32, 1.0f);
         if (s != CLT_OK) {
             for (int j = 0; j < i; j++) clt_tensor_release(*out[j]);
@@ -160,7 +152,7 @@ static clt_status linear_f16_args(const char *op, const clt_tensor *x, const clt
     const char *const names[] = {"x", "w", bname, "dy", "dw"};
     for (int i = 0; i < 5; i++) {
         if (!t[i]) continue;
-        CLT_TRY(need_f16(op, names[i], t[i]));
+        CLT_TRY(clt__need_f16(op, names[i], t[i]));
         CLT_TRY(clt__same_device(op, x, t[i]));
         if (i != 2) CLT_TRY(clt__need_2d(op, names[i], t[i]));
     }
@@ -235,7 +227,7 @@ clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor 
 {
     const char *op = "clt_linear_backward";
     if (dx) *dx = NULL;
-    CLT_TRY(need_f16(op, "dw", dw));
+    CLT_TRY(clt__need_f16(op, "dw", dw));
     CLT_TRY(clt__need(op, "dy", dy));
     CLT_TRY(clt__need(op, "x", x));
     CLT_TRY(clt__need(op, "w", w));

@@ -1,21 +1,12 @@
-/* Internal: argument checks shared by the ops, and the dense entry point. */
+/* Internal: what the ops share (their argument checks are
+ * src/tensor/check.h's), and the dense entry point. */
 #ifndef CLT_OPS_INTERNAL_H
 #define CLT_OPS_INTERNAL_H
 
 #include "../kernels/program.h"
+#include "../tensor/check.h"
 #include "cltensor/ops.h"
 
-/* "(2, 3)" into buf; returns buf. */
-const char *clt__shape_str(const clt_tensor *t, char *buf, size_t len);
-
-/* CLT_ERR_INVALID_ARGUMENT when NULL, CLT_ERR_UNSUPPORTED unless float32. */
-clt_status clt__need_f32(const char *op, const char *what, const clt_tensor *t);
-/* Same for int32. */
-clt_status clt__need_i32(const char *op, const char *what, const clt_tensor *t);
-/* CLT_ERR_INVALID_ARGUMENT when either is NULL, CLT_ERR_UNSUPPORTED unless a
- * and b are both float32 or both float16. */
-clt_status clt__need_float_pair(const char *op, const char *what_a, const clt_tensor *a, const char *what_b,
-                                const clt_tensor *b);
 /* How many partial sums a whole-tensor sum of n elements makes (its scratch). */
 cl_ulong clt__sum_parts(int64_t n);
 /* *out = 1 when the slot's reductions take the work-group tree kernels (the
@@ -26,12 +17,6 @@ clt_status clt__reduce_wg(int slot, int *out);
  * by 16 lanes). */
 clt_status clt__launch_cols_wg(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
                                cl_ulong cols, clt_tensor *written);
-/* CLT_ERR_SHAPE unless t has two dimensions. */
-clt_status clt__need_2d(const char *op, const char *what, const clt_tensor *t);
-/* CLT_ERR_SHAPE naming both shapes unless a and b have exactly the same
- * shape (equal element counts are not enough) or are both one element (a
- * loss of shape () adds into a (1) total). */
-clt_status clt__same_shape(const char *op, const clt_tensor *a, const clt_tensor *b);
 
 /* Makes the slot's queue wait for a pending read of t by another queue
  * (a barrier, no host wait): for tensors a launch writes besides the one

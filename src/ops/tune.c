@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "../core/clock.h"
 #include "../core/env.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
@@ -209,24 +209,17 @@ static clt_status save(int slot, const slot_tuning *t)
     return clt__afile_commit(&f);
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Seconds for `reps` products with a tile. */
 static clt_status time_tile(int slot, clt__gemm_tile tile, int ta, int tb, size_t m, size_t n, size_t k, int reps,
                             clt_tensor *a, clt_tensor *b, clt_tensor *c, double *out)
 {
     size_t lda = ta ? m : k, ldb = tb ? k : n;
-    double t0 = now();
+    double t0 = clt__now_seconds();
     for (int r = 0; r < reps; r++)
         CLT_TRY(clt__cpu_gemm(slot, tile, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n, NULL, 0));
     /* A counted synchronization point: CLT_TUNE=1 adds it to a first step. */
     CLT_TRY(clt__sync_queue(slot, "GEMM autotuning (clt_tune_gemm, CLT_TUNE=1)"));
-    *out = now() - t0;
+    *out = clt__now_seconds() - t0;
     return CLT_OK;
 }
 

@@ -2,6 +2,7 @@
  * layer ranges (the stages of model parallel), rebuilt through nn.h's
  * builder from its description of each layer. */
 #include "../core/error.h"
+#include "../nn/nn_internal.h"
 #include "cltensor/parallel.h"
 #include "parallel_internal.h"
 
@@ -56,20 +57,12 @@ clt_status clt__model_copy_state(clt_model *dst, const clt_model *src)
     return copy_params(dst, src, 0);
 }
 
-static clt_status need_src(const char *op, const clt_model *src)
-{
-    if (!src || !clt_model_parameters(src))
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the source model is %s", op,
-                         src ? "not initialised (call clt_model_init)" : "NULL");
-    return CLT_OK;
-}
-
 clt_status clt_model_replicate(clt_model **out, const clt_model *src, clt_device dev)
 {
     const char *op = "clt_model_replicate";
-    if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: out is NULL", op);
+    CLT_TRY(clt__need(op, "out", out));
     *out = NULL;
-    CLT_TRY(need_src(op, src));
+    CLT_TRY(clt__need_model(op, "the source model", src));
     clt_model *m;
     CLT_TRY(build_range(&m, src, 0, clt_model_num_layers(src), dev));
     /* A float16 source gives a float16 replica with the same loss scaler, so
@@ -88,10 +81,12 @@ clt_status clt_model_split(const clt_model *src, int num_stages, const int *firs
                            clt_model **stages)
 {
     const char *op = "clt_model_split";
-    if (!stages || !first_layer || !devices || num_stages < 1)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: NULL argument or %d stages", op, num_stages);
+    CLT_TRY(clt__need(op, "stages", stages));
+    CLT_TRY(clt__need(op, "first_layer", first_layer));
+    CLT_TRY(clt__need(op, "devices", devices));
+    if (num_stages < 1) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: %d stages (must be 1 or more)", op, num_stages);
     for (int k = 0; k < num_stages; k++) stages[k] = NULL;
-    CLT_TRY(need_src(op, src));
+    CLT_TRY(clt__need_model(op, "the source model", src));
     /* Each stage's optimizer would check its own gradients for overflow, so
      * one stage could skip a step that another takes. */
     if (clt_model_dtype(src) != CLT_FLOAT32)

@@ -28,20 +28,13 @@ void *clt__pinned_ptr(const clt_tensor *t)
     return t->st->block ? (char *)clt__block_host(t->st->block) + t->offset : NULL;
 }
 
-static int finished(cl_event ev)
-{
-    cl_int exec = CL_QUEUED;
-    clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
-    return exec == CL_COMPLETE || exec < 0;
-}
-
 /* Drops finished reads. */
 static void prune(struct clt__pinned_io *io)
 {
     if (!io) return;
     int k = 0;
     for (int i = 0; i < io->n; i++) {
-        if (finished(io->reads[i])) clReleaseEvent(io->reads[i]);
+        if (clt__event_done(io->reads[i])) clReleaseEvent(io->reads[i]);
         else io->reads[k++] = io->reads[i];
     }
     io->n = k;
@@ -65,7 +58,7 @@ static clt_status add_read(clt__storage *st, cl_event ev)
     return CLT_OK;
 }
 
-static int writing(const clt__storage *st) { return st->last_write && !finished(st->last_write); }
+static int writing(const clt__storage *st) { return st->last_write && !clt__event_done(st->last_write); }
 
 static int reading(clt__storage *st)
 {

@@ -29,12 +29,6 @@ size_t clt_dtype_size(clt_dtype dt)
     return 0;
 }
 
-clt_status clt__need(const char *op, const char *what, const void *t)
-{
-    if (t) return CLT_OK;
-    return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, what);
-}
-
 clt_status clt__check_shape(int ndim, const int64_t *shape, clt_dtype dt, int64_t *numel, size_t *nbytes)
 {
     if (ndim < 0 || ndim > CLT_MAX_DIMS)
@@ -407,14 +401,6 @@ cl_event clt__tensor_take_foreign_read(clt_tensor *t)
     cl_event ev = t->st->foreign_read;
     t->st->foreign_read = NULL;
     return ev;
-}
-
-clt_status clt__same_device(const char *op, const clt_tensor *a, const clt_tensor *b)
-{
-    if (a->st->slot == b->st->slot) return CLT_OK;
-    return clt__fail(CLT_ERR_DEVICE_MISMATCH,
-                     "%s: tensors are on different devices (%s and %s); move one with clt_to first", op,
-                     clt__slot_get(a->st->slot)->name, clt__slot_get(b->st->slot)->name);
 }
 
 clt_status clt__read_host(const clt_tensor *t, void *dst, size_t nbytes, const char *api)

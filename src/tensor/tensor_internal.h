@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include "../memory/allocator.h"
 #include "cltensor/tensor.h"
+#include "check.h"
 
 /* Device memory shared by a tensor and its views. */
 typedef struct clt__storage {
@@ -55,10 +56,5 @@ clt_status clt__read_host(const clt_tensor *t, void *dst, size_t nbytes, const c
 clt_status clt__check_shape(int ndim, const int64_t *shape, clt_dtype dt, int64_t *numel, size_t *nbytes);
 /* A new, uninitialised tensor on a slot. */
 clt_status clt__tensor_new(clt_tensor **out, int slot, clt_dtype dt, int ndim, const int64_t *shape);
-
-/* CLT_ERR_DEVICE_MISMATCH naming both devices unless a and b share a device. */
-clt_status clt__same_device(const char *op, const clt_tensor *a, const clt_tensor *b);
-/* CLT_ERR_INVALID_ARGUMENT when t is NULL. */
-clt_status clt__need(const char *op, const char *what, const void *t);
 
 #endif

@@ -2,17 +2,11 @@
 
 #include <math.h>
 #include <string.h>
-#include <time.h>
+
+#include "../core/clock.h"
 
 #define INTERVAL 0.25
 #define WIDTH 24
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void clt__progress_init(clt__progress *p, FILE *out, const char *device)
 {
@@ -26,15 +20,15 @@ void clt__progress_begin(clt__progress *p, int epoch, int epochs, int64_t total_
     p->epoch = epoch;
     p->epochs = epochs;
     p->total = total_batches;
-    p->start = p->last = now();
+    p->start = p->last = clt__now_seconds();
 }
 
-int clt__progress_due(clt__progress *p) { return p->out && now() - p->last >= INTERVAL; }
+int clt__progress_due(clt__progress *p) { return p->out && clt__now_seconds() - p->last >= INTERVAL; }
 
 void clt__progress_update(clt__progress *p, int64_t batch, int64_t images, double running_loss)
 {
     if (!p->out) return;
-    double t = now(), elapsed = t - p->start;
+    double t = clt__now_seconds(), elapsed = t - p->start;
     p->last = t;
     int filled = p->total ? (int)(WIDTH * batch / p->total) : WIDTH;
     char bar[WIDTH + 1];

@@ -3,21 +3,14 @@
  * and the driver's code generation at first launch happens here, before the
  * trainer's clock starts, instead of inside the first epoch. */
 #include <string.h>
-#include <time.h>
 
+#include "../core/clock.h"
 #include "../core/error.h"
 #include "engine.h"
 #include "../device/device_internal.h"
 #include "../kernels/program.h"
 #include "cltensor/ops.h"
 #include "cltensor/warmup.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The model's layers rebuilt on its device, in its dtype, recompute setting and
  * loss scaling, with fresh parameters; *in and *classes: the first Linear's
@@ -136,7 +129,7 @@ clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_opti
                          (long long)batch_size);
     if (optimizer != CLT_OPTIMIZER_SGD && optimizer != CLT_OPTIMIZER_ADAM)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: unknown optimizer %d", (int)optimizer);
-    double t0 = now();
+    double t0 = clt__now_seconds();
     clt__program_stats before, after;
     clt__program_get_stats(&before);
     int slot;
@@ -153,7 +146,7 @@ clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_opti
         if (clt__program_built(slot, clt__program_name(i))) s = clt__program_prepare(slot, clt__program_name(i), 1);
     clt__program_get_stats(&after);
     if (out) {
-        out->seconds = now() - t0;
+        out->seconds = clt__now_seconds() - t0;
         out->build_seconds = after.build_seconds - before.build_seconds;
         out->save_seconds = after.save_seconds - before.save_seconds;
         out->programs_built = after.built - before.built;

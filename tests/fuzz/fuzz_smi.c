@@ -19,17 +19,17 @@ static void require_printable(const char *s, size_t len)
 static void check_escape(const char *s)
 {
     char small[5], row[61], big[1024];
-    clt__publish_escape(s, small, sizeof small);
+    clt_smi_escape(s, small, sizeof small);
     require_printable(small, sizeof small);
-    clt__publish_escape(s, row, sizeof row);
+    clt_smi_escape(s, row, sizeof row);
     require_printable(row, sizeof row);
-    clt__publish_escape(s, big, sizeof big);
+    clt_smi_escape(s, big, sizeof big);
     require_printable(big, sizeof big);
 }
 
 static void check_record(const uint8_t *data, size_t size, int pid, uint64_t start)
 {
-    clt__published_process p;
+    clt_smi_process p;
     int r = clt__publish_parse(data, size, pid, start, &p);
     FUZZ_REQUIRE(r >= -1 && r <= 1);
     if (r != 1) {
@@ -37,12 +37,12 @@ static void check_record(const uint8_t *data, size_t size, int pid, uint64_t sta
         return;
     }
     FUZZ_REQUIRE(p.pid == pid && pid > 0);
-    FUZZ_REQUIRE(p.ndevices >= 0 && p.ndevices <= CLT__PUBLISH_MAX_DEVICES);
+    FUZZ_REQUIRE(p.ndevices >= 0 && p.ndevices <= CLT_SMI_MAX_DEVICES);
     FUZZ_REQUIRE(memchr(p.command, '\0', sizeof p.command));
     check_escape(p.command);
     int64_t sum = 0;
     for (int i = 0; i < p.ndevices; i++) {
-        const clt__published_device *d = &p.devices[i];
+        const clt_smi_device *d = &p.devices[i];
         FUZZ_REQUIRE(memchr(d->name, '\0', sizeof d->name) && memchr(d->device_name, '\0', sizeof d->device_name));
         check_escape(d->name);
         check_escape(d->device_name);
@@ -69,7 +69,7 @@ static int fuzz_smi(const uint8_t *data, size_t size)
         memcpy(&start, data + 16, sizeof start);
     }
     check_record(data, size, pid, start);
-    clt__published_process p;
+    clt_smi_process p;
     if (pid > 0 && pid < INT32_MAX) FUZZ_REQUIRE(clt__publish_parse(data, size, pid + 1, start, &p) != 1);
     if (start) FUZZ_REQUIRE(clt__publish_parse(data, size, pid, start + 1, &p) != 1);
     /* The escaper alone, on the input as a string. */

@@ -1,5 +1,5 @@
 /* clt smi: memory per device and per cltensor process, as nvidia-smi shows
- * it, from the counters each process publishes (src/memory/publish.c). */
+ * it, from the counters each process publishes (include/cltensor/smi.h). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,8 +11,6 @@
 #include <cltensor.h>
 
 #include "commands.h"
-#include "core/checked.h"
-#include "memory/publish.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -70,31 +68,25 @@ static smi_device *find_device(smi_device *devs, int n, int p, int d)
     return NULL;
 }
 
-/* Prints one snapshot; returns the exit status. */
-static int show(int bytes)
+/* *sum += v, or -1 (unknown) once the sum would pass INT64_MAX: the counters
+ * are bounded (0..2^52), but not the number of files. */
+static void add_used(int64_t *sum, int64_t v)
 {
-    clt__published_process *procs;
-    int nprocs = clt__publish_read(&procs);
-    if (nprocs < 0) {
-        fprintf(stderr, "clt smi: out of memory reading the published counters\n");
-        return 1;
-    }
-    int nlisted = clt_device_list_count(), ndevs = 0, cap = nlisted;
-    for (int i = 0; i < nprocs; i++) cap += procs[i].ndevices;
-    smi_device *devs = calloc(cap ? (size_t)cap : 1, sizeof *devs);
-    if (!devs) {
-        free(procs);
-        fprintf(stderr, "clt smi: out of memory\n");
-        return 1;
-    }
+    if (*sum < 0) return;
+    *sum = v >= 0 && v <= INT64_MAX - *sum ? *sum + v : -1;
+}
+
+/* Adds this process's devices, each physical one once, with what the driver
+ * says of its memory; returns the new count, or -1 with a message. */
+static int add_listed_devices(smi_device *devs, int ndevs)
+{
+    int nlisted = clt_device_list_count();
     for (int i = 0; i < nlisted; i++) {
         clt_device_info info;
         clt_device dev;
         if (clt_device_list_info(i, &info) != CLT_OK || clt_device_list_entry(i, &dev) != CLT_OK) {
             fprintf(stderr, "clt smi: %s\n", clt_last_error());
-            free(devs);
-            free(procs);
-            return 1;
+            return -1;
         }
         if (find_device(devs, ndevs, info.platform_index, info.device_index)) continue;
         smi_device *s = &devs[ndevs++];
@@ -103,25 +95,35 @@ static int show(int bytes)
         snprintf(s->device_name, sizeof s->device_name, "%s", info.device_name);
         if (clt_memory_get_info(dev, &s->free, &s->total) != CLT_OK) s->free = s->total = -1;
     }
-    /* A process may see devices this one does not (another POCL_DEVICES). */
-    for (int i = 0; i < nprocs; i++) {
-        for (int j = 0; j < procs[i].ndevices; j++) {
-            const clt__published_device *pd = &procs[i].devices[j];
+    return ndevs;
+}
+
+/* Counts each published process against its devices, adding those this
+ * process does not see (another POCL_DEVICES); returns the new count. */
+static int add_published_devices(smi_device *devs, int ndevs, const clt_smi *snap)
+{
+    for (int i = 0; i < clt_smi_count(snap); i++) {
+        const clt_smi_process *proc = clt_smi_process_at(snap, i);
+        for (int j = 0; j < proc->ndevices; j++) {
+            const clt_smi_device *pd = &proc->devices[j];
             if (pd->platform_index < 0) continue; /* pinned host memory */
             smi_device *s = find_device(devs, ndevs, pd->platform_index, pd->device_index);
             if (!s) {
                 s = &devs[ndevs++];
                 s->platform_index = pd->platform_index;
                 s->device_index = pd->device_index;
-                clt__publish_escape(pd->device_name, s->device_name, sizeof s->device_name);
+                clt_smi_escape(pd->device_name, s->device_name, sizeof s->device_name);
                 s->free = s->total = -1;
             }
-            /* Checked: the counters are bounded, but not the number of files. */
-            if (s->used >= 0 && clt__add_i64(s->used, pd->reserved, &s->used) != 0) s->used = -1;
+            add_used(&s->used, pd->reserved);
             s->processes++;
         }
     }
+    return ndevs;
+}
 
+static void print_devices(const smi_device *devs, int ndevs, int bytes)
+{
     char now[64];
     time_t t = time(NULL);
     strftime(now, sizeof now, "%Y-%m-%d %H:%M:%S", localtime(&t));
@@ -136,12 +138,18 @@ static int show(int bytes)
         fmt_size(used, sizeof used, s->used, bytes);
         printf("%-6s %-32.32s %12s %12s %12s %5d\n", pd, s->device_name, total, freeb, used, s->processes);
     }
+}
+
+/* One row per process and device; returns the number of rows. */
+static int print_processes(const clt_smi *snap, int bytes)
+{
     printf("\n%-8s %-6s %-7s %12s %12s %12s  %s\n", "PID", "P:D", "NAME", "ALLOCATED", "RESERVED", "PEAK",
            "COMMAND");
     int rows = 0;
-    for (int i = 0; i < nprocs; i++) {
-        for (int j = 0; j < procs[i].ndevices; j++) {
-            const clt__published_device *d = &procs[i].devices[j];
+    for (int i = 0; i < clt_smi_count(snap); i++) {
+        const clt_smi_process *proc = clt_smi_process_at(snap, i);
+        for (int j = 0; j < proc->ndevices; j++) {
+            const clt_smi_device *d = &proc->devices[j];
             char pd[24], a[32], r[32], p[32];
             if (d->platform_index < 0) snprintf(pd, sizeof pd, "host");
             else snprintf(pd, sizeof pd, "%d:%d", d->platform_index, d->device_index);
@@ -150,18 +158,42 @@ static int show(int bytes)
             fmt_size(p, sizeof p, d->peak_allocated, bytes);
             /* Another process wrote these bytes: escaped, never sent raw to the terminal. */
             char name[4 * sizeof d->name], command[61];
-            clt__publish_escape(d->name, name, sizeof name);
-            clt__publish_escape(procs[i].command, command, sizeof command);
-            printf("%-8d %-6s %-7s %12s %12s %12s  %s\n", procs[i].pid, pd, name, a, r, p, command);
+            clt_smi_escape(d->name, name, sizeof name);
+            clt_smi_escape(proc->command, command, sizeof command);
+            printf("%-8d %-6s %-7s %12s %12s %12s  %s\n", proc->pid, pd, name, a, r, p, command);
             rows++;
         }
     }
-    if (!rows) printf("no cltensor process is using a device\n");
-    printf("\nCLT USED is what cltensor processes reserve: their live tensors plus their caches.\n");
-    fflush(stdout);
+    return rows;
+}
+
+/* Prints one snapshot; returns the exit status. */
+static int show(int bytes)
+{
+    clt_smi *snap;
+    if (clt_smi_open(&snap) != CLT_OK) {
+        fprintf(stderr, "clt smi: %s\n", clt_last_error());
+        return 1;
+    }
+    int cap = clt_device_list_count();
+    for (int i = 0; i < clt_smi_count(snap); i++) cap += clt_smi_process_at(snap, i)->ndevices;
+    smi_device *devs = calloc(cap ? (size_t)cap : 1, sizeof *devs);
+    if (!devs) {
+        clt_smi_close(snap);
+        fprintf(stderr, "clt smi: out of memory\n");
+        return 1;
+    }
+    int ndevs = add_listed_devices(devs, 0);
+    if (ndevs >= 0) {
+        ndevs = add_published_devices(devs, ndevs, snap);
+        print_devices(devs, ndevs, bytes);
+        if (!print_processes(snap, bytes)) printf("no cltensor process is using a device\n");
+        printf("\nCLT USED is what cltensor processes reserve: their live tensors plus their caches.\n");
+        fflush(stdout);
+    }
     free(devs);
-    free(procs);
-    return 0;
+    clt_smi_close(snap);
+    return ndevs >= 0 ? 0 : 1;
 }
 
 int clt_cmd_smi(int argc, char **argv)

@@ -48,16 +48,22 @@ static void help(void)
            "its own tuner.\n");
 }
 
-int clt_cmd_tune(int argc, char **argv)
+/* What to tune: the device and the ResMLP's shape. */
+typedef struct tune_args {
+    const char *device;
+    int64_t batch, inputs, hidden, blocks, outputs;
+} tune_args;
+
+/* Returns 0 to go on, -1 after --help, else the exit status (2). */
+static int parse_args(int argc, char **argv, tune_args *t)
 {
     const char *env = getenv("CLT_DEVICE"); /* the default device; --device wins */
-    const char *devname = env && env[0] ? env : "cpu:0";
-    int64_t batch = 256, inputs = 784, hidden = 256, blocks = 2, outputs = 10;
+    *t = (tune_args){env && env[0] ? env : "cpu:0", 256, 784, 256, 2, 10};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             help();
-            return 0;
+            return -1;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "clt tune: unexpected argument '%s' (see clt tune --help)\n", a);
@@ -65,46 +71,48 @@ int clt_cmd_tune(int argc, char **argv)
         }
         const char *v = argv[++i];
         int ok = 1;
-        if (strcmp(a, "--device") == 0) devname = v;
-        else if (strcmp(a, "--batch") == 0) ok = parse_size(a, v, &batch);
-        else if (strcmp(a, "--inputs") == 0) ok = parse_size(a, v, &inputs);
-        else if (strcmp(a, "--hidden") == 0) ok = parse_size(a, v, &hidden);
-        else if (strcmp(a, "--blocks") == 0) ok = parse_size(a, v, &blocks);
-        else if (strcmp(a, "--outputs") == 0) ok = parse_size(a, v, &outputs);
+        if (strcmp(a, "--device") == 0) t->device = v;
+        else if (strcmp(a, "--batch") == 0) ok = parse_size(a, v, &t->batch);
+        else if (strcmp(a, "--inputs") == 0) ok = parse_size(a, v, &t->inputs);
+        else if (strcmp(a, "--hidden") == 0) ok = parse_size(a, v, &t->hidden);
+        else if (strcmp(a, "--blocks") == 0) ok = parse_size(a, v, &t->blocks);
+        else if (strcmp(a, "--outputs") == 0) ok = parse_size(a, v, &t->outputs);
         else {
             fprintf(stderr, "clt tune: unknown option '%s' (see clt tune --help)\n", a);
             return 2;
         }
         if (!ok) return 2;
     }
-    if (blocks > 64) {
-        fprintf(stderr, "clt tune: --blocks %lld is more than 64\n", (long long)blocks);
+    if (t->blocks > 64) {
+        fprintf(stderr, "clt tune: --blocks %lld is more than 64\n", (long long)t->blocks);
         return 2;
     }
-    clt_device dev;
-    if (clt_device_parse(devname, &dev) != CLT_OK) {
-        fprintf(stderr, "clt tune: %s\n", clt_last_error());
-        return 2;
-    }
+    return 0;
+}
+
+#define MAX_PRODUCTS (3 * (2 + 2 * 64))
+
+/* The distinct products of one training step into ps; returns their count. */
+static int step_products(const tune_args *t, product *ps)
+{
     /* Linear layers (in, out): the first, the residual bodies', the last. */
     int64_t layers[2 + 2 * 64][2];
-    int nl = 0;
-    layers[nl][0] = inputs, layers[nl++][1] = hidden;
-    for (int64_t b = 0; b < 2 * blocks; b++) layers[nl][0] = hidden, layers[nl++][1] = hidden;
-    layers[nl][0] = hidden, layers[nl++][1] = outputs;
-    product ps[3 * (2 + 2 * 64)];
-    int np = 0;
+    int nl = 0, np = 0;
+    layers[nl][0] = t->inputs, layers[nl++][1] = t->hidden;
+    for (int64_t b = 0; b < 2 * t->blocks; b++) layers[nl][0] = t->hidden, layers[nl++][1] = t->hidden;
+    layers[nl][0] = t->hidden, layers[nl++][1] = t->outputs;
     for (int l = 0; l < nl; l++) {
         int64_t in = layers[l][0], out = layers[l][1];
-        add(ps, &np, (product){0, 1, batch, out, in});
-        add(ps, &np, (product){1, 0, out, in, batch});
-        if (l > 0) add(ps, &np, (product){0, 0, batch, in, out}); /* the model skips the input's gradient */
+        add(ps, &np, (product){0, 1, t->batch, out, in});
+        add(ps, &np, (product){1, 0, out, in, t->batch});
+        if (l > 0) add(ps, &np, (product){0, 0, t->batch, in, out}); /* the model skips the input's gradient */
     }
-    char path[1024];
-    if (clt_tune_cache_path(dev, path, sizeof path) != CLT_OK) {
-        fprintf(stderr, "clt tune: %s\n", clt_last_error());
-        return 1;
-    }
+    return np;
+}
+
+/* Tunes each product on dev, printing its winner; 0 or the exit status (1). */
+static int tune_products(clt_device dev, const product *ps, int np)
+{
     printf("%-28s %s\n", "product (m, n, k)", "tile (rows x columns)");
     for (int i = 0; i < np; i++) {
         int tm, tn;
@@ -118,6 +126,27 @@ int clt_cmd_tune(int argc, char **argv)
         printf("%-28s %d x %d\n", shape, tm, tn);
         fflush(stdout);
     }
-    printf("written to %s\n", path);
     return 0;
+}
+
+int clt_cmd_tune(int argc, char **argv)
+{
+    tune_args t;
+    int rc = parse_args(argc, argv, &t);
+    if (rc) return rc < 0 ? 0 : rc;
+    clt_device dev;
+    if (clt_device_parse(t.device, &dev) != CLT_OK) {
+        fprintf(stderr, "clt tune: %s\n", clt_last_error());
+        return 2;
+    }
+    product ps[MAX_PRODUCTS];
+    int np = step_products(&t, ps);
+    char path[1024];
+    if (clt_tune_cache_path(dev, path, sizeof path) != CLT_OK) {
+        fprintf(stderr, "clt tune: %s\n", clt_last_error());
+        return 1;
+    }
+    rc = tune_products(dev, ps, np);
+    if (rc == 0) printf("written to %s\n", path);
+    return rc;
 }
