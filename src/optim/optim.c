@@ -11,6 +11,7 @@
 #include "../tensor/tensor_internal.h"
 #include "cltensor/ops.h"
 #include "cltensor/optim.h"
+#include "optim_internal.h"
 
 typedef enum { OPT_SGD, OPT_ADAM } opt_kind;
 
@@ -150,13 +151,24 @@ static clt_status make_master(clt_optimizer *o)
     return clt_tensor_set_category(o->master, CLT_MEM_OPTIMIZER);
 }
 
+/* The loss scaler's state after this step, applied only once the step has
+ * succeeded (a failed step leaves the scale and its counters as they were). */
+typedef struct scaler_next {
+    float scale;
+    int64_t clean_steps;
+} scaler_next;
+
 /* Mixed precision: the float32 master weights and unscaled float32
  * gradients that a float16 model's step updates instead (*skip when the
- * gradients overflowed: the step is dropped and a dynamic scale halves). */
-static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tensor **grads, int *skip)
+ * gradients overflowed: the step is dropped and a dynamic scale halves).
+ * *next is the scaler's state for when the step completes. */
+static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tensor **grads, int *skip,
+                                scaler_next *next)
 {
     clt_model *m = o->model;
     *skip = 0;
+    next->scale = m->loss_scale;
+    next->clean_steps = m->clean_steps;
     if (o->master && !clt_device_equal(clt_tensor_device(o->master), clt_model_device(m)))
         return clt__fail(CLT_ERR_DEVICE_MISMATCH,
                          "clt_optimizer_step: the master weights are on another device than the parameters; build "
@@ -180,13 +192,13 @@ static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tenso
     if (overflow != 0) {
         clt_tensor_release(g);
         *skip = 1;
-        if (m->scale_dynamic) m->loss_scale = fmaxf(m->loss_scale * 0.5f, 1.0f / 65536.0f);
-        m->clean_steps = 0;
+        if (m->scale_dynamic) next->scale = fmaxf(m->loss_scale * 0.5f, 1.0f / 65536.0f);
+        next->clean_steps = 0;
         return CLT_OK;
     }
-    if (m->scale_dynamic && ++m->clean_steps >= CLT__SCALE_GROWTH) {
-        m->clean_steps = 0;
-        if (isfinite(m->loss_scale * 2.0f)) m->loss_scale *= 2.0f;
+    if (m->scale_dynamic && ++next->clean_steps >= CLT__SCALE_GROWTH) {
+        next->clean_steps = 0;
+        if (isfinite(m->loss_scale * 2.0f)) next->scale = m->loss_scale * 2.0f;
     }
     *params = o->master;
     *grads = g;
@@ -208,26 +220,37 @@ clt_status clt_optimizer_step(clt_optimizer *opt)
     CLT_TRY(check_state_device(opt, op));
     int created;
     CLT_TRY(make_state(opt, opt->kind == OPT_ADAM, &created));
-    int half = clt_tensor_dtype(params) == CLT_FLOAT16, skip = 0;
-    clt_status s = half ? half_operands(opt, &params, &grads, &skip) : CLT_OK;
+    int half = clt_tensor_dtype(params) == CLT_FLOAT16, skip = 0, new_master = half && !opt->master;
+    scaler_next next = {0};
+    clt_status s = half ? half_operands(opt, &params, &grads, &skip, &next) : CLT_OK;
     if (s == CLT_OK && skip) {
         drop_new_state(opt, created);
+        opt->model->loss_scale = next.scale;
+        opt->model->clean_steps = next.clean_steps;
         return CLT_OK;
     }
-    if (s != CLT_OK) half = 0;
-    else if (opt->kind == OPT_SGD)
+    int widened = half && s == CLT_OK; /* grads is then this step's float32 copy */
+    if (s == CLT_OK && opt->kind == OPT_SGD)
         s = clt_sgd_step_(params, grads, opt->state[0], opt->lr, opt->momentum, opt->weight_decay, created);
-    else
+    else if (s == CLT_OK)
         s = clt_adam_step_(params, grads, opt->state[0], opt->state[1], opt->lr, opt->beta1, opt->beta2, opt->eps,
                            opt->weight_decay, opt->decoupled, opt->steps + 1);
-    if (half) {
+    if (widened) {
         /* The float16 parameters are the rounded master weights. */
         if (s == CLT_OK) s = clt__narrow_into(clt_model_parameters(opt->model), params, 1.0f);
         clt_tensor_release(grads);
     }
     if (s != CLT_OK) {
         drop_new_state(opt, created);
+        if (new_master) {
+            clt_tensor_release(opt->master);
+            opt->master = NULL;
+        }
         return s;
+    }
+    if (half) {
+        opt->model->loss_scale = next.scale;
+        opt->model->clean_steps = next.clean_steps;
     }
     opt->steps++;
     return CLT_OK;
@@ -275,4 +298,38 @@ clt_status clt_optimizer_init_state(clt_optimizer *opt)
     int created;
     CLT_TRY(make_state(opt, 1, &created));
     return has_master(opt) ? make_master(opt) : CLT_OK;
+}
+
+clt_status clt__optimizer_stage_state(const clt_optimizer *opt, clt_tensor **out)
+{
+    const char *op = "clt_checkpoint_load";
+    int n = clt_optimizer_num_states(opt);
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    CLT_TRY(check_state_device(opt, op));
+    clt_tensor *params = clt_model_parameters(opt->model);
+    clt_device dev = clt_tensor_device(params);
+    int64_t numel = clt_tensor_numel(params);
+    clt_status s = CLT_OK;
+    for (int i = 0; i < n && s == CLT_OK; i++) {
+        s = clt_empty(&out[i], dev, CLT_FLOAT32, 1, &numel);
+        if (s == CLT_OK) s = clt_tensor_set_category(out[i], CLT_MEM_OPTIMIZER);
+    }
+    if (s != CLT_OK)
+        for (int i = 0; i < n; i++) {
+            clt_tensor_release(out[i]);
+            out[i] = NULL;
+        }
+    return s;
+}
+
+void clt__optimizer_adopt_state(clt_optimizer *opt, clt_tensor **staged)
+{
+    for (int i = 0; i < opt->nstate; i++) {
+        clt_tensor_release(opt->state[i]);
+        opt->state[i] = staged[i];
+    }
+    if (has_master(opt)) {
+        clt_tensor_release(opt->master);
+        opt->master = staged[opt->nstate];
+    }
 }
