@@ -146,7 +146,7 @@ void clt__pinned_reclaim(void)
     }
 }
 
-#define RELEASE_WAIT "clt_tensor_release (pinned memory a transfer uses: no completion callback)"
+#define RELEASE_WAIT "clt_tensor_release (pinned memory a transfer uses: no callback)"
 
 /* Frees the block once every event has completed; never waits unless the
  * runtime refuses a callback. No flush: nothing waits for the callback, and

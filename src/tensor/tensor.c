@@ -201,8 +201,7 @@ clt_status clt__write_host(clt_tensor *t, const void *src, size_t nbytes)
     err = clt__fault(CLT__FAULT_CALLBACK) ? CL_OUT_OF_HOST_MEMORY
                                           : clSetEventCallback(ev, CL_COMPLETE, free_staging, staging);
     if (err != CL_SUCCESS) {
-        clt__sync_fallback(t->st->slot, "a write from host memory (freeing its staging copy: no completion callback)",
-                           ev);
+        clt__sync_fallback(t->st->slot, "a host-to-device write (freeing its staging copy: no callback)", ev);
         free(staging);
     }
     clt__tensor_set_write(t, ev);
