@@ -490,6 +490,46 @@ START_TEST(test_failed_step_keeps_scaler_counters)
 }
 END_TEST
 
+/* An optimizer's first step (or clt_optimizer_init_state) creates its
+ * state: when any allocation of it fails, none of it is left. */
+START_TEST(test_failed_first_step_creates_no_state)
+{
+    for (int half = 0; half <= 1; half++)
+        for (int init = 0; init <= 1; init++) {
+            int failures = 0;
+            for (int n = 1; n < 60; n++) {
+                fixture f;
+                fixture_make(&f, half);
+                ck_assert_ok(gradients(&f));
+                snapshot before;
+                take(&before, &f);
+                char spec[32], what[96];
+                snprintf(spec, sizeof spec, "alloc:%d", n);
+                snprintf(what, sizeof what, "%s%s with CLT_FAULT=%s", half ? "float16 " : "",
+                         init ? "clt_optimizer_init_state" : "a first step", spec);
+                ck_assert_int_eq(clt__fault_set(spec), 0);
+                clt_status s = init ? clt_optimizer_init_state(f.opt) : clt_optimizer_step(f.opt);
+                int64_t events = clt__fault_count(CLT__FAULT_ALLOC);
+                ck_assert_int_eq(clt__fault_set(NULL), 0);
+                if (s == CLT_OK) {
+                    ck_assert_int_lt(events, n);
+                    drop(&before);
+                    fixture_free(&f);
+                    break;
+                }
+                failures++;
+                ck_assert_msg(strstr(clt_last_error(), "injected by CLT_FAULT"), "%s: %s", what, clt_last_error());
+                unchanged(what, &before, &f);
+                drop(&before);
+                fixture_free(&f);
+            }
+            /* Adam's two buffers (and the master weights) are separate allocations. */
+            ck_assert_int_ge(failures, 2);
+        }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* ---- host waits ---- */
 
 static char *read_file(const char *path)
@@ -583,6 +623,7 @@ int main(void)
     tcase_add_test(tc, test_failed_load_changes_nothing_float16);
     tcase_add_test(tc, test_failed_load_creates_no_state);
     tcase_add_test(tc, test_failed_step_keeps_scaler_counters);
+    tcase_add_test(tc, test_failed_first_step_creates_no_state);
     tcase_add_test(tc, test_trace_stop_is_a_sync_point);
     tcase_add_test(tc, test_callback_fallback_is_a_sync_point);
     suite_add_tcase(s, tc);

@@ -99,23 +99,30 @@ void clt_optimizer_free(clt_optimizer *opt)
 }
 
 /* Creates missing state buffers next to the parameters; `zero` says whether
- * their first contents matter (SGD's first step overwrites its buffer). */
+ * their first contents matter (SGD's first step overwrites its buffer).
+ * *created has bit i set for each buffer i made; on failure none is left. */
 static clt_status make_state(clt_optimizer *o, int zero, int *created)
 {
     *created = 0;
-    clt_tensor *params = clt_model_parameters(o->model);
-    for (int i = 0; i < o->nstate; i++) {
+    clt_tensor *params = clt_model_parameters(o->model), *made[2] = {NULL, NULL};
+    clt_device dev = clt_tensor_device(params);
+    int64_t n = clt_tensor_numel(params);
+    clt_status s = CLT_OK;
+    for (int i = 0; i < o->nstate && s == CLT_OK; i++) {
         if (o->state[i]) continue;
         /* float32 whatever the parameters' dtype (mixed precision). */
-        clt_tensor *t;
-        clt_device dev = clt_tensor_device(params);
-        int64_t n = clt_tensor_numel(params);
-        CLT_TRY(zero ? clt_zeros(&t, dev, CLT_FLOAT32, 1, &n) : clt_empty(&t, dev, CLT_FLOAT32, 1, &n));
-        clt_tensor_set_category(t, CLT_MEM_OPTIMIZER);
-        o->state[i] = t;
-        *created = 1;
+        s = zero ? clt_zeros(&made[i], dev, CLT_FLOAT32, 1, &n) : clt_empty(&made[i], dev, CLT_FLOAT32, 1, &n);
+        if (s == CLT_OK) s = clt_tensor_set_category(made[i], CLT_MEM_OPTIMIZER);
     }
-    return CLT_OK;
+    for (int i = 0; i < o->nstate; i++) {
+        if (s != CLT_OK) {
+            clt_tensor_release(made[i]);
+        } else if (made[i]) {
+            o->state[i] = made[i];
+            *created |= 1 << i;
+        }
+    }
+    return s;
 }
 
 /* State must live where the parameters do. */
@@ -134,10 +141,12 @@ static clt_status check_state_device(const clt_optimizer *o, const char *op)
     return CLT_OK;
 }
 
-/* State born in a failed or skipped step holds nothing valid. */
+/* State born in a failed or skipped step holds nothing valid (created as
+ * make_state's). */
 static void drop_new_state(clt_optimizer *o, int created)
 {
-    for (int i = 0; created && i < o->nstate; i++) {
+    for (int i = 0; i < o->nstate; i++) {
+        if (!(created & (1 << i))) continue;
         clt_tensor_release(o->state[i]);
         o->state[i] = NULL;
     }
@@ -231,7 +240,7 @@ clt_status clt_optimizer_step(clt_optimizer *opt)
     }
     int widened = half && s == CLT_OK; /* grads is then this step's float32 copy */
     if (s == CLT_OK && opt->kind == OPT_SGD)
-        s = clt_sgd_step_(params, grads, opt->state[0], opt->lr, opt->momentum, opt->weight_decay, created);
+        s = clt_sgd_step_(params, grads, opt->state[0], opt->lr, opt->momentum, opt->weight_decay, created != 0);
     else if (s == CLT_OK)
         s = clt_adam_step_(params, grads, opt->state[0], opt->state[1], opt->lr, opt->beta1, opt->beta2, opt->eps,
                            opt->weight_decay, opt->decoupled, opt->steps + 1);
@@ -297,7 +306,9 @@ clt_status clt_optimizer_init_state(clt_optimizer *opt)
     CLT_TRY(check_state_device(opt, "clt_optimizer_init_state"));
     int created;
     CLT_TRY(make_state(opt, 1, &created));
-    return has_master(opt) ? make_master(opt) : CLT_OK;
+    clt_status s = has_master(opt) ? make_master(opt) : CLT_OK;
+    if (s != CLT_OK) drop_new_state(opt, created); /* as it was */
+    return s;
 }
 
 clt_status clt__optimizer_stage_state(const clt_optimizer *opt, clt_tensor **out)
