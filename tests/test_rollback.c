@@ -381,6 +381,8 @@ static void check_failed_loads(int half)
             ck_assert_msg(strstr(clt_last_error(), "injected by CLT_FAULT"), "%s: %s", what, clt_last_error());
             unchanged(what, &before, &f);
         }
+        printf("%s checkpoint load (%d bad files), CLT_FAULT=%s:N: %d faults injected, each left the model and "
+               "optimizer unchanged\n", half ? "float16" : "float32", nbad, kind_names[k], failures);
         /* Every tensor of the file is read through its own temporary. */
         if (kinds[k] == CLT__FAULT_ALLOC) ck_assert_int_gt(failures, before.nstates + 2);
         /* The good load changed the model: restore the state before for the next kind. */
@@ -483,6 +485,8 @@ START_TEST(test_failed_step_keeps_scaler_counters)
         /* Failed after the overflow flag was read (that read is the step's sync point). */
         if (clt_sync_count(f.dev) > 0) after_flag++;
     }
+    printf("float16 optimizer step, CLT_FAULT=enqueue:N: %d faults injected (%d after the overflow flag was read), "
+           "scaler counters unchanged by each\n", failures, after_flag);
     ck_assert_int_ge(failures, 2);
     ck_assert_int_ge(after_flag, 1);
     fixture_free(&f);
@@ -523,6 +527,8 @@ START_TEST(test_failed_first_step_creates_no_state)
                 drop(&before);
                 fixture_free(&f);
             }
+            printf("%s%s, CLT_FAULT=alloc:N: %d faults injected, no state left by any\n", half ? "float16 " : "",
+                   init ? "clt_optimizer_init_state" : "first Adam step", failures);
             /* Adam's two buffers (and the master weights) are separate allocations. */
             ck_assert_int_ge(failures, 2);
         }

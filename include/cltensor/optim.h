@@ -62,12 +62,13 @@ CLT_API clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps);
  * Adam has "exp_avg" and "exp_avg_sq", SGD with momentum "momentum_buffer",
  * SGD without none (PyTorch's names); for a float16 model one more, last,
  * "master": the float32 master weights. *state is borrowed and NULL until
- * the first update (or clt_optimizer_init_state). */
+ * the first update (or clt_optimizer_init_state), and replaced by a
+ * clt_checkpoint_load that loads state. */
 CLT_API int clt_optimizer_num_states(const clt_optimizer *opt);
 CLT_API clt_status clt_optimizer_state(const clt_optimizer *opt, int i, const char **name, clt_tensor **state);
 /* Creates the state now on the parameters' device (for loading a checkpoint
  * into it): zeroed, the master weights a float32 copy of the parameters; a
- * no-op for what exists. */
+ * no-op for what exists. On failure nothing it created is left. */
 CLT_API clt_status clt_optimizer_init_state(clt_optimizer *opt);
 
 #ifdef __cplusplus
