@@ -48,7 +48,12 @@ CLT_API void clt_optimizer_free(clt_optimizer *opt);
  * backward (no gradients yet) it does nothing, as PyTorch skips parameters
  * without gradients. Creates the state at the first update. State left on
  * another device (the model was moved after the first step) fails with
- * CLT_ERR_DEVICE_MISMATCH. */
+ * CLT_ERR_DEVICE_MISMATCH. A failed step leaves the step count, the loss
+ * scale and its clean-step count as they were, and no state or master
+ * weights it would have created; the parameters and existing state change
+ * in one update kernel, except on a float16 model whose narrowing into the
+ * parameters fails after that kernel (the master weights and state then
+ * hold the update, the parameters do not). */
 CLT_API clt_status clt_optimizer_step(clt_optimizer *opt);
 
 /* Learning rate, for schedules. */
