@@ -7,7 +7,9 @@
  * waits only while a copy into it is pending), and the calls that say they
  * wait through one of these (e.g. clt_model_clip_grad_norm, a float16 model's
  * clt_optimizer_step, clt_loader_next with its staging ring full, GEMM
- * tuning, clt_trainer_evaluate, saving a file). Copies between devices wait
+ * tuning, clt_trainer_evaluate, saving a file, clt_trace_stop), and, where the
+ * driver refuses a completion callback, freeing memory a command still
+ * uses. Copies between devices wait
  * on events, never on the host. Each sync point is counted per device (waits
  * for a pinned tensor's transfers count on "pinned"), can be reported or
  * refused (CLT_SYNC_DEBUG), and appears on the trace (CLT_TRACE). See
@@ -107,9 +109,13 @@ CLT_API clt_status clt_tensor_write(clt_tensor *t, const void *src, size_t nbyte
  * every device's first use fail with that status and a message naming
  * CLT_TRACE. */
 CLT_API clt_status clt_trace_start(const char *path);
-/* Waits for the recorded commands (not a counted synchronization point),
- * writes the file (a temporary name renamed into place) and stops. CLT_OK
- * when no trace runs; CLT_ERR_IO when the file cannot be written. */
+/* Waits for the recorded commands, a synchronization point named
+ * "clt_trace_stop" on each device that has unfinished ones (counted,
+ * reported; refused under CLT_SYNC_DEBUG=error with CLT_ERR_SYNC, and the
+ * trace keeps running), writes the file (a temporary name renamed into
+ * place) and stops. CLT_OK when no trace runs; CLT_ERR_IO when the file
+ * cannot be written; a recorded command's failure after the file is
+ * written. */
 CLT_API clt_status clt_trace_stop(void);
 
 #ifdef __cplusplus

@@ -156,7 +156,9 @@ CLT_API int clt_model_num_blocks(const clt_model *m);
  * nearest. A no-op when already dt. Drops kept activations; views from
  * clt_model_named_parameter are invalid afterwards. Convert before building
  * an optimizer: a step of an optimizer built before the conversion fails
- * with CLT_ERR_INVALID_ARGUMENT (its state and master weights do not fit). */
+ * with CLT_ERR_INVALID_ARGUMENT (its state and master weights do not fit).
+ * A failed conversion leaves the model as it was (and its optimizers
+ * usable). */
 CLT_API clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt);
 /* The parameters' dtype (CLT_FLOAT32 for NULL or an uninitialised model). */
 CLT_API clt_dtype clt_model_dtype(const clt_model *m);

@@ -48,7 +48,12 @@ CLT_API void clt_optimizer_free(clt_optimizer *opt);
  * backward (no gradients yet) it does nothing, as PyTorch skips parameters
  * without gradients. Creates the state at the first update. State left on
  * another device (the model was moved after the first step) fails with
- * CLT_ERR_DEVICE_MISMATCH. */
+ * CLT_ERR_DEVICE_MISMATCH. A failed step leaves the step count, the loss
+ * scale and its clean-step count as they were, and no state or master
+ * weights it would have created; the parameters and existing state change
+ * in one update kernel, except on a float16 model whose narrowing into the
+ * parameters fails after that kernel (the master weights and state then
+ * hold the update, the parameters do not). */
 CLT_API clt_status clt_optimizer_step(clt_optimizer *opt);
 
 /* Learning rate, for schedules. */
@@ -62,12 +67,13 @@ CLT_API clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps);
  * Adam has "exp_avg" and "exp_avg_sq", SGD with momentum "momentum_buffer",
  * SGD without none (PyTorch's names); for a float16 model one more, last,
  * "master": the float32 master weights. *state is borrowed and NULL until
- * the first update (or clt_optimizer_init_state). */
+ * the first update (or clt_optimizer_init_state), and replaced by a
+ * clt_checkpoint_load that loads state. */
 CLT_API int clt_optimizer_num_states(const clt_optimizer *opt);
 CLT_API clt_status clt_optimizer_state(const clt_optimizer *opt, int i, const char **name, clt_tensor **state);
 /* Creates the state now on the parameters' device (for loading a checkpoint
  * into it): zeroed, the master weights a float32 copy of the parameters; a
- * no-op for what exists. */
+ * no-op for what exists. On failure nothing it created is left. */
 CLT_API clt_status clt_optimizer_init_state(clt_optimizer *opt);
 
 #ifdef __cplusplus

@@ -118,9 +118,16 @@ CLT_API clt_status clt_checkpoint_save(const char *path, const clt_model *model,
                                const clt_checkpoint_info *info);
 /* Loads every parameter of model (and the optimizer state when opt is not
  * NULL and the file has it) after checking the whole file first: a tensor
- * the model lacks, one it has that the file lacks, or a shape that differs
- * fails with CLT_ERR_FORMAT naming the tensor, and the model is untouched.
- * info (may be NULL) receives the metadata's numbers. */
+ * the model lacks, one it has that the file lacks, a shape that differs or
+ * a dtype other than F32, F16 or BF16 fails with CLT_ERR_FORMAT naming the
+ * tensor. The tensors are read into new buffers (memory for a second copy
+ * of the parameters and the loaded state) before anything changes, so any
+ * failure (these, bad metadata, a read or allocation error) leaves the
+ * model's parameters, the optimizer's state, steps and the loss scaler as
+ * they were. The loaded state replaces the optimizer's buffers (pointers
+ * from clt_optimizer_state are invalid afterwards); the parameters are
+ * copied into the model's own. info (may be NULL) receives the metadata's
+ * numbers. */
 CLT_API clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt,
                                clt_checkpoint_info *info);
 /* Reads a ResMLP checkpoint's architecture (hidden width and block count)

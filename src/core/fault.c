@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[CLT__FAULT_KINDS] = {"alloc", "driver", "enqueue", "write"};
+static const char *const kind_names[CLT__FAULT_KINDS] = {"alloc", "driver", "enqueue", "write", "host", "callback"};
 
 /* at[k] == 0: no fault of kind k; sticky[k]: every event from at[k] on fails. */
 static atomic_llong counts[CLT__FAULT_KINDS], at[CLT__FAULT_KINDS];

@@ -10,6 +10,10 @@
  *            then retries as on a real out-of-memory)
  *   enqueue  a kernel launch or GEMM call
  *   write    a file write or the final flush of an atomic file
+ *   host     a host allocation after device work that the caller must undo
+ *            (binding a model's parameter views to new buffers)
+ *   callback a completion callback or barrier that defers a free (the
+ *            caller then falls back to a counted host wait)
  * Unset, each hook costs one relaxed atomic increment. */
 #ifndef CLT_CORE_FAULT_H
 #define CLT_CORE_FAULT_H
@@ -21,6 +25,8 @@ typedef enum clt__fault_kind {
     CLT__FAULT_DRIVER,
     CLT__FAULT_ENQUEUE,
     CLT__FAULT_WRITE,
+    CLT__FAULT_HOST,
+    CLT__FAULT_CALLBACK,
     CLT__FAULT_KINDS
 } clt__fault_kind;
 

@@ -1,8 +1,8 @@
-/* Synchronization points: every host wait for a device (but
- * clt_trace_stop's) goes through this file. A synchronization point
- * (clt__sync_*) is counted, can be reported or refused, and appears on the
- * trace; a clt__host_wait only appears on the trace, and blocking mode's wait
- * after each command is neither counted nor traced as a wait. Also the
+/* Synchronization points: every host wait for a device goes through this
+ * file. A synchronization point (clt__sync_*) is counted, can be reported
+ * and (but a fallback's) refused, and appears on the trace; a
+ * clt__host_wait only appears on the trace, and blocking mode's wait after
+ * each command is neither counted nor traced as a wait. Also the
  * per-command hook (trace, blocking mode) and events. */
 #include "sync.h"
 
@@ -99,17 +99,23 @@ static const char *slot_name(int slot)
     return s ? s->name : "?";
 }
 
+/* Counts a synchronization point and reports it in warn mode. */
+static void note_point(int slot, const char *api, clt_sync_debug mode)
+{
+    if (tables_ready(slot)) atomic_fetch_add(&counts[slot], 1);
+    /* Printed because the user asked for it (CLT_SYNC_DEBUG=warn); the
+     * trainer's progress bar, when its options ask for one, is the other. */
+    if (mode == CLT_SYNC_DEBUG_WARN)
+        fprintf(stderr, "cltensor: synchronization point: %s waits for %s\n", api, slot_name(slot));
+}
+
 clt_status clt__sync_point(int slot, const char *api)
 {
     clt_sync_debug mode = clt_sync_get_debug();
     if (mode == CLT_SYNC_DEBUG_ERROR)
         return clt__fail(CLT_ERR_SYNC, "%s on %s is a synchronization point (the host would wait for the "
                          "device) and CLT_SYNC_DEBUG=error refuses it", api, slot_name(slot));
-    if (tables_ready(slot)) atomic_fetch_add(&counts[slot], 1);
-    /* Printed because the user asked for it (CLT_SYNC_DEBUG=warn); the
-     * trainer's progress bar, when its options ask for one, is the other. */
-    if (mode == CLT_SYNC_DEBUG_WARN)
-        fprintf(stderr, "cltensor: synchronization point: %s waits for %s\n", api, slot_name(slot));
+    note_point(slot, api, mode);
     return CLT_OK;
 }
 
@@ -256,6 +262,16 @@ clt_status clt__sync_queue(int slot, const char *api)
     clt__trace_host(slot, api, "sync", t0, clt__now_ns());
     run_after_wait();
     if (err != CL_SUCCESS) return clt__cl_fail(err, "%s: clFinish on %s", api, slot_name(slot));
+    return s;
+}
+
+clt_status clt__sync_fallback(int slot, const char *api, cl_event ev)
+{
+    note_point(slot, api, clt_sync_get_debug());
+    uint64_t t0 = clt__now_ns();
+    clt_status s = wait_events(slot, api, 1, &ev);
+    clt__trace_host(slot, api, "sync", t0, clt__now_ns());
+    run_after_wait();
     return s;
 }
 

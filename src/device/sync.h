@@ -1,5 +1,4 @@
-/* Internal: the one place where the host waits for a device (but
- * clt_trace_stop's wait for the commands it traced), and the hook enqueued
+/* Internal: the one place where the host waits for a device, and the hook enqueued
  * kernels and transfers pass through (trace, blocking mode; the commands that
  * do not are listed at clt__after_enqueue). */
 #ifndef CLT_DEVICE_SYNC_H
@@ -27,11 +26,17 @@ clt_status clt__sync_queue(int slot, const char *api);
 typedef void (*clt__after_wait_hook)(void);
 void clt__sync_set_after_wait(clt__after_wait_hook hook);
 
+/* The fallback where a completion callback or barrier cannot be queued
+ * (freeing staging or pinned memory, a block another device reads): the
+ * host waits for ev, and so for the queue's work before it. A
+ * synchronization point named `api`: counted, reported (warn) and traced,
+ * but never refused, as its caller is freeing memory a command uses and
+ * cannot fail. */
+clt_status clt__sync_fallback(int slot, const char *api, cl_event ev);
+
 /* A host wait that is not a synchronization point: traced, not counted,
- * never reported or refused. Used for the side queue's map of new pinned
- * memory, and as the fallback where a callback or barrier cannot be queued
- * (freeing staging or pinned memory, a block another device reads), where it
- * waits for a command of the device's own queue. */
+ * never reported or refused. Used only for the side queue's map of new
+ * pinned memory, a short command that waits for nothing queued. */
 clt_status clt__host_wait(int slot, const char *why, cl_event ev);
 
 /* Every kernel, fill and transfer enqueued on a device queue passes its

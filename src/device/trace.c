@@ -1,6 +1,7 @@
 /* The timeline: every command that passes the enqueue hook (sync.h; with
  * OpenCL profiling times when its queue was created while tracing) and the
- * host waits sync.c reports (synchronization points and clt__host_wait),
+ * host waits sync.c reports (synchronization points, clt_trace_stop's own
+ * among them, and clt__host_wait),
  * written as Chrome trace-event JSON. Device clocks are mapped onto the
  * host's monotonic clock by the first command harvested with profiling times
  * on each device: its QUEUED time is taken to be the moment it was enqueued. */
@@ -80,15 +81,29 @@ static void harvest(record *r)
     unharvested--;
 }
 
-/* Harvests every finished command; with wait, waits for the others first. */
-static void harvest_all(int wait)
+/* Harvests every finished command. Lock held. */
+static void harvest_all(void)
 {
+    for (size_t i = 0; i < nrecs; i++)
+        if (recs[i].ev && clt__event_done(recs[i].ev)) harvest(&recs[i]);
+}
+
+/* The recorded commands of slot not yet harvested, retained, in a new array
+ * (*out NULL when there are none). Lock held. */
+static clt_status pending_of(int slot, cl_event **out, cl_uint *n)
+{
+    *out = NULL;
+    *n = 0;
     for (size_t i = 0; i < nrecs; i++) {
-        record *r = &recs[i];
-        if (!r->ev) continue;
-        if (wait) clWaitForEvents(1, &r->ev);
-        if (clt__event_done(r->ev)) harvest(r);
+        if (!recs[i].ev || recs[i].slot != slot) continue;
+        if (!*out) {
+            *out = malloc(unharvested * sizeof **out);
+            if (!*out) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_trace_stop: out of host memory");
+        }
+        clRetainEvent(recs[i].ev);
+        (*out)[(*n)++] = recs[i].ev;
     }
+    return CLT_OK;
 }
 
 void clt__trace_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes)
@@ -105,7 +120,7 @@ void clt__trace_command(int slot, cl_event ev, const char *name, const char *cat
         r->host_ns = now;
         clRetainEvent(ev);
         r->ev = ev;
-        if (++unharvested >= HARVEST_EVERY) harvest_all(0);
+        if (++unharvested >= HARVEST_EVERY) harvest_all();
     }
     pthread_mutex_unlock(&lock);
 }
@@ -200,11 +215,11 @@ static clt_status write_file(void)
 }
 
 /* Lock held. */
-static clt_status stop_locked(int wait)
+static clt_status stop_locked(void)
 {
     if (!atomic_load(&active)) return CLT_OK;
     atomic_store(&active, 0);
-    harvest_all(wait);
+    harvest_all();
     clt_status s = write_file();
     for (size_t i = 0; i < nrecs; i++)
         if (recs[i].ev) clReleaseEvent(recs[i].ev);
@@ -224,7 +239,7 @@ static clt_status stop_locked(int wait)
 static void at_exit(void)
 {
     pthread_mutex_lock(&lock);
-    stop_locked(0);
+    stop_locked();
     pthread_mutex_unlock(&lock);
 }
 
@@ -262,10 +277,28 @@ clt_status clt_trace_start(const char *path)
 
 clt_status clt_trace_stop(void)
 {
+    /* The wait for each device's recorded commands is a synchronization
+     * point of clt_trace_stop (sync.c: counted, reported, refusable); the
+     * lock is not held, as the wait is recorded too. A refusal leaves the
+     * trace running; a failed command is reported after the file is written. */
+    clt_status waited = CLT_OK;
+    int nslots = clt__slot_count();
+    for (int slot = 0; slot < nslots; slot++) {
+        cl_event *evs = NULL;
+        cl_uint n = 0;
+        pthread_mutex_lock(&lock);
+        clt_status s = atomic_load(&active) ? pending_of(slot, &evs, &n) : CLT_OK;
+        pthread_mutex_unlock(&lock);
+        if (s == CLT_OK && n > 0) s = clt__sync_wait(slot, "clt_trace_stop", n, evs);
+        for (cl_uint i = 0; i < n; i++) clReleaseEvent(evs[i]);
+        free(evs);
+        if (s == CLT_ERR_SYNC || s == CLT_ERR_OUT_OF_MEMORY) return s;
+        if (waited == CLT_OK) waited = s;
+    }
     pthread_mutex_lock(&lock);
-    clt_status s = stop_locked(1);
+    clt_status s = stop_locked();
     pthread_mutex_unlock(&lock);
-    return s;
+    return s != CLT_OK ? s : waited;
 }
 
 /* CLT_TRACE's outcome: a path that cannot be written fails every queue's

@@ -251,8 +251,9 @@ void clt__free(clt__block *b, cl_event pending)
         /* Later commands on this device's in-order queue must not overwrite
          * the block while another queue still reads it. */
         cl_command_queue q;
-        if (clt__slot_queue(a->slot, &q) != CLT_OK || clEnqueueBarrierWithWaitList(q, 1, &pending, NULL) != CL_SUCCESS)
-            clt__host_wait(a->slot, "freeing a block another device reads", pending);
+        if (clt__fault(CLT__FAULT_CALLBACK) || clt__slot_queue(a->slot, &q) != CLT_OK ||
+            clEnqueueBarrierWithWaitList(q, 1, &pending, NULL) != CL_SUCCESS)
+            clt__sync_fallback(a->slot, "clt_tensor_release (a block another device reads: no barrier)", pending);
     }
     pthread_mutex_lock(&a->lock);
     a->stats.allocated -= (int64_t)b->requested;

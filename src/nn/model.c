@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/checked.h"
+#include "../core/fault.h"
 #include "../ops/half.h"
 #include "../tensor/tensor_internal.h"
 #include "cltensor/async.h"
@@ -191,10 +192,13 @@ static clt_status linear_views(clt_tensor *flat, const clt__layer *l, clt_tensor
     return s;
 }
 
-/* Points every Linear's parameter (or gradient) views at a flat buffer; the
- * model is unchanged on failure. */
-static clt_status bind_views(clt_model *m, clt_tensor *flat, int grads)
+/* Every Linear's weight and bias views of a flat buffer, in a new array
+ * (2 per Linear); nothing is changed. */
+static clt_status make_views(const clt_model *m, clt_tensor *flat, clt_tensor ***out)
 {
+    *out = NULL;
+    if (clt__fault(CLT__FAULT_HOST))
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory binding parameter views (injected by CLT_FAULT)");
     clt_tensor **v = calloc((size_t)m->nlinears * 2 + 1, sizeof *v);
     if (!v) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory binding parameter views");
     for (int k = 0; k < m->nlinears; k++) {
@@ -205,6 +209,14 @@ static clt_status bind_views(clt_model *m, clt_tensor *flat, int grads)
             return s;
         }
     }
+    *out = v;
+    return CLT_OK;
+}
+
+/* Points every Linear's parameter (or gradient) views at those of
+ * make_views, which it takes; cannot fail. */
+static void install_views(clt_model *m, clt_tensor **v, int grads)
+{
     for (int k = 0; k < m->nlinears; k++) {
         clt__layer *l = m->linears[k];
         clt_tensor **w = grads ? &l->dw : &l->w, **b = grads ? &l->db : &l->b;
@@ -214,6 +226,15 @@ static clt_status bind_views(clt_model *m, clt_tensor *flat, int grads)
         *b = v[2 * k + 1];
     }
     free(v);
+}
+
+/* Points every Linear's parameter (or gradient) views at a flat buffer; the
+ * model is unchanged on failure. */
+static clt_status bind_views(clt_model *m, clt_tensor *flat, int grads)
+{
+    clt_tensor **v;
+    CLT_TRY(make_views(m, flat, &v));
+    install_views(m, v, grads);
     return CLT_OK;
 }
 
@@ -378,17 +399,19 @@ static void drop_activations(clt_model *m)
  * views cannot be made, releases them and leaves the model as it was. */
 static clt_status adopt(clt_model *m, clt_status s, clt_tensor *params, clt_tensor *grads)
 {
-    if (s == CLT_OK) s = bind_views(m, params, 0);
-    if (s == CLT_OK && grads) {
-        s = bind_views(m, grads, 1);
-        /* Best effort: a view keeps its storage alive whichever it names. */
-        if (s != CLT_OK) bind_views(m, m->params, 0);
-    }
+    /* Every view is made before any is installed, so a failure changes nothing. */
+    clt_tensor **pv = NULL, **gv = NULL;
+    if (s == CLT_OK) s = make_views(m, params, &pv);
+    if (s == CLT_OK && grads) s = make_views(m, grads, &gv);
     if (s != CLT_OK) {
+        for (int j = 0; pv && j < 2 * m->nlinears; j++) clt_tensor_release(pv[j]);
+        free(pv);
         clt_tensor_release(params);
         clt_tensor_release(grads);
         return s;
     }
+    install_views(m, pv, 0);
+    if (gv) install_views(m, gv, 1);
     drop_activations(m);
     clt_tensor_release(m->params);
     clt_tensor_release(m->grads);
@@ -635,8 +658,11 @@ clt_status clt_model_to_dtype(clt_model *m, clt_dtype dt)
     if (s == CLT_OK) s = clt_tensor_set_category(params, CLT_MEM_WEIGHTS);
     if (s == CLT_OK && m->grads) s = clt_to_dtype(&grads, m->grads, dt);
     if (s == CLT_OK && grads) s = clt_tensor_set_category(grads, CLT_MEM_GRADIENTS);
-    if (s == CLT_OK) m->conversions++;
-    return adopt(m, s, params, grads);
+    /* Counted only once the model holds the new buffers: a failed
+     * conversion leaves the model, and its optimizers, as they were. */
+    CLT_TRY(adopt(m, s, params, grads));
+    m->conversions++;
+    return CLT_OK;
 }
 
 clt_dtype clt_model_dtype(const clt_model *m)

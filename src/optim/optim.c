@@ -11,6 +11,7 @@
 #include "../tensor/tensor_internal.h"
 #include "cltensor/ops.h"
 #include "cltensor/optim.h"
+#include "optim_internal.h"
 
 typedef enum { OPT_SGD, OPT_ADAM } opt_kind;
 
@@ -98,23 +99,30 @@ void clt_optimizer_free(clt_optimizer *opt)
 }
 
 /* Creates missing state buffers next to the parameters; `zero` says whether
- * their first contents matter (SGD's first step overwrites its buffer). */
+ * their first contents matter (SGD's first step overwrites its buffer).
+ * *created has bit i set for each buffer i made; on failure none is left. */
 static clt_status make_state(clt_optimizer *o, int zero, int *created)
 {
     *created = 0;
-    clt_tensor *params = clt_model_parameters(o->model);
-    for (int i = 0; i < o->nstate; i++) {
+    clt_tensor *params = clt_model_parameters(o->model), *made[2] = {NULL, NULL};
+    clt_device dev = clt_tensor_device(params);
+    int64_t n = clt_tensor_numel(params);
+    clt_status s = CLT_OK;
+    for (int i = 0; i < o->nstate && s == CLT_OK; i++) {
         if (o->state[i]) continue;
         /* float32 whatever the parameters' dtype (mixed precision). */
-        clt_tensor *t;
-        clt_device dev = clt_tensor_device(params);
-        int64_t n = clt_tensor_numel(params);
-        CLT_TRY(zero ? clt_zeros(&t, dev, CLT_FLOAT32, 1, &n) : clt_empty(&t, dev, CLT_FLOAT32, 1, &n));
-        clt_tensor_set_category(t, CLT_MEM_OPTIMIZER);
-        o->state[i] = t;
-        *created = 1;
+        s = zero ? clt_zeros(&made[i], dev, CLT_FLOAT32, 1, &n) : clt_empty(&made[i], dev, CLT_FLOAT32, 1, &n);
+        if (s == CLT_OK) s = clt_tensor_set_category(made[i], CLT_MEM_OPTIMIZER);
     }
-    return CLT_OK;
+    for (int i = 0; i < o->nstate; i++) {
+        if (s != CLT_OK) {
+            clt_tensor_release(made[i]);
+        } else if (made[i]) {
+            o->state[i] = made[i];
+            *created |= 1 << i;
+        }
+    }
+    return s;
 }
 
 /* State must live where the parameters do. */
@@ -133,10 +141,12 @@ static clt_status check_state_device(const clt_optimizer *o, const char *op)
     return CLT_OK;
 }
 
-/* State born in a failed or skipped step holds nothing valid. */
+/* State born in a failed or skipped step holds nothing valid (created as
+ * make_state's). */
 static void drop_new_state(clt_optimizer *o, int created)
 {
-    for (int i = 0; created && i < o->nstate; i++) {
+    for (int i = 0; i < o->nstate; i++) {
+        if (!(created & (1 << i))) continue;
         clt_tensor_release(o->state[i]);
         o->state[i] = NULL;
     }
@@ -150,13 +160,24 @@ static clt_status make_master(clt_optimizer *o)
     return clt_tensor_set_category(o->master, CLT_MEM_OPTIMIZER);
 }
 
+/* The loss scaler's state after this step, applied only once the step has
+ * succeeded (a failed step leaves the scale and its counters as they were). */
+typedef struct scaler_next {
+    float scale;
+    int64_t clean_steps;
+} scaler_next;
+
 /* Mixed precision: the float32 master weights and unscaled float32
  * gradients that a float16 model's step updates instead (*skip when the
- * gradients overflowed: the step is dropped and a dynamic scale halves). */
-static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tensor **grads, int *skip)
+ * gradients overflowed: the step is dropped and a dynamic scale halves).
+ * *next is the scaler's state for when the step completes. */
+static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tensor **grads, int *skip,
+                                scaler_next *next)
 {
     clt_model *m = o->model;
     *skip = 0;
+    next->scale = m->loss_scale;
+    next->clean_steps = m->clean_steps;
     if (o->master && !clt_device_equal(clt_tensor_device(o->master), clt_model_device(m)))
         return clt__fail(CLT_ERR_DEVICE_MISMATCH,
                          "clt_optimizer_step: the master weights are on another device than the parameters; build "
@@ -180,13 +201,13 @@ static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tenso
     if (overflow != 0) {
         clt_tensor_release(g);
         *skip = 1;
-        if (m->scale_dynamic) m->loss_scale = fmaxf(m->loss_scale * 0.5f, 1.0f / 65536.0f);
-        m->clean_steps = 0;
+        if (m->scale_dynamic) next->scale = fmaxf(m->loss_scale * 0.5f, 1.0f / 65536.0f);
+        next->clean_steps = 0;
         return CLT_OK;
     }
-    if (m->scale_dynamic && ++m->clean_steps >= CLT__SCALE_GROWTH) {
-        m->clean_steps = 0;
-        if (isfinite(m->loss_scale * 2.0f)) m->loss_scale *= 2.0f;
+    if (m->scale_dynamic && ++next->clean_steps >= CLT__SCALE_GROWTH) {
+        next->clean_steps = 0;
+        if (isfinite(m->loss_scale * 2.0f)) next->scale = m->loss_scale * 2.0f;
     }
     *params = o->master;
     *grads = g;
@@ -208,26 +229,37 @@ clt_status clt_optimizer_step(clt_optimizer *opt)
     CLT_TRY(check_state_device(opt, op));
     int created;
     CLT_TRY(make_state(opt, opt->kind == OPT_ADAM, &created));
-    int half = clt_tensor_dtype(params) == CLT_FLOAT16, skip = 0;
-    clt_status s = half ? half_operands(opt, &params, &grads, &skip) : CLT_OK;
+    int half = clt_tensor_dtype(params) == CLT_FLOAT16, skip = 0, new_master = half && !opt->master;
+    scaler_next next = {0};
+    clt_status s = half ? half_operands(opt, &params, &grads, &skip, &next) : CLT_OK;
     if (s == CLT_OK && skip) {
         drop_new_state(opt, created);
+        opt->model->loss_scale = next.scale;
+        opt->model->clean_steps = next.clean_steps;
         return CLT_OK;
     }
-    if (s != CLT_OK) half = 0;
-    else if (opt->kind == OPT_SGD)
-        s = clt_sgd_step_(params, grads, opt->state[0], opt->lr, opt->momentum, opt->weight_decay, created);
-    else
+    int widened = half && s == CLT_OK; /* grads is then this step's float32 copy */
+    if (s == CLT_OK && opt->kind == OPT_SGD)
+        s = clt_sgd_step_(params, grads, opt->state[0], opt->lr, opt->momentum, opt->weight_decay, created != 0);
+    else if (s == CLT_OK)
         s = clt_adam_step_(params, grads, opt->state[0], opt->state[1], opt->lr, opt->beta1, opt->beta2, opt->eps,
                            opt->weight_decay, opt->decoupled, opt->steps + 1);
-    if (half) {
+    if (widened) {
         /* The float16 parameters are the rounded master weights. */
         if (s == CLT_OK) s = clt__convert_to_half(clt_model_parameters(opt->model), params, 1.0f);
         clt_tensor_release(grads);
     }
     if (s != CLT_OK) {
         drop_new_state(opt, created);
+        if (new_master) {
+            clt_tensor_release(opt->master);
+            opt->master = NULL;
+        }
         return s;
+    }
+    if (half) {
+        opt->model->loss_scale = next.scale;
+        opt->model->clean_steps = next.clean_steps;
     }
     opt->steps++;
     return CLT_OK;
@@ -274,5 +306,41 @@ clt_status clt_optimizer_init_state(clt_optimizer *opt)
     CLT_TRY(check_state_device(opt, "clt_optimizer_init_state"));
     int created;
     CLT_TRY(make_state(opt, 1, &created));
-    return has_master(opt) ? make_master(opt) : CLT_OK;
+    clt_status s = has_master(opt) ? make_master(opt) : CLT_OK;
+    if (s != CLT_OK) drop_new_state(opt, created); /* as it was */
+    return s;
+}
+
+clt_status clt__optimizer_stage_state(const clt_optimizer *opt, clt_tensor **out)
+{
+    const char *op = "clt_checkpoint_load";
+    int n = clt_optimizer_num_states(opt);
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    CLT_TRY(check_state_device(opt, op));
+    clt_tensor *params = clt_model_parameters(opt->model);
+    clt_device dev = clt_tensor_device(params);
+    int64_t numel = clt_tensor_numel(params);
+    clt_status s = CLT_OK;
+    for (int i = 0; i < n && s == CLT_OK; i++) {
+        s = clt_empty(&out[i], dev, CLT_FLOAT32, 1, &numel);
+        if (s == CLT_OK) s = clt_tensor_set_category(out[i], CLT_MEM_OPTIMIZER);
+    }
+    if (s != CLT_OK)
+        for (int i = 0; i < n; i++) {
+            clt_tensor_release(out[i]);
+            out[i] = NULL;
+        }
+    return s;
+}
+
+void clt__optimizer_adopt_state(clt_optimizer *opt, clt_tensor **staged)
+{
+    for (int i = 0; i < opt->nstate; i++) {
+        clt_tensor_release(opt->state[i]);
+        opt->state[i] = staged[i];
+    }
+    if (has_master(opt)) {
+        clt_tensor_release(opt->master);
+        opt->master = staged[opt->nstate];
+    }
 }

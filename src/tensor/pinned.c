@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/fault.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
 
@@ -138,6 +139,8 @@ void clt__pinned_reclaim(void)
     }
 }
 
+#define RELEASE_WAIT "clt_tensor_release (pinned memory a transfer uses: no callback)"
+
 /* Frees the block once every event has completed; never waits unless the
  * runtime refuses a callback. No flush: nothing waits for the callback, and
  * the queue's next flush or wait starts the command (a flush here would
@@ -146,7 +149,7 @@ static void free_after(int slot, clt__block *block, int n, const cl_event *evs)
 {
     deferred_free *d = n > 0 ? malloc(sizeof *d) : NULL;
     if (!d) {
-        for (int i = 0; i < n; i++) clt__host_wait(slot, "releasing memory a transfer uses", evs[i]);
+        for (int i = 0; i < n; i++) clt__sync_fallback(slot, RELEASE_WAIT, evs[i]);
         clt__free(block, NULL);
         return;
     }
@@ -157,8 +160,8 @@ static void free_after(int slot, clt__block *block, int n, const cl_event *evs)
     atomic_init(&d->left, n + 1);
     for (int i = 0; i < n; i++) {
         clRetainEvent(evs[i]);
-        if (clSetEventCallback(evs[i], CL_COMPLETE, free_when_done, d) != CL_SUCCESS) {
-            clt__host_wait(slot, "releasing memory a transfer uses", evs[i]);
+        if (clt__fault(CLT__FAULT_CALLBACK) || clSetEventCallback(evs[i], CL_COMPLETE, free_when_done, d) != CL_SUCCESS) {
+            clt__sync_fallback(slot, RELEASE_WAIT, evs[i]);
             free_when_done(evs[i], CL_COMPLETE, d);
         }
     }
@@ -225,7 +228,7 @@ static clt_status upload(clt_tensor *dst, clt_tensor *src, int blocking, cl_even
     clt__tensor_set_write(dst, ev);
     clt_status s = add_read(src->st, ev);
     if (s != CLT_OK) {
-        clt__host_wait(slot, "tracking a transfer failed", ev);
+        clt__sync_fallback(slot, api, ev); /* the transfer reads src: wait before failing */
         clReleaseEvent(ev);
         return s;
     }

@@ -6,6 +6,7 @@
 
 #include "../device/device_internal.h"
 #include "../core/checked.h"
+#include "../core/fault.h"
 #include "../device/sync.h"
 #include "pinned.h"
 
@@ -191,9 +192,10 @@ clt_status clt__write_host(clt_tensor *t, const void *src, size_t nbytes)
         free(staging);
         return clt__cl_fail(err, "clEnqueueWriteBuffer of %zu bytes", nbytes);
     }
-    err = clSetEventCallback(ev, CL_COMPLETE, free_staging, staging);
+    err = clt__fault(CLT__FAULT_CALLBACK) ? CL_OUT_OF_HOST_MEMORY
+                                          : clSetEventCallback(ev, CL_COMPLETE, free_staging, staging);
     if (err != CL_SUCCESS) {
-        clt__host_wait(t->st->slot, "freeing a staging buffer", ev);
+        clt__sync_fallback(t->st->slot, "a host-to-device write (freeing its staging copy: no callback)", ev);
         free(staging);
     }
     clt__tensor_set_write(t, ev);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../core/error.h"
+#include "../optim/optim_internal.h"
 #include "checkpoint.h"
 #include "cltensor/io.h"
 #include "cltensor/trainer.h"
@@ -268,7 +269,8 @@ static void shape_text(char *buf, size_t len, int nd, const int64_t *shape)
     if (used < len) snprintf(buf + used, len - used, ")");
 }
 
-/* Every entry in the file is expected, every expected one is there, shapes agree. */
+/* Every entry in the file is expected, every expected one is there, shapes
+ * agree and dtypes are floating point. */
 static clt_status validate(const char *path, const clt_safetensors *f, const entry_list *l, int with_opt)
 {
     for (int i = 0; i < l->n; i++) {
@@ -289,6 +291,9 @@ static clt_status validate(const char *path, const clt_safetensors *f, const ent
             return clt__fail(CLT_ERR_FORMAT, "%s: tensor %s has shape %s in the file but %s in the model", path,
                              l->names[i], a, b);
         }
+        if (strcmp(fi.dtype, "F32") && strcmp(fi.dtype, "F16") && strcmp(fi.dtype, "BF16"))
+            return clt__fail(CLT_ERR_FORMAT, "%s: tensor %s has dtype %s in the file; parameters and optimizer state "
+                             "are F32, F16 or BF16", path, l->names[i], fi.dtype);
     }
     int nf = clt_safetensors_num_tensors(f);
     for (int k = 0; k < nf; k++) {
@@ -302,6 +307,92 @@ static clt_status validate(const char *path, const clt_safetensors *f, const ent
     return CLT_OK;
 }
 
+/* The staging buffers a load reads into: the model's flat parameters and
+ * each optimizer buffer, with the list of views the file's tensors fill. */
+typedef struct staging {
+    clt_tensor *params;
+    clt_tensor *state[3];
+    int nstate;
+    entry_list l;
+} staging;
+
+static void staging_free(staging *st)
+{
+    clt_tensor_release(st->params);
+    for (int i = 0; i < st->nstate; i++) clt_tensor_release(st->state[i]);
+    list_free(&st->l);
+}
+
+/* A view of staging buffer flat, named prefix + the i-th parameter's name
+ * (prefix NULL: the parameter's own name, not copied). */
+static clt_status stage_entry(entry_list *l, const clt_model *m, clt_tensor *flat, int i, const char *prefix)
+{
+    const char *pname;
+    CLT_TRY(clt_model_named_parameter(m, i, &pname, NULL, NULL));
+    const char *name = pname;
+    if (prefix) {
+        char *full = join(prefix, ".", pname);
+        if (!full) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory naming checkpoint tensors");
+        l->owned[l->nowned++] = full;
+        name = full;
+    }
+    clt_tensor *v;
+    CLT_TRY(state_view(m, flat, i, &v));
+    l->views[l->nviews++] = v;
+    l->names[l->n] = name;
+    l->tensors[l->n++] = v;
+    return CLT_OK;
+}
+
+/* New buffers shaped as the model's parameters and (opt not NULL) the
+ * optimizer's state, and the entries a checkpoint of them holds, in the
+ * order of collect. Nothing of the model or the optimizer changes. */
+static clt_status stage(staging *st, clt_model *m, clt_optimizer *opt)
+{
+    memset(st, 0, sizeof *st);
+    int np = clt_model_num_parameter_tensors(m);
+    st->nstate = opt ? clt_optimizer_num_states(opt) : 0;
+    CLT_TRY(clt_empty_like(&st->params, clt_model_parameters(m)));
+    if (opt) CLT_TRY(clt__optimizer_stage_state(opt, st->state));
+    CLT_TRY(list_reserve(&st->l, np * (1 + st->nstate) + 1));
+    for (int i = 0; i < np; i++) CLT_TRY(stage_entry(&st->l, m, st->params, i, NULL));
+    for (int k = 0; k < st->nstate; k++) {
+        const char *sname;
+        CLT_TRY(clt_optimizer_state(opt, k, &sname, NULL));
+        char *prefix = join(OPT_PREFIX, sname, "");
+        if (!prefix) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory naming checkpoint tensors");
+        clt_status s = CLT_OK;
+        for (int i = 0; i < np && s == CLT_OK; i++) s = stage_entry(&st->l, m, st->state[k], i, prefix);
+        free(prefix);
+        CLT_TRY(s);
+    }
+    return CLT_OK;
+}
+
+/* The float16 loss scaler's state from the file, set on a float16 model
+ * (*set is 1 then). */
+static clt_status load_scaler(const char *path, const clt_safetensors *f, const file_meta *meta, clt_model *model,
+                              int *set)
+{
+    *set = 0;
+    const char *scale = clt_safetensors_metadata(f, "cltensor.loss_scale");
+    if (!scale || clt_model_dtype(model) != CLT_FLOAT16) return CLT_OK;
+    char *end;
+    double v = strtod(scale, &end);
+    if (end == scale || *end)
+        return clt__fail(CLT_ERR_FORMAT, "%s: cltensor.loss_scale \"%.40s\" is not a number", path, scale);
+    if (clt_model_set_loss_scale_state(model, (float)v, meta->scale_dynamic != 0, meta->scale_clean) != CLT_OK)
+        return clt__fail(CLT_ERR_FORMAT, "%s: the loss scaler's metadata is out of range (scale %.40s, %lld clean steps)",
+                         path, scale, (long long)meta->scale_clean);
+    *set = 1;
+    return CLT_OK;
+}
+
+/* Everything is checked and read into new buffers before the model or the
+ * optimizer changes: the metadata, every tensor's presence, shape and dtype,
+ * then every tensor's bytes. Then the parameters are copied in with one
+ * device copy, the optimizer takes the new state buffers, and the counters
+ * are set; a failure at any step before leaves both as they were. */
 clt_status clt__checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt, clt_checkpoint_info *info,
                                 clt__partial_epoch *partial)
 {
@@ -314,32 +405,34 @@ clt_status clt__checkpoint_load(const char *path, clt_model *model, clt_optimize
         if (clt_safetensors_get_info(f, k, &fi) == CLT_OK)
             has_opt_state = strncmp(fi.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
     }
+    int with_opt = opt && has_opt_state;
     file_meta meta;
+    staging st = {0};
     clt_status s = read_meta(path, f, &meta);
-    if (s == CLT_OK && opt && has_opt_state) s = clt_optimizer_init_state(opt);
-    entry_list l = {0};
-    if (s == CLT_OK) s = collect(&l, model, opt && has_opt_state ? opt : NULL);
-    if (s == CLT_OK) s = validate(path, f, &l, opt && has_opt_state);
-    for (int i = 0; s == CLT_OK && i < l.n; i++)
-        if (clt_safetensors_find(f, l.names[i]) >= 0) s = clt_safetensors_read_into(f, l.names[i], l.tensors[i]);
-    if (s == CLT_OK && opt && clt_safetensors_metadata(f, "cltensor.optimizer_steps"))
-        s = clt_optimizer_set_steps(opt, meta.optimizer_steps);
-    const char *scale = clt_safetensors_metadata(f, "cltensor.loss_scale");
-    if (s == CLT_OK && scale && clt_model_dtype(model) == CLT_FLOAT16) {
-        char *end;
-        double v = strtod(scale, &end);
-        if (end == scale || *end)
-            s = clt__fail(CLT_ERR_FORMAT, "%s: cltensor.loss_scale \"%.40s\" is not a number", path, scale);
-        else if (clt_model_set_loss_scale_state(model, (float)v, meta.scale_dynamic != 0, meta.scale_clean) != CLT_OK)
-            s = clt__fail(CLT_ERR_FORMAT, "%s: the loss scaler's metadata is out of range (scale %.40s, %lld clean steps)",
-                          path, scale, (long long)meta.scale_clean);
+    if (s == CLT_OK) s = stage(&st, model, with_opt ? opt : NULL);
+    if (s == CLT_OK) s = validate(path, f, &st.l, with_opt);
+    for (int i = 0; s == CLT_OK && i < st.l.n; i++) s = clt_safetensors_read_into(f, st.l.names[i], st.l.tensors[i]);
+    /* The commit: the scaler (checked, no device work), the one copy, then
+     * what cannot fail. */
+    float old_scale = 0;
+    int old_dynamic = 0, scaler_set = 0;
+    int64_t old_clean = 0;
+    if (s == CLT_OK) s = clt_model_loss_scale_state(model, &old_scale, &old_dynamic, &old_clean);
+    if (s == CLT_OK) s = load_scaler(path, f, &meta, model, &scaler_set);
+    if (s == CLT_OK) s = clt_copy_(clt_model_parameters(model), st.params);
+    if (s != CLT_OK && scaler_set) clt_model_set_loss_scale_state(model, old_scale, old_dynamic, old_clean);
+    if (s == CLT_OK && with_opt) {
+        clt__optimizer_adopt_state(opt, st.state);
+        st.nstate = 0; /* taken */
     }
+    if (s == CLT_OK && opt && clt_safetensors_metadata(f, "cltensor.optimizer_steps"))
+        s = clt_optimizer_set_steps(opt, meta.optimizer_steps); /* in [0, 2^53]: cannot fail */
     if (s == CLT_OK && info) {
         *info = meta.info;
         info->arch = NULL;
     }
     if (s == CLT_OK && partial) *partial = meta.partial;
-    list_free(&l);
+    staging_free(&st);
     clt_safetensors_free(f);
     return s;
 }
