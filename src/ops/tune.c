@@ -9,6 +9,7 @@
  * tile. The file is read as untrusted input: bad lines are ignored. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,11 +88,21 @@ static void read_caches(void)
     }
 }
 
+/* Set by tests only (clt__cpu_cache_sizes_override); 0 when unset. */
+static _Atomic size_t forced_l1, forced_l2;
+
 void clt__cpu_cache_sizes(size_t *l1, size_t *l2)
 {
     pthread_once(&cache_once, read_caches);
-    *l1 = cache_l1;
-    *l2 = cache_l2;
+    size_t f1 = forced_l1, f2 = forced_l2;
+    *l1 = f1 && f2 ? f1 : cache_l1;
+    *l2 = f1 && f2 ? f2 : cache_l2;
+}
+
+void clt__cpu_cache_sizes_override(size_t l1, size_t l2)
+{
+    forced_l1 = l1;
+    forced_l2 = l2;
 }
 
 static int tune_path(int slot, char *buf, size_t len)

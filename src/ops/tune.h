@@ -23,6 +23,10 @@ clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t
  * and level 2 of cpu0 as Linux lists them in /sys/devices/system/cpu/cpu0/
  * cache/ (read once), else 32 KiB and 1 MiB. */
 void clt__cpu_cache_sizes(size_t *l1, size_t *l2);
+/* For tests: makes clt__cpu_cache_sizes report l1 and l2 bytes (both
+ * nonzero), or the sizes read from sysfs again (0, 0). The GEMM's cache
+ * blocking (clt__cpu_gemm_blocking) follows them from the next product. */
+void clt__cpu_cache_sizes_override(size_t l1, size_t l2);
 
 /* How the CPU kernels run a large product (op(a) (m,k) beyond half of L2,
  * n >= 512, k > kc; src/ops/dense.c): as launches over blocks of kc depths,

@@ -86,6 +86,12 @@ static void count_skips(void)
     *skipped = 0;
 }
 
+int clt_test_simulated(void)
+{
+    const char *v = getenv("CLT_TEST_SIMULATOR");
+    return v && strcmp(v, "1") == 0;
+}
+
 /* 1 when `need` is a word of $CLT_TEST_REQUIRE. */
 static int required(const char *need)
 {

@@ -103,6 +103,12 @@ void clt_test_unlimit_memory(void);
 cl_event clt_test_close_gate(clt_device dev);
 void clt_test_open_gate(cl_event gate);
 
+/* 1 when the device is a simulator that runs kernels 10 to 100 times slower
+ * than pocl (scripts/oclgrind sets CLT_TEST_SIMULATOR=1). Tests whose
+ * largest shapes exist only to reach a code path take smaller shapes that
+ * reach the same path there; the pocl runs keep the full sizes. */
+int clt_test_simulated(void);
+
 /* The exit status of a test binary that skipped (tests/CMakeLists.txt sets
  * SKIP_RETURN_CODE to it, so ctest reports "Not Run" rather than a pass). */
 #define CLT_TEST_SKIPPED 77
