@@ -323,6 +323,11 @@ START_TEST(test_model_keeps_panels)
     clt_optimizer_free(adam);
     ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
     ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), 2 * n);
+    /* A float16 model packs per call and keeps nothing. */
+    clt_tensor *y16;
+    ck_assert_ok(clt_model_forward(m, x, &y16));
+    clt_tensor_release(y16);
+    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), 2 * n);
 
     clt_tensor_release(x);
     clt_model_free(m);
