@@ -6,8 +6,27 @@
 #include <string.h>
 
 #include "support.h"
+#include "device/device_internal.h"
+#include "ops/ops_internal.h"
 
 static clt_device dev(void) { return clt_try_gpu(0); }
+
+/* Bytes of the w^T panels an evaluating model keeps for its Linears when
+ * the CPU kernels run its products (src/ops/dense.c: 16 columns a panel,
+ * zero-padded), else 0. */
+static int64_t kept_panels(const clt_model *m)
+{
+    int slot, cpu = 0;
+    ck_assert_ok(clt__resolve(clt_model_device(m), &slot));
+    ck_assert_ok(clt__dense_cpu(slot, &cpu));
+    int64_t bytes = 0;
+    for (int i = 0; cpu && i < clt_model_num_parameter_tensors(m); i++) {
+        clt_tensor *p;
+        ck_assert_ok(clt_model_named_parameter(m, i, NULL, &p, NULL));
+        if (clt_tensor_ndim(p) == 2) bytes += (clt_tensor_dim(p, 0) + 15) / 16 * 16 * clt_tensor_dim(p, 1) * 4;
+    }
+    return bytes;
+}
 
 /* A second device distinct from dev(), when the machine has one. */
 static int other_device(clt_device *out)
@@ -415,19 +434,25 @@ START_TEST(test_activations_kept_and_freed)
     int64_t with_grads = clt_memory_allocated(dev());
     ck_assert_int_eq(with_grads, base + 4 * clt_model_num_parameter_elements(m));
 
-    /* Inference (no_grad): nothing is kept beyond the output. */
+    /* Inference (no_grad): nothing is kept beyond the output, and on CPU
+     * kernels the Linears' packed w^T (weights). */
     clt_model_set_training(m, 0);
     ck_assert_int_eq(clt_model_training(m), 0);
     ck_assert_ok(clt_model_forward(m, x, &y));
     ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
-    ck_assert_int_eq(clt_memory_allocated(dev()), with_grads + (int64_t)clt_tensor_nbytes(y));
+    int64_t panels = kept_panels(m);
+    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS),
+                     4 * clt_model_num_parameter_elements(m) + panels);
+    ck_assert_int_eq(clt_memory_allocated(dev()), with_grads + panels + (int64_t)clt_tensor_nbytes(y));
     ck_assert_ok(clt_ones_like(&dy, y));
     ck_assert_status(clt_model_backward(m, dy, NULL), CLT_ERR_INVALID_ARGUMENT);
     clt_tensor_release(y);
     clt_tensor_release(dy);
 
-    /* Leaving training mode drops a pending forward. */
+    /* Training keeps no packed weights. */
     clt_model_set_training(m, 1);
+    ck_assert_int_eq(clt_memory_allocated(dev()), with_grads);
+    /* Leaving training mode drops a pending forward. */
     ck_assert_ok(clt_model_forward(m, x, &y));
     ck_assert_int_gt(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
     clt_model_set_training(m, 0);

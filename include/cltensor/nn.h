@@ -107,7 +107,10 @@ CLT_API clt_status clt_model_to(clt_model *m, clt_device dev);
 /* Where the parameters live. */
 CLT_API clt_device clt_model_device(const clt_model *m);
 /* Training on (1, the default): forward keeps what backward needs. Off: the
- * chapter's no_grad, forward keeps nothing. Switching drops kept activations. */
+ * chapter's no_grad, forward keeps no activations; on CPU devices a float32
+ * model's Linears then keep their weights packed for the forward product
+ * (CLT_MEM_WEIGHTS), packed again after any write to the parameters and
+ * freed when training is switched on. Switching drops kept activations. */
 CLT_API void clt_model_set_training(clt_model *m, int on);
 CLT_API int clt_model_training(const clt_model *m);
 

@@ -64,11 +64,20 @@ static int is_f32_linear(const clt__layer *l)
     return l->kind == CLT__LINEAR && clt_tensor_dtype(l->w) == CLT_FLOAT32;
 }
 
+/* Where a Linear's forward keeps w^T's panels: in evaluation mode only.
+ * In training the optimizer rewrites w every step, so kept panels would be
+ * packed again at each forward anyway; they would only add memory. */
+static clt__packed_weight *kept_panels(const clt_model *m, clt__layer *l)
+{
+    return m->evaluating ? &l->packed : NULL;
+}
+
 // x is (B,in), w is (out,in), b is (out); y is (B,out)
 static clt_status linear_forward(clt_model *m, clt__layer *l, clt_tensor *x, int internal, clt_tensor **y)
 {
     int half = clt_tensor_dtype(l->w) == CLT_FLOAT16;
-    clt_status s = half ? clt__linear_forward_f16(y, x, l->w, l->b) : clt_linear_forward(y, x, l->w, l->b);
+    clt_status s = half ? clt__linear_forward_f16(y, x, l->w, l->b)
+                        : clt__linear_forward_packed(y, x, l->w, l->b, 0, kept_panels(m, l));
     if (s != CLT_OK) return layer_fail(l, s);
     if (m->training) keep(&l->saved, x, internal);
     return CLT_OK;
@@ -78,7 +87,7 @@ static clt_status linear_forward(clt_model *m, clt__layer *l, clt_tensor *x, int
 static clt_status linear_relu_forward(clt_model *m, clt__layer *lin, clt__layer *relu, clt_tensor *x, int internal,
                                       clt_tensor **y)
 {
-    clt_status s = clt_linear_relu_forward(y, x, lin->w, lin->b);
+    clt_status s = clt__linear_forward_packed(y, x, lin->w, lin->b, 1, kept_panels(m, lin));
     if (s != CLT_OK) return layer_fail(lin, s);
     if (m->training) {
         keep(&lin->saved, x, internal);

@@ -53,6 +53,7 @@ static void layers_free(clt__layer *layers, int n)
         clt_tensor_release(l->db);
         clt_tensor_release(l->saved);
         clt_tensor_release(l->seg_input);
+        clt__packed_weight_drop(&l->packed);
         if (l->body) layers_free(l->body, l->nbody);
         free(l->body);
     }
@@ -284,6 +285,7 @@ static void unbuild(clt_model *m)
         clt_tensor_release(l->w);
         clt_tensor_release(l->b);
         l->w = l->b = NULL;
+        clt__packed_weight_drop(&l->packed);
     }
     clt_tensor_release(m->params);
     m->params = NULL;
@@ -413,6 +415,9 @@ static clt_status adopt(clt_model *m, clt_status s, clt_tensor *params, clt_tens
     install_views(m, pv, 0);
     if (gv) install_views(m, gv, 1);
     drop_activations(m);
+    /* The packed weights are of the old parameters (their storage version
+     * would not match anyway); free them with the old parameters. */
+    for (int k = 0; k < m->nlinears; k++) clt__packed_weight_drop(&m->linears[k]->packed);
     clt_tensor_release(m->params);
     clt_tensor_release(m->grads);
     m->params = params;
@@ -445,7 +450,10 @@ void clt_model_set_training(clt_model *m, int on)
 {
     if (!m) return;
     if (m->training != (on != 0)) drop_activations(m);
+    /* Training keeps no packed weights (src/nn/layers.c, kept_panels). */
+    for (int k = 0; on && k < m->nlinears; k++) clt__packed_weight_drop(&m->linears[k]->packed);
     m->training = on != 0;
+    m->evaluating = !on;
 }
 
 int clt_model_training(const clt_model *m) { return m ? m->training : 0; }

@@ -3,6 +3,7 @@
 #define CLT_NN_INTERNAL_H
 
 #include "../core/error.h"
+#include "../ops/ops_internal.h"
 #include "cltensor/nn.h"
 
 typedef enum clt__layer_kind {
@@ -20,6 +21,9 @@ typedef struct clt__layer {
     /* Linear: weight (out,in) at element `offset` of the flat buffers, bias (out) after it. */
     int64_t in, out, offset;
     clt_tensor *w, *b, *dw, *db; /* views; dw and db NULL until gradients exist */
+    /* Linear, float32 on CPU devices: w^T packed for the forward product,
+     * kept until w changes (clt__linear_forward_packed). */
+    clt__packed_weight packed;
     /* Residual: the body Linear, ReLU, Linear, ReLU. */
     struct clt__layer *body;
     int nbody;
@@ -51,6 +55,8 @@ struct clt_model {
     int64_t nparams;
     int initialised;
     int training;
+    int evaluating;         /* 1 after clt_model_set_training(m, 0): Linears keep w^T packed (kept_panels in
+                               layers.c); not `training`, which a recomputed segment's forward also turns off */
     int recompute_blocks;   /* blocks per recomputed segment; 0 off, CLT_RECOMPUTE_AUTO */
     int pending;            /* a training forward kept activations for backward */
     int out_ndim;           /* shape of the pending forward's output */

@@ -185,6 +185,56 @@ static clt_status cpu_gemm_launch(int slot, const char *options, clt__gemm_tile 
     return clt__launch_opts(slot, "gemm_cpu", options, name, 18, args, rt > 1 ? 3 : 2, global, local, c);
 }
 
+void clt__packed_weight_drop(clt__packed_weight *pw)
+{
+    if (!pw) return;
+    clt_tensor_release(pw->panels);
+    memset(pw, 0, sizeof *pw);
+}
+
+int64_t clt__packed_weight_bytes(size_t n, size_t k)
+{
+    size_t tn = (size_t)CLT__TILE_DEFAULT.tn;
+    return (int64_t)((n + tn - 1) / tn * tn * k * sizeof(float));
+}
+
+static int packed_current(const clt__packed_weight *pw, const clt_tensor *w, size_t n, size_t k, size_t tn)
+{
+    return pw->panels && pw->version == clt__tensor_version(w) && pw->offset == w->offset && pw->n == n &&
+           pw->k == k && pw->tn == (int)tn;
+}
+
+/* w^T's panels (w is (n, k), rows k apart) in pw: packed again unless
+ * packed_current, into the same buffer when it has the size and device. */
+static clt_status packed_weight(int slot, const char *options, size_t tn, const clt_tensor *w, size_t n, size_t k,
+                                clt__packed_weight *pw)
+{
+    if (packed_current(pw, w, n, k, tn)) return CLT_OK;
+    size_t need = (n + tn - 1) / tn * tn * k;
+    if (pw->panels && ((size_t)pw->panels->numel != need || pw->panels->st->slot != slot)) {
+        clt_tensor_release(pw->panels);
+        pw->panels = NULL;
+    }
+    pw->version = 0;
+    if (!pw->panels) {
+        int64_t shape[] = {(int64_t)need};
+        CLT_TRY(clt__tensor_new(&pw->panels, slot, CLT_FLOAT32, 1, shape));
+        clt_status s = clt_tensor_set_category(pw->panels, CLT_MEM_WEIGHTS);
+        if (s != CLT_OK) {
+            clt__packed_weight_drop(pw);
+            return s;
+        }
+    }
+    CLT_TRY(cpu_pack(slot, options, 0, 1, n, k, tn, w, 0, k, &pw->panels));
+    pw->version = clt__tensor_version(w);
+    pw->offset = w->offset;
+    pw->n = n;
+    pw->k = k;
+    pw->tn = (int)tn;
+    pw->packs++;
+    return CLT_OK;
+}
+
 /* The register-tiled kernels; a transposed B is packed into panels first,
  * and so is a float32 A when its rows are a multiple of 4 KiB apart and k is
  * at least 16 (clt__cpu_gemm_pack_a_bytes). A large float32
@@ -195,10 +245,13 @@ static clt_status cpu_gemm_launch(int slot, const char *options, clt__gemm_tile 
  * bias (n), when not NULL, is added to every row, then ReLU when relu is set.
  * Float16 operands (all of a, b, c and bias) take the _f16 kernels,
  * unblocked. A tile other than the default is a program built with its own
- * -DTM= -DTN=. */
-clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
-                         size_t k, float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
-                         float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu)
+ * -DTM= -DTN=. With pw (float32, b transposed and rows ldb = k apart), B's
+ * panels are pw's, whole depth, packed only when b changed (packed_weight);
+ * a blocked product reads each block of depths from them in place. */
+static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
+                           size_t k, float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
+                           float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu,
+                           clt__packed_weight *pw)
 {
     char opts[48];
     const char *options = NULL;
@@ -207,6 +260,7 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
         options = opts;
     }
     int half = a->dtype == CLT_FLOAT16;
+    if (half || !transpose_b || ldb != k) pw = NULL;
     clt__gemm_blocking bl = {0, 0};
     if (!half) bl = clt__cpu_gemm_blocking(m, n, k, tile);
     static const char *const names[2][3][2] = {
@@ -214,23 +268,31 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
         {{"gemm_nn_f16", "gemm_np_f16"}, {"gemm_tn_f16", "gemm_tp_f16"}}};
     clt_tensor *pa = NULL, *pb = NULL;
     clt_status s = CLT_OK;
+    if (pw) {
+        CLT_TRY(packed_weight(slot, options, (size_t)tile.tn, b, n, k, pw));
+        pb = clt_tensor_retain(pw->panels);
+    }
     if (bl.kc) {
         size_t tm = (size_t)tile.tm, tn = (size_t)tile.tn;
         for (size_t p0 = 0; s == CLT_OK && p0 < k; p0 += bl.kc) {
             size_t kb = k - p0 < bl.kc ? k - p0 : bl.kc;
             s = cpu_pack(slot, options, 1, transpose_a, m, kb, tm, a, transpose_a ? p0 * lda : p0, lda, &pa);
-            if (s == CLT_OK)
+            if (s == CLT_OK && !pw)
                 s = cpu_pack(slot, options, 0, transpose_b, n, kb, tn, b, transpose_b ? p0 : p0 * ldb, ldb, &pb);
             if (s != CLT_OK) break;
-            /* The panels are kb deep, their leading dimension. */
-            gemm_launch g = {clt__tensor_buf(pa), clt__tensor_buf(pb), kb, kb, kb, bl.mtiles, p0 == 0 ? beta : 1.0f,
+            /* The panels are kb deep, their leading dimension; pw's are k
+             * deep, the block starting p0 depths in. */
+            clt__buf bb = clt__tensor_buf(pb);
+            if (pw) bb.off += p0 * tn;
+            gemm_launch g = {clt__tensor_buf(pa), bb, kb, pw ? k : kb, kb, bl.mtiles, p0 == 0 ? beta : 1.0f,
                              (bias != NULL && p0 == 0) | (relu && p0 + kb == k ? 2u : 0u)};
             s = cpu_gemm_launch(slot, options, tile, names[0][2][1], m, n, alpha, c, ldc, bias, g);
         }
     } else {
         if (!half && clt__cpu_gemm_pack_a_bytes(m, n, k, lda, tile) > 0)
             s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, 0, lda, &pa);
-        if (s == CLT_OK && transpose_b) s = cpu_pack(slot, options, 0, 1, n, k, (size_t)tile.tn, b, 0, ldb, &pb);
+        if (s == CLT_OK && transpose_b && !pw)
+            s = cpu_pack(slot, options, 0, 1, n, k, (size_t)tile.tn, b, 0, ldb, &pb);
         /* A packed panel's leading dimension is its depth. */
         gemm_launch g = {clt__tensor_buf(pa ? pa : a), clt__tensor_buf(pb ? pb : b), pa ? k : lda, pb ? k : ldb, k, 1,
                          beta, (bias != NULL) | (relu ? 2u : 0u)};
@@ -242,6 +304,14 @@ clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int tra
     clt_tensor_release(pa);
     clt_tensor_release(pb);
     return s;
+}
+
+clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
+                         size_t k, float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
+                         float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu)
+{
+    return cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, relu,
+                    NULL);
 }
 
 /* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is
@@ -269,7 +339,7 @@ clt_status clt__dense_cpu(int slot, int *out)
  * follows. */
 static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                              const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                             clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu)
+                             clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu, clt__packed_weight *pw)
 {
     if (m == 0 || n == 0) return CLT_OK;
     int cpu = 0;
@@ -277,8 +347,8 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
     if (cpu && k > 0) {
         clt__gemm_tile tile;
         CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, &tile));
-        return clt__cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias,
-                             relu);
+        return cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, relu,
+                        pw);
     }
     if (k > 0 && (bias || relu)) {
         CLT_TRY(clblast_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
@@ -322,7 +392,7 @@ clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m,
                            const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
                            clt_tensor *c, size_t ldc)
 {
-    return dense_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0);
+    return dense_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0, NULL);
 }
 
 static clt_status shape_fail(const char *op, const char *what, const clt_tensor *a, const clt_tensor *b,
@@ -374,7 +444,7 @@ clt_status clt_matmul(clt_tensor **out, const clt_tensor *a, const clt_tensor *b
 }
 
 static clt_status linear_forward(const char *op, clt_tensor **y, const clt_tensor *x, const clt_tensor *w,
-                                 const clt_tensor *b, int relu)
+                                 const clt_tensor *b, int relu, clt__packed_weight *pw)
 {
     CLT_TRY(clt__need(op, "y", y));
     *y = NULL;
@@ -394,18 +464,24 @@ static clt_status linear_forward(const char *op, clt_tensor **y, const clt_tenso
     clt_tensor *out;
     CLT_TRY(clt__tensor_new(&out, slot, CLT_FLOAT32, 2, shape));
     clt_status s = dense_gemm(slot, 0, 1, (size_t)rows, (size_t)cols, (size_t)x->shape[1], 1.0f, x,
-                              (size_t)x->shape[1], w, (size_t)w->shape[1], 0.0f, out, (size_t)cols, b, relu);
+                              (size_t)x->shape[1], w, (size_t)w->shape[1], 0.0f, out, (size_t)cols, b, relu, pw);
     return clt__finish(s, out, y);
 }
 
 clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
 {
-    return linear_forward("clt_linear_forward", y, x, w, b, 0);
+    return linear_forward("clt_linear_forward", y, x, w, b, 0, NULL);
 }
 
 clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
 {
-    return linear_forward("clt_linear_relu_forward", y, x, w, b, 1);
+    return linear_forward("clt_linear_relu_forward", y, x, w, b, 1, NULL);
+}
+
+clt_status clt__linear_forward_packed(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b,
+                                      int relu, clt__packed_weight *pw)
+{
+    return linear_forward(relu ? "clt_linear_relu_forward" : "clt_linear_forward", y, x, w, b, relu, pw);
 }
 
 /* clt_linear_backward; with base, dx = base + dy @ w: the product

@@ -3,6 +3,8 @@
 #ifndef CLT_OPS_INTERNAL_H
 #define CLT_OPS_INTERNAL_H
 
+#include <stdint.h>
+
 #include "../kernels/program.h"
 #include "../tensor/check.h"
 #include "cltensor/ops.h"
@@ -59,6 +61,31 @@ clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_
  * Saves the pass that would add them. */
 clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, clt_tensor *dw, clt_tensor *db,
                                     const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w);
+
+/* A float32 weight w (n, k) packed as B = w^T into the CPU kernels' panels
+ * (pack_bt_f32, panels of the tile's tn columns, k deep), kept between
+ * forward products so that w is packed once per change of w rather than
+ * once per product. The panels are current while w's storage version
+ * (clt__tensor_version) is the one they were made from; any recorded write
+ * to w's storage (an optimizer step, a copy, a load, a fill) changes it, and
+ * the next product packs again, into the same buffer when its size and
+ * device still fit. Zero-initialise; clt__packed_weight_drop frees it. */
+typedef struct clt__packed_weight {
+    clt_tensor *panels; /* NULL until a CPU product made them; CLT_MEM_WEIGHTS */
+    uint64_t version;   /* w's storage version they were packed from; 0: none */
+    size_t offset, n, k; /* w's byte offset in its storage, and its shape */
+    int tn;
+    int64_t packs;      /* times packed (tests) */
+} clt__packed_weight;
+
+void clt__packed_weight_drop(clt__packed_weight *pw);
+/* The panels' bytes for w (n, k) at the default tile, as the memory planner
+ * counts them. */
+int64_t clt__packed_weight_bytes(size_t n, size_t k);
+/* clt_linear_forward (clt_linear_relu_forward when relu) with w^T's panels
+ * kept in pw on CPU devices (pw unused elsewhere). */
+clt_status clt__linear_forward_packed(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b,
+                                      int relu, clt__packed_weight *pw);
 
 /* out[0] = (sum of x's n float32 elements) / divisor, on x's device, in
  * two passes (partial sums, then one work-item over the partials, or one

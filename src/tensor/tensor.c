@@ -52,6 +52,13 @@ clt_status clt__check_shape(int ndim, const int64_t *shape, clt_dtype dt, int64_
     return CLT_OK;
 }
 
+/* The clock of storage versions (clt__tensor_version). */
+static atomic_uint_fast64_t version_clock;
+
+static uint64_t version_tick(void) { return (uint64_t)atomic_fetch_add(&version_clock, 1) + 1; }
+
+uint64_t clt__tensor_version(const clt_tensor *t) { return t->st->version; }
+
 static void storage_release(clt__storage *st)
 {
     if (!st || atomic_fetch_sub(&st->refs, 1) != 1) return;
@@ -88,6 +95,7 @@ clt_status clt__tensor_new(clt_tensor **out, int slot, clt_dtype dt, int ndim, c
     st->slot = slot;
     st->nbytes = nbytes;
     st->cat = CLT_MEM_OTHER;
+    st->version = version_tick();
     atomic_init(&t->refs, 1);
     t->st = st;
     t->dtype = dt;
@@ -396,6 +404,7 @@ void clt__tensor_set_write(clt_tensor *t, cl_event ev)
     clRetainEvent(ev);
     if (t->st->last_write) clReleaseEvent(t->st->last_write);
     t->st->last_write = ev;
+    t->st->version = version_tick();
 }
 
 cl_event clt__tensor_take_foreign_read(clt_tensor *t)

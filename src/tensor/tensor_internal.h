@@ -3,6 +3,7 @@
 #define CLT_TENSOR_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include "../memory/allocator.h"
 #include "cltensor/tensor.h"
 #include "check.h"
@@ -17,6 +18,7 @@ typedef struct clt__storage {
     cl_event last_write;   /* the last command that wrote it, or NULL */
     cl_event foreign_read; /* the last command on another queue that read it, or NULL */
     struct clt__pinned_io *io; /* pinned memory: transfers in flight (see pinned.h), or NULL */
+    uint64_t version;      /* a tick of one process-wide clock, new at creation and at every recorded write */
 } clt__storage;
 
 struct clt_tensor {
@@ -40,8 +42,15 @@ clt__buf clt__tensor_buf(const clt_tensor *t);
 size_t clt__tensor_byte_offset(const clt_tensor *t);
 int clt__tensor_slot(const clt_tensor *t);
 
-/* Replaces the storage's last-write event (the storage retains ev; the caller keeps its own reference). */
+/* Replaces the storage's last-write event (the storage retains ev; the caller keeps its own reference)
+ * and gives the storage a new version. */
 void clt__tensor_set_write(clt_tensor *t, cl_event ev);
+/* The version of t's storage: it changes with every command recorded as
+ * writing it (clt__tensor_set_write, which every device write goes through)
+ * and no two storages ever share one, so a copy derived from t is current
+ * while the version it was made from is. Pinned storage, which the host
+ * writes directly, is not versioned this way. */
+uint64_t clt__tensor_version(const clt_tensor *t);
 
 /* Hands over the storage's pending read by another queue (NULL if none):
  * a command about to overwrite the tensor must wait for it. */
