@@ -225,6 +225,11 @@ int main(int argc, char **argv)
     if (argc > 1) CHECK(clt_device_parse(argv[1], &dev));
     int reps = argc > 2 ? atoi(argv[2]) : 5;
     if (reps < 1) reps = 1;
+    /* bench_gemm DEVICE REPS launch: the launch overhead alone. */
+    if (argc > 3 && strcmp(argv[3], "launch") == 0) {
+        bench_launch(dev, reps);
+        return 0;
+    }
     char name[64];
     CHECK(clt_device_name(dev, name, sizeof name));
     printf("cltensor GEMM vs OpenBLAS (%d threads) on %s, GFLOP/s, median of %d repetitions\n",
