@@ -75,6 +75,28 @@ static char *join(const char *a, const char *b, const char *c)
     return s;
 }
 
+/* A view of flat (an optimizer state to save, or a staging buffer to load
+ * into) at the i-th parameter, named prefix + "." + that parameter's name
+ * (prefix NULL: the parameter's own name, not copied). */
+static clt_status stage_entry(entry_list *l, const clt_model *m, clt_tensor *flat, int i, const char *prefix)
+{
+    const char *pname;
+    CLT_TRY(clt_model_named_parameter(m, i, &pname, NULL, NULL));
+    const char *name = pname;
+    if (prefix) {
+        char *full = join(prefix, ".", pname);
+        if (!full) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory naming checkpoint tensors");
+        l->owned[l->nowned++] = full;
+        name = full;
+    }
+    clt_tensor *v;
+    CLT_TRY(state_view(m, flat, i, &v));
+    l->views[l->nviews++] = v;
+    l->names[l->n] = name;
+    l->tensors[l->n++] = v;
+    return CLT_OK;
+}
+
 /* Every tensor a checkpoint of (model, opt) holds, in file order. */
 static clt_status collect(entry_list *l, const clt_model *m, const clt_optimizer *opt)
 {
@@ -91,20 +113,12 @@ static clt_status collect(entry_list *l, const clt_model *m, const clt_optimizer
         clt_tensor *flat;
         CLT_TRY(clt_optimizer_state(opt, s, &sname, &flat));
         if (!flat) continue;
-        for (int i = 0; i < np; i++) {
-            const char *pname;
-            CLT_TRY(clt_model_named_parameter(m, i, &pname, NULL, NULL));
-            char *name = join(OPT_PREFIX, sname, "");
-            char *full = name ? join(name, ".", pname) : NULL;
-            free(name);
-            if (!full) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory naming checkpoint tensors");
-            l->owned[l->nowned++] = full;
-            clt_tensor *v;
-            CLT_TRY(state_view(m, flat, i, &v));
-            l->views[l->nviews++] = v;
-            l->names[l->n] = full;
-            l->tensors[l->n++] = v;
-        }
+        char *prefix = join(OPT_PREFIX, sname, "");
+        if (!prefix) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory naming checkpoint tensors");
+        clt_status st = CLT_OK;
+        for (int i = 0; st == CLT_OK && i < np; i++) st = stage_entry(l, m, flat, i, prefix);
+        free(prefix);
+        CLT_TRY(st);
     }
     return CLT_OK;
 }
@@ -321,27 +335,6 @@ static void staging_free(staging *st)
     clt_tensor_release(st->params);
     for (int i = 0; i < st->nstate; i++) clt_tensor_release(st->state[i]);
     list_free(&st->l);
-}
-
-/* A view of staging buffer flat, named prefix + the i-th parameter's name
- * (prefix NULL: the parameter's own name, not copied). */
-static clt_status stage_entry(entry_list *l, const clt_model *m, clt_tensor *flat, int i, const char *prefix)
-{
-    const char *pname;
-    CLT_TRY(clt_model_named_parameter(m, i, &pname, NULL, NULL));
-    const char *name = pname;
-    if (prefix) {
-        char *full = join(prefix, ".", pname);
-        if (!full) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory naming checkpoint tensors");
-        l->owned[l->nowned++] = full;
-        name = full;
-    }
-    clt_tensor *v;
-    CLT_TRY(state_view(m, flat, i, &v));
-    l->views[l->nviews++] = v;
-    l->names[l->n] = name;
-    l->tensors[l->n++] = v;
-    return CLT_OK;
 }
 
 /* New buffers shaped as the model's parameters and (opt not NULL) the
