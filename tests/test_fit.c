@@ -179,7 +179,7 @@ START_TEST(test_plan_report_lines)
              "--accumulate 13 --recompute 2", clt_test_clt_path());
     ck_assert_msg(rc == 0, "%s", out);
     ck_assert_msg(strstr(out, "training step at batch 4096 in 13 micro-batches on "), "%s", out);
-    ck_assert_msg(strstr(out, "  total              25.3 MiB"), "%s", out);
+    ck_assert_msg(strstr(out, "  total              25.6 MiB"), "%s", out);
     ck_assert_msg(strstr(out, "\nfits: 32.0 MiB"), "%s", out);
 }
 END_TEST

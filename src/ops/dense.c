@@ -144,12 +144,19 @@ clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gem
     return bl;
 }
 
-int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t n, size_t k, size_t lda, clt__gemm_tile tile)
+int64_t clt__cpu_gemm_pack_a_bytes(int transpose_a, size_t m, size_t n, size_t k, size_t lda,
+                                   clt__gemm_tile tile)
 {
     size_t tm = (size_t)tile.tm, kc = clt__cpu_gemm_blocking(m, n, k, tile).kc;
     if (kc) return (int64_t)((m + tm - 1) / tm * tm * kc * sizeof(float));
-    /* The tile's rows fall into the same cache sets and evict each other. */
-    if (k == 0 || lda % 1024 != 0 || k < 16) return 0;
+    if (k < 16) return 0;
+    /* Rows a multiple of 4 KiB apart: a tile's rows fall into the same cache
+     * sets and evict each other. A transposed A read by two or more column
+     * panels: each depth's tm values sit lda apart from the last depth's,
+     * and a capstone's dw = dy^T x (lda = 256 floats, 1 KiB) ran 0.75x
+     * OpenBLAS in place against 0.82-0.85x packed, pass included. A as is
+     * measured no faster packed (the forward x w^T lost what the pass cost). */
+    if (lda % 1024 != 0 && !(transpose_a && n > (size_t)tile.tn)) return 0;
     return (int64_t)((m + tm - 1) / tm * tm * k * sizeof(float));
 }
 
@@ -232,8 +239,9 @@ static clt_status packed_weight(int slot, const char *options, size_t tn, const 
 }
 
 /* The register-tiled kernels; a transposed B is packed into panels first,
- * and so is a float32 A when its rows are a multiple of 4 KiB apart and k is
- * at least 16 (clt__cpu_gemm_pack_a_bytes). A large float32
+ * and so is a float32 A, k at least 16, when its rows are a multiple of
+ * 4 KiB apart or it is transposed and read by two or more column panels
+ * (clt__cpu_gemm_pack_a_bytes). A large float32
  * product (clt__cpu_gemm_blocking) runs one launch per block of kc depths,
  * each after packing that block of A and of B (buffers of kc depths, reused
  * block after block: the queue runs in order), the first with the caller's
@@ -285,7 +293,7 @@ static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int t
             s = cpu_gemm_launch(slot, options, tile, names[0][2][1], m, n, alpha, c, ldc, bias, g);
         }
     } else {
-        if (!half && clt__cpu_gemm_pack_a_bytes(m, n, k, lda, tile) > 0)
+        if (!half && clt__cpu_gemm_pack_a_bytes(transpose_a, m, n, k, lda, tile) > 0)
             s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, 0, lda, &pa);
         if (s == CLT_OK && transpose_b && !pw)
             s = cpu_pack(slot, options, 0, 1, n, k, (size_t)tile.tn, b, 0, ldb, &pb);

@@ -48,12 +48,14 @@ typedef struct clt__gemm_blocking {
 clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gemm_tile tile);
 
 /* Bytes of the row panels A is packed into for a product on the CPU kernels
- * (op(a) (m,k), op(b) (k,n), leading dimension of a lda), 0 when A is read
- * in place: packing pays where rows a multiple of 4 KiB apart would evict
- * each other from the cache, and in blocked products. Likewise the column
+ * (op(a) (m,k), a transposed when transpose_a, op(b) (k,n), leading
+ * dimension of a lda), 0 when A is read in place: packing pays where rows a
+ * multiple of 4 KiB apart would evict each other from the cache, for a
+ * transposed A that two or more column panels read, and in blocked
+ * products. Likewise the column
  * panels of B (a transposed B is always packed). The memory planner counts
  * the same bytes. */
-int64_t clt__cpu_gemm_pack_a_bytes(size_t m, size_t n, size_t k, size_t lda, clt__gemm_tile tile);
+int64_t clt__cpu_gemm_pack_a_bytes(int transpose_a, size_t m, size_t n, size_t k, size_t lda, clt__gemm_tile tile);
 int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, clt__gemm_tile tile);
 
 /* The CPU kernels with a given tile (src/ops/dense.c): c = alpha op(a) op(b)

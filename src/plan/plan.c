@@ -200,7 +200,7 @@ static int linear_product(sim *s, const clt__layer *l)
     }
     int y = t_new(s, s->rows * l->out * 4);
     if (s->cpu)
-        t_transient2(s, clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->out, (size_t)l->in, (size_t)l->in,
+        t_transient2(s, clt__cpu_gemm_pack_a_bytes(0, (size_t)s->rows, (size_t)l->out, (size_t)l->in, (size_t)l->in,
                                                    s->tile),
                      panels);
     if (!s->half) return y;
@@ -219,10 +219,10 @@ static void linear_backward_packs(sim *s, const clt__layer *l, int want_dx)
 {
     if (!s->cpu) return;
     size_t rows = (size_t)s->rows, out = (size_t)l->out, in = (size_t)l->in;
-    t_transient2(s, clt__cpu_gemm_pack_a_bytes(out, in, rows, out, s->tile),
+    t_transient2(s, clt__cpu_gemm_pack_a_bytes(1, out, in, rows, out, s->tile),
                  clt__cpu_gemm_pack_b_bytes(0, out, in, rows, s->tile));
     if (want_dx)
-        t_transient2(s, clt__cpu_gemm_pack_a_bytes(rows, in, out, out, s->tile),
+        t_transient2(s, clt__cpu_gemm_pack_a_bytes(0, rows, in, out, out, s->tile),
                      clt__cpu_gemm_pack_b_bytes(0, rows, in, out, s->tile));
 }
 
