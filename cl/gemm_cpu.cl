@@ -1,9 +1,11 @@
 /* GEMM shaped for CPU devices (pocl): no local memory, no barriers,
  * work-groups of one work-item. Each work-item owns a TM x TN tile of C in
- * registers (one floatTN accumulator per row) and streams the whole K loop
- * through it: per depth, one vector load of a row of B and TM broadcast fmas.
- * TM (rows) and TN (8 or 16 columns) are build options so that `clt tune`
- * can time other tiles; the defaults are 12 x 16.
+ * registers (NV accumulators of VW floats per row, VW = min(TN, 16), NV =
+ * TN / VW) and streams the whole K loop through it: per depth, NV vector
+ * loads of a row of B and TM x NV broadcast fmas. TM (rows) and TN (8, 16 or
+ * 32 columns) are build options so that `clt tune` can time other tiles and
+ * each device gets the default that fits its vector registers
+ * (clt__cpu_tile_default); without options they are 12 x 32.
  * C = alpha op(A) op(B) + beta C (+ bias on every row when flags bit 0 is
  * set; then ReLU when bit 1 is, NaN passing through as in clt_relu),
  * row-major; op(A) is (M,K), op(B) is (K,N), bias is (N).
@@ -31,18 +33,24 @@
 #define TM 12
 #endif
 #ifndef TN
-#define TN 16
+#define TN 32
 #endif
+#if TN == 32
+#define VW 16
+#else
+#define VW TN
+#endif
+#define NV (TN / VW)
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
-#define floatv CAT(float, TN)
-#define vloadv CAT(vload, TN)
-#define vstorev CAT(vstore, TN)
-#define vload_halfv CAT(vload_half, TN)
-#define vstore_halfv CAT(vstore_half, TN)
+#define floatv CAT(float, VW)
+#define vloadv CAT(vload, VW)
+#define vstorev CAT(vstore, VW)
+#define vload_halfv CAT(vload_half, VW)
+#define vstore_halfv CAT(vstore_half, VW)
 
-/* Element access by storage type (float or half): one value, or TN. */
+/* Element access by storage type (float or half): one value, or VW. */
 #define LD_float(p, i) (p)[i]
 #define LD_half(p, i) vload_half(i, p)
 #define LDV_float(p, i) vloadv(i, p)
@@ -65,19 +73,29 @@
 #define A_ROWS ao
 #define A_PANEL ao + it * lda * TM
 
-#define FMA_ROWS(AT)                                                                                            \
-    _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = fma((floatv)(AT(p, r)), bv, acc[r]);
+/* acc[r][v] += a(p, r) * bv[v]: the tile's TM x NV fmas of one depth. */
+#define FMA_ONE(AV, r)                                                                                          \
+    {                                                                                                           \
+        floatv av_ = (floatv)(AV);                                                                              \
+        _Pragma("unroll") for (int v = 0; v < NV; v++) acc[r][v] = fma(av_, bv[v], acc[r][v]);                  \
+    }
+#define FMA_ROWS(AT) _Pragma("unroll") for (int r = 0; r < TM; r++) FMA_ONE(AT(p, r), r)
 
-/* BV(TB) makes depth p's row of B, bv. B in place (ROWS): the last, partial
+/* BV(TB) makes depth p's row of B, bv[NV]. B in place (ROWS): the last, partial
  * tile of columns goes through bt, a zeroed copy. B packed (PANEL): the
  * tile's panel is contiguous and zero-padded, ldb (the product's k) deep. */
 #define B_ROWS bp + bo + j0
 #define B_PANEL bp + bo + jp * ldb * TN
-#define BV_ROWS(TB) floatv bv = LDV_##TB(b + p * ldb, 0);
+#define BV_ROWS(TB)                                                                                             \
+    floatv bv[NV];                                                                                              \
+    _Pragma("unroll") for (int v = 0; v < NV; v++) bv[v] = LDV_##TB(b + p * ldb, v);
 #define BV_ROWS_PART(TB)                                                                                        \
     for (ulong q = 0; q < n - j0; q++) bt[q] = LD_##TB(b, p * ldb + q);                                         \
-    floatv bv = vloadv(0, bt);
-#define BV_PANEL(TB) floatv bv = vloadv(p, b);
+    floatv bv[NV];                                                                                              \
+    _Pragma("unroll") for (int v = 0; v < NV; v++) bv[v] = vloadv(v, bt);
+#define BV_PANEL(TB)                                                                                            \
+    floatv bv[NV];                                                                                              \
+    _Pragma("unroll") for (int v = 0; v < NV; v++) bv[v] = vloadv(p * NV + v, b);
 
 /* The K loops of the float32 kernels. */
 #define K_LOOP_ROWS(AT, TB)                                                                                     \
@@ -120,7 +138,7 @@
         for (ulong q = 0; q < pc; q++) {                                                                        \
             ulong p = p0 + q;                                                                                   \
             BV(TB)                                                                                              \
-            _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = fma((floatv)(at[r][q]), bv, acc[r]);        \
+            _Pragma("unroll") for (int r = 0; r < TM; r++) FMA_ONE(at[r][q], r)                                 \
         }                                                                                                       \
     }
 
@@ -133,13 +151,12 @@
             float av[16];                                                                                       \
             vstore16(vload_half16(0, a + p * lda + i0), 0, av);                                                 \
             BV(TB)                                                                                              \
-            _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = fma((floatv)(av[r]), bv, acc[r]);          \
+            _Pragma("unroll") for (int r = 0; r < TM; r++) FMA_ONE(av[r], r)                                    \
         }                                                                                                       \
     } else {                                                                                                    \
         for (ulong p = 0; p < k; p++) {                                                                         \
             BV(TB)                                                                                              \
-            _Pragma("unroll") for (int r = 0; r < TM; r++)                                                      \
-                acc[r] = fma((floatv)(vload_half(p * lda + arow[r], a)), bv, acc[r]);                           \
+            _Pragma("unroll") for (int r = 0; r < TM; r++) FMA_ONE(vload_half(p * lda + arow[r], a), r)         \
         }                                                                                                       \
     }
 
@@ -170,24 +187,27 @@
             __global const TB *b = BSTART;                                                                      \
             ulong arow[TM];                                                                                     \
             _Pragma("unroll") for (int r = 0; r < TM; r++) arow[r] = ROW(min(i0 + r, m - 1));                   \
-            floatv acc[TM];                                                                                     \
-            _Pragma("unroll") for (int r = 0; r < TM; r++) acc[r] = (floatv)(0.0f);                             \
+            floatv acc[TM][NV];                                                                                 \
+            _Pragma("unroll") for (int r = 0; r < TM; r++)                                                      \
+                _Pragma("unroll") for (int v = 0; v < NV; v++) acc[r][v] = (floatv)(0.0f);                      \
             KLOOP(AT, TB)                                                                                       \
             ulong mr = min((ulong)TM, m - i0), nc = min((ulong)TN, n - j0);                                     \
             __global TC *c = c0 + co + i0 * ldc + j0;                                                           \
             float bb[TN];                                                                                       \
             for (ulong q = 0; q < TN; q++)                                                                      \
                 bb[q] = (flags & 1) && q < nc ? LD_##TC(bias, biaso + j0 + q) : 0.0f;                           \
-            floatv bv = vloadv(0, bb);                                                                          \
             for (ulong r = 0; r < mr; r++, c += ldc) {                                                          \
-                floatv v = fma((floatv)(alpha), acc[r], bv);                                                    \
                 if (nc == TN) {                                                                                 \
-                    if (beta != 0.0f) v = fma((floatv)(beta), LDV_##TC(c, 0), v);                               \
-                    if (flags & 2) v = select(v, (floatv)(0.0f), isless(v, (floatv)(0.0f)));                    \
-                    STV_##TC(v, c, 0);                                                                          \
+                    _Pragma("unroll") for (int w = 0; w < NV; w++) {                                            \
+                        floatv v = fma((floatv)(alpha), acc[r][w], vloadv(w, bb));                              \
+                        if (beta != 0.0f) v = fma((floatv)(beta), LDV_##TC(c, w), v);                           \
+                        if (flags & 2) v = select(v, (floatv)(0.0f), isless(v, (floatv)(0.0f)));                \
+                        STV_##TC(v, c, w);                                                                      \
+                    }                                                                                           \
                 } else {                                                                                        \
                     float vt[TN];                                                                               \
-                    vstorev(v, 0, vt);                                                                          \
+                    _Pragma("unroll") for (int w = 0; w < NV; w++)                                              \
+                        vstorev(fma((floatv)(alpha), acc[r][w], vloadv(w, bb)), w, vt);                         \
                     for (ulong q = 0; q < nc; q++) {                                                            \
                         float x = beta != 0.0f ? fma(beta, LD_##TC(c, q), vt[q]) : vt[q];                       \
                         ST_##TC((flags & 2) && x < 0.0f ? 0.0f : x, c, q);                                      \
@@ -247,7 +267,8 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
     __global float *dst = bp + po + jp * k * TN;
     ulong nc = min((ulong)TN, n - j0);
     if (nc == TN) {
-        for (ulong p = 0; p < k; p++) vstorev(vloadv(0, b + p * ldb), p, dst);
+        for (ulong p = 0; p < k; p++)
+            for (int v = 0; v < NV; v++) vstorev(vloadv(v, b + p * ldb), p * NV + v, dst);
         return;
     }
     for (ulong p = 0; p < k; p++)
@@ -271,7 +292,8 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
             for (ulong q = 0; q < TN; q++)                                                                      \
                 for (ulong p = 0; p < TN; p++)                                                                  \
                     t[p][q] = q < nc && p < pc ? LD_##TB(bt, q * ldb + p0 + p) : 0.0f;                          \
-            for (ulong p = 0; p < pc; p++) vstorev(vloadv(0, t[p]), p0 + p, dst);                               \
+            for (ulong p = 0; p < pc; p++)                                                                      \
+                for (int v = 0; v < NV; v++) vstorev(vloadv(v, t[p]), (p0 + p) * NV + v, dst);                  \
         }                                                                                                       \
     }
 

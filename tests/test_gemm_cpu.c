@@ -1,14 +1,16 @@
 /* Both dense implementations (CLT_DENSE=cpu: the register-tiled kernels of
  * cl/gemm_cpu.cl; CLT_DENSE=clblast) through clt_gemm against a plain C
  * reference with double accumulation: every transpose combination on views
- * with offsets, sizes around the 12 x 16 tile and its panels, a leading
- * dimension of 4 KiB, alpha/beta cases, empty sizes, the linear layer, and
- * products large enough for this CPU's caches that the CPU kernels run them
- * blocked (several launches over blocks of depths, A and B packed). */
+ * with offsets, sizes around the 12 x 16 and 12 x 32 tiles and their panels,
+ * a leading dimension of 4 KiB, alpha/beta cases, empty sizes, the linear
+ * layer, products large enough for this CPU's caches that the CPU kernels
+ * run them blocked (several launches over blocks of depths, A and B packed),
+ * and every tile `clt tune` or a device's default may pick. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/device_internal.h"
 #include "ops/tune.h"
 #include "support.h"
 
@@ -20,6 +22,14 @@ static const char *const impls[] = {"cpu", "clblast"};
 static clt_device dev(void) { return clt_try_gpu(0); }
 
 static void use_impl(const char *impl) { ck_assert_int_eq(setenv("CLT_DENSE", impl, 1), 0); }
+
+/* The device's default tile (clt__cpu_tile_default). */
+static clt__gemm_tile default_tile(void)
+{
+    int slot;
+    ck_assert_ok(clt__resolve(dev(), &slot));
+    return clt__cpu_tile_default(slot);
+}
 
 /* One product through clt_gemm on padded views, checked against ref_gemm;
  * the rows around c's view stay untouched. c starts as NaN when beta is 0. */
@@ -58,9 +68,10 @@ static void check_gemm(const char *impl, int ta, int tb, int64_t m, int64_t n, i
 
 START_TEST(test_gemm_sizes_and_transposes)
 {
-    /* Around the tile (12 rows, 16 columns), primes, one, many panels. */
-    static const int64_t sizes[][3] = {{1, 1, 1},    {12, 16, 1},  {13, 17, 5},   {11, 15, 31},  {24, 32, 16},
-                                       {1, 100, 7},  {100, 1, 7},  {37, 129, 64}, {61, 47, 257}, {256, 80, 33}};
+    /* Around the tiles (12 rows, 16 or 32 columns), primes, one, many panels. */
+    static const int64_t sizes[][3] = {{1, 1, 1},    {12, 16, 1},   {13, 17, 5},   {11, 15, 31}, {24, 32, 16},
+                                       {13, 33, 9},  {12, 31, 3},   {1, 100, 7},   {100, 1, 7},  {37, 129, 64},
+                                       {61, 47, 257}, {256, 80, 33}};
     for (int i = 0; i < 2; i++)
         for (int t = 0; t < 4; t++)
             for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
@@ -89,20 +100,21 @@ END_TEST
 
 /* A shape this CPU's caches make blocked (clt__cpu_gemm_blocking, default
  * tile): A past half of L2, k two blocks of depths and a partial third,
- * n >= 512 and not a multiple of 16, m not a multiple of the tile or of a
- * row block. */
+ * n >= 512 and not a multiple of 16 or 32, m not a multiple of the tile or
+ * of a row block. */
 static void blocked_shape(int64_t *m, int64_t *n, int64_t *k, int64_t *kc)
 {
     size_t l1, l2;
     clt__cpu_cache_sizes(&l1, &l2);
-    clt__gemm_blocking bl = clt__cpu_gemm_blocking(1 << 20, 1 << 20, 1 << 20, CLT__TILE_DEFAULT);
+    clt__gemm_tile tile = default_tile();
+    clt__gemm_blocking bl = clt__cpu_gemm_blocking(1 << 20, 1 << 20, 1 << 20, tile);
     ck_assert_uint_gt(bl.kc, 0);
     *kc = (int64_t)bl.kc;
     *k = (int64_t)(2 * bl.kc + 37);
     *m = (int64_t)(l2 / 2 / sizeof(float) / (size_t)*k) + 13;
     *n = 531;
-    bl = clt__cpu_gemm_blocking((size_t)*m, (size_t)*n, (size_t)*k, CLT__TILE_DEFAULT);
-    ck_assert_msg(bl.kc > 0 && (size_t)*m % (bl.mtiles * 12) != 0, "m=%lld n=%lld k=%lld is not blocked",
+    bl = clt__cpu_gemm_blocking((size_t)*m, (size_t)*n, (size_t)*k, tile);
+    ck_assert_msg(bl.kc > 0 && (size_t)*m % (bl.mtiles * (size_t)tile.tm) != 0, "m=%lld n=%lld k=%lld is not blocked",
                   (long long)*m, (long long)*n, (long long)*k);
 }
 
@@ -118,7 +130,7 @@ START_TEST(test_gemm_blocked)
     if (clt_test_simulated()) clt__cpu_cache_sizes_override(8 * 1024, 64 * 1024);
     blocked_shape(&m, &n, &k, &kc);
     for (int t = 0; t < 4; t++) check_gemm("cpu", t & 1, t >> 1, m, n, k, 0.75f, t == 3 ? 0.0f : -0.5f);
-    ck_assert_uint_eq(clt__cpu_gemm_blocking((size_t)m, (size_t)n, (size_t)kc, CLT__TILE_DEFAULT).kc, 0);
+    ck_assert_uint_eq(clt__cpu_gemm_blocking((size_t)m, (size_t)n, (size_t)kc, default_tile()).kc, 0);
     check_gemm("cpu", 0, 0, m, n, kc, 1.0f, 1.0f);
     /* y = relu(x w^T + b), x (m,k), w (n,k). */
     float *x = clt_test_random_floats(m * k, 51), *w = clt_test_random_floats(n * k, 52), *b = clt_test_random_floats(n, 53);
@@ -163,6 +175,60 @@ START_TEST(test_gemm_alpha_beta)
             check_gemm(impls[i], 0, 1, 29, 35, 19, ab[j][0], ab[j][1]);
             check_gemm(impls[i], 1, 0, 14, 18, 40, ab[j][0], ab[j][1]);
         }
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* One product through clt__cpu_gemm with a given tile (bias and ReLU when
+ * relu), against the reference. */
+static void check_tile(clt__gemm_tile tile, int ta, int tb, int64_t m, int64_t n, int64_t k, float beta, int relu)
+{
+    float *a = clt_test_random_floats(m * k, 61), *b = clt_test_random_floats(k * n, 62);
+    float *c = clt_test_random_floats(m * n, 63), *bias = clt_test_random_floats(n, 64);
+    clt_tensor *ta_ = clt_test_upload(dev(), a, ta ? k : m, ta ? m : k), *tb_ = clt_test_upload(dev(), b, tb ? n : k, tb ? k : n);
+    clt_tensor *tc = clt_test_upload(dev(), c, m, n), *tbias = NULL;
+    if (relu) ck_assert_ok(clt_from_host(&tbias, dev(), CLT_FLOAT32, 1, &n, bias));
+    ck_assert_ok(clt__cpu_gemm(ta_->st->slot, tile, ta, tb, (size_t)m, (size_t)n, (size_t)k, 0.75f, ta_,
+                               (size_t)(ta ? m : k), tb_, (size_t)(tb ? k : n), beta, tc, (size_t)n, tbias, relu));
+    clt_test_ref_gemm(ta, tb, m, n, k, 0.75f, a, b, beta, c);
+    for (int64_t i = 0; relu && i < m * n; i++) {
+        float v = c[i] + bias[i % n];
+        c[i] = v < 0.0f ? 0.0f : v;
+    }
+    float *got = clt_test_read(tc);
+    double err = clt_test_max_rel_err(got, c, m * n);
+    ck_assert_msg(err < TOL, "tile %dx%d ta=%d tb=%d m=%lld n=%lld k=%lld beta=%g relu=%d: error %g", tile.tm, tile.tn,
+                  ta, tb, (long long)m, (long long)n, (long long)k, beta, relu, err);
+    free(got);
+    free(a);
+    free(b);
+    free(c);
+    free(bias);
+    clt_tensor_release(ta_);
+    clt_tensor_release(tb_);
+    clt_tensor_release(tc);
+    clt_tensor_release(tbias);
+}
+
+/* Every tile a device's default (clt__cpu_tile_default) or `clt tune` may
+ * pick, each a program of its own: partial row and column tiles, every
+ * transpose, beta, the bias + ReLU epilogue; and one blocked product with
+ * AVX2's default 6 x 16, whose depth blocks follow the tile's width. */
+START_TEST(test_gemm_every_tile)
+{
+    static const clt__gemm_tile tiles[] = {{12, 32}, {8, 32}, {6, 32}, {12, 16}, {6, 16}, {4, 16}, {8, 8}, {6, 8}, {5, 32}};
+    use_impl("cpu");
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++)
+        for (int t = 0; t < 4; t++) {
+            check_tile(tiles[i], t & 1, t >> 1, 29, 71, 19, 0.5f, 0);
+            check_tile(tiles[i], t & 1, t >> 1, 13, 33, 7, 0.0f, 1);
+        }
+    if (!clt_test_simulated()) {
+        int64_t m, n, k, kc;
+        blocked_shape(&m, &n, &k, &kc);
+        check_tile((clt__gemm_tile){6, 16}, 0, 1, m, n, k, 0.0f, 1);
+    }
     unsetenv("CLT_DENSE");
     clt_test_assert_no_live_tensors();
 }
@@ -282,6 +348,7 @@ int main(void)
     tcase_add_test(tc, test_gemm_power_of_two_strides);
     tcase_add_test(tc, test_gemm_alpha_beta);
     tcase_add_test(tc, test_gemm_blocked);
+    tcase_add_test(tc, test_gemm_every_tile);
     tcase_add_test(tc, test_gemm_empty_sizes);
     tcase_add_test(tc, test_linear_both);
     tcase_add_test(tc, test_dense_env_invalid);

@@ -137,15 +137,15 @@ static void check_gemm(clt__gemm_tile tile, int ta, int tb, int64_t m, int64_t n
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
 }
 
-/* Around the default tile (12 rows, 16 columns), primes, one, many panels. */
-static const int64_t sizes[][3] = {{1, 1, 1},   {12, 16, 1}, {13, 17, 5},   {11, 15, 31},
+/* Around the built-in tile (12 rows, 32 columns), primes, one, many panels. */
+static const int64_t sizes[][3] = {{1, 1, 1},   {12, 16, 1}, {13, 17, 5},   {11, 15, 31}, {13, 33, 9},
                                    {1, 100, 7}, {100, 1, 7}, {37, 129, 64}, {61, 47, 257}};
 
 START_TEST(test_f16_sizes_and_transposes)
 {
     for (int t = 0; t < 4; t++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-            check_gemm(CLT__TILE_DEFAULT, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2], 0.75f, 0.0f, 0, 0);
+            check_gemm(CLT__TILE_BUILT_IN, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2], 0.75f, 0.0f, 0, 0);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -157,11 +157,11 @@ START_TEST(test_f16_accumulate)
     static const float ab[][2] = {{1.0f, 1.0f}, {-2.0f, 1.0f}, {0.5f, -1.5f}};
     for (int t = 0; t < 4; t++)
         for (size_t j = 0; j < sizeof ab / sizeof ab[0]; j++) {
-            check_gemm(CLT__TILE_DEFAULT, t & 1, t >> 1, 29, 35, 19, ab[j][0], ab[j][1], 0, 0);
-            check_gemm(CLT__TILE_DEFAULT, t & 1, t >> 1, 1, 7, 131, ab[j][0], ab[j][1], 0, 0);
+            check_gemm(CLT__TILE_BUILT_IN, t & 1, t >> 1, 29, 35, 19, ab[j][0], ab[j][1], 0, 0);
+            check_gemm(CLT__TILE_BUILT_IN, t & 1, t >> 1, 1, 7, 131, ab[j][0], ab[j][1], 0, 0);
         }
-    check_gemm(CLT__TILE_DEFAULT, 1, 0, 1024, 19, 29, 1.0f, 1.0f, 0, 0);
-    check_gemm(CLT__TILE_DEFAULT, 0, 0, 25, 1024, 1024, 1.0f, 1.0f, 0, 0);
+    check_gemm(CLT__TILE_BUILT_IN, 1, 0, 1024, 19, 29, 1.0f, 1.0f, 0, 0);
+    check_gemm(CLT__TILE_BUILT_IN, 0, 0, 25, 1024, 1024, 1.0f, 1.0f, 0, 0);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -171,8 +171,8 @@ START_TEST(test_f16_bias_relu)
 {
     for (int t = 0; t < 4; t++)
         for (int relu = 0; relu < 2; relu++) {
-            check_gemm(CLT__TILE_DEFAULT, t & 1, t >> 1, 37, 53, 10, 1.0f, 0.0f, 1, relu);
-            check_gemm(CLT__TILE_DEFAULT, t & 1, t >> 1, 1, 19, 7, 1.0f, 0.0f, 1, relu);
+            check_gemm(CLT__TILE_BUILT_IN, t & 1, t >> 1, 37, 53, 10, 1.0f, 0.0f, 1, relu);
+            check_gemm(CLT__TILE_BUILT_IN, t & 1, t >> 1, 1, 19, 7, 1.0f, 0.0f, 1, relu);
         }
     clt_test_assert_no_live_tensors();
 }
@@ -181,7 +181,7 @@ END_TEST
 /* Tiles `clt tune` may pick: programs built with their own -DTM= -DTN=. */
 START_TEST(test_f16_other_tiles)
 {
-    static const clt__gemm_tile tiles[] = {{5, 8}, {7, 16}, {3, 8}};
+    static const clt__gemm_tile tiles[] = {{5, 8}, {7, 16}, {3, 8}, {12, 16}, {6, 16}, {6, 32}};
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++)
         for (int t = 0; t < 4; t++) {
             check_gemm(tiles[i], t & 1, t >> 1, 13, 17, 31, 1.0f, 1.0f, 0, 0);

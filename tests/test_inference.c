@@ -14,6 +14,7 @@
 #include "support.h"
 #include "device/device_internal.h"
 #include "ops/ops_internal.h"
+#include "ops/tune.h"
 
 static clt_device dev(void) { return clt_try_gpu(0); }
 
@@ -21,16 +22,18 @@ enum { B = 256, IN = 32, H1 = 64, H2 = 256, OUT = 10 };
 
 static int64_t floats_to_bytes(int64_t n) { return n * B * 4; }
 
-/* Bytes of a Linear(in, out) weight packed into panels of 16 columns for the
- * product when the CPU kernels run it (src/ops/dense.c), else 0: for the
- * call in training, kept while evaluating. */
+/* Bytes of a Linear(in, out) weight packed into panels of the device's
+ * default tile's columns (clt__cpu_tile_default) for the product when the
+ * CPU kernels run it (src/ops/dense.c), else 0: for the call in training,
+ * kept while evaluating. */
 static int64_t packed(int64_t in, int64_t out)
 {
     /* The library's own choice (CLT_DENSE, CLT_DEVICE_CLASS, the device type). */
     int slot, cpu = 0;
     ck_assert_ok(clt__resolve(dev(), &slot));
     ck_assert_ok(clt__dense_cpu(slot, &cpu));
-    return cpu ? (out + 15) / 16 * 16 * in * 4 : 0;
+    int64_t tn = clt__cpu_tile_default(slot).tn;
+    return cpu ? (out + tn - 1) / tn * tn * in * 4 : 0;
 }
 
 static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }

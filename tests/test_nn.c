@@ -8,22 +8,23 @@
 #include "support.h"
 #include "device/device_internal.h"
 #include "ops/ops_internal.h"
+#include "ops/tune.h"
 
 static clt_device dev(void) { return clt_try_gpu(0); }
 
 /* Bytes of the w^T panels an evaluating model keeps for its Linears when
- * the CPU kernels run its products (src/ops/dense.c: 16 columns a panel,
- * zero-padded), else 0. */
+ * the CPU kernels run its products (src/ops/dense.c: panels of the device's
+ * default tile's columns, zero-padded), else 0. */
 static int64_t kept_panels(const clt_model *m)
 {
     int slot, cpu = 0;
     ck_assert_ok(clt__resolve(clt_model_device(m), &slot));
     ck_assert_ok(clt__dense_cpu(slot, &cpu));
-    int64_t bytes = 0;
+    int64_t bytes = 0, tn = clt__cpu_tile_default(slot).tn;
     for (int i = 0; cpu && i < clt_model_num_parameter_tensors(m); i++) {
         clt_tensor *p;
         ck_assert_ok(clt_model_named_parameter(m, i, NULL, &p, NULL));
-        if (clt_tensor_ndim(p) == 2) bytes += (clt_tensor_dim(p, 0) + 15) / 16 * 16 * clt_tensor_dim(p, 1) * 4;
+        if (clt_tensor_ndim(p) == 2) bytes += (clt_tensor_dim(p, 0) + tn - 1) / tn * tn * clt_tensor_dim(p, 1) * 4;
     }
     return bytes;
 }

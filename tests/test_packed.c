@@ -103,7 +103,11 @@ START_TEST(test_packed_products)
     clt__cpu_cache_sizes(&l1, &l2);
     /* Blocked: n >= 512, k past one block of depths, A beyond half of L2. */
     int64_t bk = 600, bm = (int64_t)(l2 / 2 / ((size_t)bk * sizeof(float))) + 13;
-    ck_assert_uint_gt(clt__cpu_gemm_blocking((size_t)bm, 520, (size_t)bk, CLT__TILE_DEFAULT).kc, 0);
+    int slot;
+    ck_assert_ok(clt__resolve(dev(), &slot));
+    clt__gemm_tile tile = clt__cpu_tile_default(slot);
+    int64_t tn = tile.tn;
+    ck_assert_uint_gt(clt__cpu_gemm_blocking((size_t)bm, 520, (size_t)bk, tile).kc, 0);
     const int64_t shapes[][3] = {{1, 1, 1}, {7, 37, 19}, {33, 16, 64}, {5, 17, 300}, {bm, 520, bk}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
@@ -118,7 +122,7 @@ START_TEST(test_packed_products)
         }
         ck_assert_int_eq(pw.packs, 1);
         ck_assert_int_eq(clt_tensor_category(pw.panels), CLT_MEM_WEIGHTS);
-        ck_assert_int_eq(clt_tensor_numel(pw.panels), (n + 15) / 16 * 16 * k);
+        ck_assert_int_eq(clt_tensor_numel(pw.panels), (n + tn - 1) / tn * tn * k);
         clt__packed_weight_drop(&pw);
         ck_assert_ptr_null(pw.panels);
         clt_tensor_release(b1);

@@ -1,7 +1,8 @@
 /* The autotuning cache of the CPU GEMM kernels: tiles forced through the
  * cache file are used (clt_tune_lookup) and give correct products against a
  * double-precision reference on awkward sizes, for every transposition and
- * both tile widths; damaged lines are ignored; clt_tune_gemm and CLT_TUNE=1
+ * every tile width; the default follows the device's native vector width;
+ * damaged lines are ignored; clt_tune_gemm and CLT_TUNE=1
  * time the candidates and write the winner, which a later lookup reads
  * back. Runs in a private cache directory (tiles written here must not
  * reach other tests). */
@@ -11,6 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "device/device_internal.h"
+#include "ops/tune.h"
 #include "support.h"
 
 #define TOL 1e-4
@@ -26,11 +29,20 @@ typedef struct forced {
 } forced;
 
 /* Sizes around the tiles (1, primes, beyond one panel), each with a tile
- * that is not the default 12 x 16. */
+ * that is no device's default (12 x 32, 6 x 16, 6 x 8 or 12 x 16). */
 static const forced cases[] = {
     {0, 0, 37, 53, 29, 5, 8},  {0, 1, 13, 17, 131, 7, 16}, {1, 0, 1, 31, 3, 3, 8},
     {1, 1, 61, 1, 7, 16, 8},   {0, 1, 97, 41, 1, 1, 16},   {1, 0, 29, 67, 19, 9, 16},
+    {1, 1, 23, 70, 11, 8, 32}, {0, 0, 14, 33, 40, 5, 32},
 };
+
+/* The device's default tile. */
+static clt__gemm_tile default_tile(void)
+{
+    int slot;
+    ck_assert_ok(clt__resolve(dev(), &slot));
+    return clt__cpu_tile_default(slot);
+}
 
 static void write_cache(const char *extra)
 {
@@ -93,8 +105,8 @@ START_TEST(test_forced_tiles_are_used_and_correct)
         ck_assert_ok(clt_tune_lookup(dev(), (int)bad[i][0], (int)bad[i][0], bad[i][1], bad[i][2], bad[i][3], &tm, &tn,
                                      &tuned));
         ck_assert_int_eq(tuned, 0);
-        ck_assert_int_eq(tm, 12);
-        ck_assert_int_eq(tn, 16);
+        ck_assert_int_eq(tm, default_tile().tm);
+        ck_assert_int_eq(tn, default_tile().tn);
     }
     clt_test_assert_no_live_tensors();
 }
@@ -141,11 +153,30 @@ static int file_has_line(const char *line)
     return found;
 }
 
+/* The default tile (a shape without a cache entry) follows the native float
+ * vector width OpenCL reports for the device: 12 x 32 at 16 floats
+ * (AVX-512), 6 x 16 at 8 (AVX2), 6 x 8 at 4 (SSE, NEON), else 12 x 16. */
+START_TEST(test_default_tile_follows_vector_width)
+{
+    int slot;
+    ck_assert_ok(clt__resolve(dev(), &slot));
+    cl_uint w = 0;
+    ck_assert_int_eq(clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof w, &w,
+                                     NULL), CL_SUCCESS);
+    int tm = 0, tn = 0, tuned = 1;
+    ck_assert_ok(clt_tune_lookup(dev(), 0, 0, 3, 5, 7, &tm, &tn, &tuned));
+    ck_assert_int_eq(tuned, 0);
+    int want_tm = w == 16 ? 12 : w == 8 || w == 4 ? 6 : 12, want_tn = w == 16 ? 32 : w == 8 ? 16 : w == 4 ? 8 : 16;
+    ck_assert_msg(tm == want_tm && tn == want_tn, "width %u: default tile %dx%d, expected %dx%d", w, tm, tn, want_tm,
+                  want_tn);
+}
+END_TEST
+
 START_TEST(test_tune_gemm_writes_cache)
 {
     int tm = 0, tn = 0;
     ck_assert_ok(clt_tune_gemm(dev(), 1, 0, 23, 19, 11, &tm, &tn));
-    ck_assert(tm >= 1 && (tn == 8 || tn == 16));
+    ck_assert(tm >= 1 && (tn == 8 || tn == 16 || tn == 32));
     char line[128];
     snprintf(line, sizeof line, "1 0 23 19 11 %d %d\n", tm, tn);
     ck_assert_msg(file_has_line(line), "the tuning cache lacks \"%s\"", line);
@@ -192,6 +223,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_forced_tiles_are_used_and_correct);
     tcase_add_test(tc, test_forced_tile_linear_relu);
+    tcase_add_test(tc, test_default_tile_follows_vector_width);
     tcase_add_test(tc, test_tune_gemm_writes_cache);
     tcase_add_test(tc, test_tune_on_first_use);
     suite_add_tcase(s, tc);

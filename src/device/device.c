@@ -42,6 +42,9 @@ static void fill_limits(clt__slot *s)
     if (clGetDeviceInfo(s->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof s->max_work_group, &s->max_work_group,
                         NULL) != CL_SUCCESS)
         s->max_work_group = 1;
+    if (clGetDeviceInfo(s->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof s->float_width, &s->float_width,
+                        NULL) != CL_SUCCESS)
+        s->float_width = 0;
 }
 
 /* The slot table being built: tab[0..n), room for cap. */

@@ -17,6 +17,7 @@ typedef struct clt__slot {
     int context_group;                /* slots of one group share one context */
     cl_ulong max_alloc, global_mem, base_align_bytes;
     size_t max_work_group;            /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    cl_uint float_width;              /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, 0 when unknown */
     char name[16];                    /* "gpu:1" */
 } clt__slot;
 

@@ -124,16 +124,18 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
  * its rows of A from L3 for each of at least 32 column panels. (With fewer
  * the extra launches and packing passes cost more than they save: the
  * capstone's forward 256 x 784 -> 256 measured 10% slower blocked.) A block
- * of depths keeps a tile's panel of B (kc x tn floats) in half of L1, and a
- * block of rows keeps its A (mtiles x tm x kc floats) in half of L2 while it
- * visits every column panel. */
+ * of depths keeps kc x 16 floats of a tile's panel of B in half of L1 (a
+ * panel of 32 columns fills L1: with 12 x 32 tiles, 384 depths on this
+ * project's 48 KiB L1 measured faster than 192), and a block of rows keeps
+ * its A (mtiles x tm x kc floats) in half of L2 while it visits every column
+ * panel. */
 #define BLOCK_MIN_N 512
 clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gemm_tile tile)
 {
     clt__gemm_blocking bl = {0, 0};
     size_t l1, l2;
     clt__cpu_cache_sizes(&l1, &l2);
-    size_t kc = l1 / 2 / ((size_t)tile.tn * sizeof(float)) / 16 * 16;
+    size_t tn = tile.tn < 16 ? (size_t)tile.tn : 16, kc = l1 / 2 / (tn * sizeof(float)) / 16 * 16;
     if (kc < 64) kc = 64;
     if (k <= kc || n < BLOCK_MIN_N || m > SIZE_MAX / k / sizeof(float) || m * k * sizeof(float) <= l2 / 2) return bl;
     bl.kc = kc;
@@ -190,12 +192,6 @@ void clt__packed_weight_drop(clt__packed_weight *pw)
     if (!pw) return;
     clt_tensor_release(pw->panels);
     memset(pw, 0, sizeof *pw);
-}
-
-int64_t clt__packed_weight_bytes(size_t n, size_t k)
-{
-    size_t tn = (size_t)CLT__TILE_DEFAULT.tn;
-    return (int64_t)((n + tn - 1) / tn * tn * k * sizeof(float));
 }
 
 static int packed_current(const clt__packed_weight *pw, const clt_tensor *w, size_t n, size_t k, size_t tn)
@@ -255,7 +251,7 @@ static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int t
 {
     char opts[48];
     const char *options = NULL;
-    if (tile.tm != CLT__TILE_DEFAULT.tm || tile.tn != CLT__TILE_DEFAULT.tn) {
+    if (tile.tm != CLT__TILE_BUILT_IN.tm || tile.tn != CLT__TILE_BUILT_IN.tn) {
         snprintf(opts, sizeof opts, "-DTM=%d -DTN=%d", tile.tm, tile.tn);
         options = opts;
     }

@@ -79,9 +79,6 @@ typedef struct clt__packed_weight {
 } clt__packed_weight;
 
 void clt__packed_weight_drop(clt__packed_weight *pw);
-/* The panels' bytes for w (n, k) at the default tile, as the memory planner
- * counts them. */
-int64_t clt__packed_weight_bytes(size_t n, size_t k);
 /* clt_linear_forward (clt_linear_relu_forward when relu) with w^T's panels
  * kept in pw on CPU devices (pw unused elsewhere). */
 clt_status clt__linear_forward_packed(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b,

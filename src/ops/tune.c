@@ -39,10 +39,26 @@ static slot_tuning *tuning;
 static int ntuning;
 static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Timed in this order; the default first, so that ties keep it. */
-static const clt__gemm_tile candidates[] = {{12, 16}, {8, 16}, {4, 16}, {14, 16}, {16, 8}, {8, 8}};
+/* Timed after the slot's default (clt__cpu_tile_default), which is timed
+ * first so that ties keep it, in this order; the default is not timed twice. */
+static const clt__gemm_tile candidates[] = {{12, 32}, {8, 32}, {6, 32}, {12, 16}, {6, 16}, {4, 16}, {8, 8}, {6, 8}};
 
-static int tile_valid(clt__gemm_tile t) { return t.tm >= 1 && t.tm <= 32 && (t.tn == 8 || t.tn == 16); }
+static int tile_valid(clt__gemm_tile t)
+{
+    return t.tm >= 1 && t.tm <= 32 && (t.tn == 8 || t.tn == 16 || t.tn == 32);
+}
+
+static int tile_eq(clt__gemm_tile a, clt__gemm_tile b) { return a.tm == b.tm && a.tn == b.tn; }
+
+clt__gemm_tile clt__cpu_tile_default(int slot)
+{
+    switch (clt__slot_get(slot)->float_width) {
+    case 16: return (clt__gemm_tile){12, 32};
+    case 8: return (clt__gemm_tile){6, 16};
+    case 4: return (clt__gemm_tile){6, 8};
+    default: return (clt__gemm_tile){12, 16};
+    }
+}
 
 /* One cache's size from sysfs ("48K", "1280K", "2M"), 0 when unreadable. */
 static size_t sysfs_cache_size(int index, int *level, int *data)
@@ -223,8 +239,18 @@ static clt_status time_tile(int slot, clt__gemm_tile tile, int ta, int tb, size_
     return CLT_OK;
 }
 
-#define NCAND (sizeof candidates / sizeof candidates[0])
+#define NCAND (sizeof candidates / sizeof candidates[0] + 1)
 #define ROUNDS 5
+
+/* The slot's tiles to time, its default first; returns how many. */
+static size_t slot_candidates(int slot, clt__gemm_tile out[NCAND])
+{
+    size_t n = 0;
+    out[n++] = clt__cpu_tile_default(slot);
+    for (size_t i = 0; i + 1 < NCAND; i++)
+        if (!tile_eq(candidates[i], out[0])) out[n++] = candidates[i];
+    return n;
+}
 
 /* Times every candidate for the shape, in rounds that visit each candidate
  * in turn (so a burst of other load hits them alike), each timing about
@@ -240,28 +266,30 @@ static clt_status tune_shape(int slot, int ta, int tb, size_t m, size_t n, size_
     if (st == CLT_OK) st = clt__tensor_new(&c, slot, CLT_FLOAT32, 2, sc);
     if (st == CLT_OK) st = clt_fill_(a, 0.5);
     if (st == CLT_OK) st = clt_fill_(b, 0.25);
+    clt__gemm_tile cand[NCAND];
+    size_t nc = slot_candidates(slot, cand);
     double best[NCAND], first = 1e30;
     /* One product each builds (or loads) the programs; the default's time sets the batch. */
-    for (size_t i = 0; st == CLT_OK && i < NCAND; i++) {
+    for (size_t i = 0; st == CLT_OK && i < nc; i++) {
         best[i] = 1e30;
         double t;
-        st = time_tile(slot, candidates[i], ta, tb, m, n, k, 1, a, b, c, &t);
-        if (st == CLT_OK && i == 0) st = time_tile(slot, candidates[0], ta, tb, m, n, k, 1, a, b, c, &first);
+        st = time_tile(slot, cand[i], ta, tb, m, n, k, 1, a, b, c, &t);
+        if (st == CLT_OK && i == 0) st = time_tile(slot, cand[0], ta, tb, m, n, k, 1, a, b, c, &first);
     }
     int reps = first > 0.005 ? 1 : first < 0.005 / 64 ? 64 : (int)(0.005 / first);
     for (int round = 0; st == CLT_OK && round < ROUNDS; round++)
-        for (size_t i = 0; st == CLT_OK && i < NCAND; i++) {
+        for (size_t i = 0; st == CLT_OK && i < nc; i++) {
             double t;
-            st = time_tile(slot, candidates[i], ta, tb, m, n, k, reps, a, b, c, &t);
+            st = time_tile(slot, cand[i], ta, tb, m, n, k, reps, a, b, c, &t);
             if (st == CLT_OK && t < best[i]) best[i] = t;
         }
-    *out = CLT__TILE_DEFAULT;
+    *out = cand[0];
     /* Another tile must beat the default by 3% to displace it: noise should not. */
     double win = st == CLT_OK ? best[0] * 0.97 : 0;
-    for (size_t i = 1; st == CLT_OK && i < NCAND; i++)
+    for (size_t i = 1; st == CLT_OK && i < nc; i++)
         if (best[i] < win) {
             win = best[i];
-            *out = candidates[i];
+            *out = cand[i];
         }
     clt_tensor_release(a);
     clt_tensor_release(b);
@@ -277,7 +305,7 @@ static int tune_env(void)
 clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                               clt__gemm_tile *out)
 {
-    *out = CLT__TILE_DEFAULT;
+    *out = clt__cpu_tile_default(slot);
     int ta = transpose_a != 0, tb = transpose_b != 0;
     pthread_mutex_lock(&tune_lock);
     slot_tuning *t = slot_table(slot);
@@ -287,7 +315,7 @@ clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t
         tune_entry *e = find(t, ta, tb, m, n, k);
         if (e) *out = e->tile;
         else if (tune_env()) {
-            tune_entry ne = {ta, tb, m, n, k, CLT__TILE_DEFAULT};
+            tune_entry ne = {ta, tb, m, n, k, *out};
             st = tune_shape(slot, ta, tb, m, n, k, &ne.tile);
             if (st == CLT_OK && put(t, ne)) {
                 *out = ne.tile;
@@ -327,7 +355,7 @@ clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64
     int slot;
     CLT_TRY(check_shape(op, m, n, k));
     CLT_TRY(cpu_slot(op, dev, &slot));
-    tune_entry e = {transpose_a != 0, transpose_b != 0, (size_t)m, (size_t)n, (size_t)k, CLT__TILE_DEFAULT};
+    tune_entry e = {transpose_a != 0, transpose_b != 0, (size_t)m, (size_t)n, (size_t)k, clt__cpu_tile_default(slot)};
     pthread_mutex_lock(&tune_lock);
     slot_tuning *t = slot_table(slot);
     clt_status st = t ? CLT_OK : clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
@@ -352,7 +380,7 @@ clt_status clt_tune_lookup(clt_device dev, int transpose_a, int transpose_b, int
     int slot;
     CLT_TRY(check_shape(op, m, n, k));
     CLT_TRY(cpu_slot(op, dev, &slot));
-    clt__gemm_tile tile = CLT__TILE_DEFAULT;
+    clt__gemm_tile tile = clt__cpu_tile_default(slot);
     pthread_mutex_lock(&tune_lock);
     slot_tuning *t = slot_table(slot);
     tune_entry *e = NULL;

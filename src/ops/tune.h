@@ -6,16 +6,25 @@
 #include <stddef.h>
 #include "../tensor/tensor_internal.h"
 
-/* Rows (tm) and columns (tn, 8 or 16) of C one work-item computes. */
+/* Rows (tm) and columns (tn: 8, 16 or 32) of C one work-item computes. */
 typedef struct clt__gemm_tile {
     int tm, tn;
 } clt__gemm_tile;
 
-#define CLT__TILE_DEFAULT ((clt__gemm_tile){12, 16})
+/* The tile cl/gemm_cpu.cl is built with when no -DTM= -DTN= is given. */
+#define CLT__TILE_BUILT_IN ((clt__gemm_tile){12, 32})
+
+/* A slot's default tile, from its native float vector width w
+ * (CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT): two vectors of B per depth (tn =
+ * 2w: 32 columns on AVX-512, 16 on AVX2, 8 on SSE or NEON) and as many rows
+ * as leave room for them: 12 rows (24 accumulators) with w = 16, whose
+ * instruction set has 32 vector registers, 6 rows (12 accumulators) with
+ * fewer. A width outside 4..16 gets 12 x 16. */
+clt__gemm_tile clt__cpu_tile_default(int slot);
 
 /* The tile for op(a) (m,k) times op(b) (k,n) on a slot: the tuning cache's
  * entry for the shape, else (when CLT_TUNE=1) the winner of timing the
- * candidates now, which is then cached, else CLT__TILE_DEFAULT. */
+ * candidates now, which is then cached, else clt__cpu_tile_default. */
 clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                               clt__gemm_tile *out);
 

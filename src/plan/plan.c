@@ -20,16 +20,14 @@
 #include "cltensor/plan.h"
 #include "../nn/nn_internal.h"
 
-/* The default tile of the CPU GEMM kernels: a transposed B is packed into
- * panels of TN columns for the call, an A whose rows are a multiple of 4 KiB
- * apart (16 or more deep) into panels of TM rows, and in blocked products A
- * and B a block of depths at a time (clt__cpu_gemm_pack_a_bytes, _b_bytes).
- * The replay always counts the default tile: a tuned tile (`clt tune`) moves a
- * whole-depth panel by less than one tile, but a blocked product's by more,
- * since its block of depths (and whether it blocks at all) follows the
- * tile's TN. */
-#define PACK_TILE CLT__TILE_DEFAULT
-#define PACK_TN CLT__TILE_DEFAULT.tn
+/* The CPU GEMM kernels pack a transposed B into panels of the tile's TN
+ * columns for the call, an A whose rows are a multiple of 4 KiB apart (16 or
+ * more deep) into panels of TM rows, and in blocked products A and B a block
+ * of depths at a time (clt__cpu_gemm_pack_a_bytes, _b_bytes). The replay
+ * counts the device's default tile (clt__cpu_tile_default, sim.tile): a tuned
+ * tile (`clt tune`) moves a whole-depth panel by less than one tile, but a
+ * blocked product's by more, since its block of depths (and whether it
+ * blocks at all) follows the tile's TN. */
 
 typedef struct sim_layer {
     int saved, seg_input, seg_internal, seg_pos, seg_len, nbody;
@@ -49,6 +47,7 @@ typedef struct sim {
     int64_t grad_live, grad_at_peak; /* float32 gradients made during the step */
     int64_t rows;
     int cpu, training, recompute_blocks, fuse, half, oom;
+    clt__gemm_tile tile; /* the device's default GEMM tile */
     clt__book book;
     clt_memory_stats mem;
     int over; /* a request found no room under the cap */
@@ -185,11 +184,12 @@ static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x,
  * x, w and b to float32 first, frees them after the product and narrows y. */
 static int linear_product(sim *s, const clt__layer *l)
 {
-    int64_t panels = clt__cpu_gemm_pack_b_bytes(1, (size_t)s->rows, (size_t)l->out, (size_t)l->in, PACK_TILE);
+    int64_t panels = clt__cpu_gemm_pack_b_bytes(1, (size_t)s->rows, (size_t)l->out, (size_t)l->in, s->tile);
     if (s->half && s->cpu) {
         /* Float16 products are never blocked: w^T is packed whole. */
         int y = t_new(s, s->rows * l->out * 2);
-        t_transient(s, (l->out + PACK_TN - 1) / PACK_TN * PACK_TN * l->in * 4);
+        int64_t tn = s->tile.tn;
+        t_transient(s, (l->out + tn - 1) / tn * tn * l->in * 4);
         return y;
     }
     int x32 = -1, w32 = -1, b32 = -1;
@@ -201,7 +201,7 @@ static int linear_product(sim *s, const clt__layer *l)
     int y = t_new(s, s->rows * l->out * 4);
     if (s->cpu)
         t_transient2(s, clt__cpu_gemm_pack_a_bytes((size_t)s->rows, (size_t)l->out, (size_t)l->in, (size_t)l->in,
-                                                   PACK_TILE),
+                                                   s->tile),
                      panels);
     if (!s->half) return y;
     t_release(s, x32);
@@ -219,11 +219,11 @@ static void linear_backward_packs(sim *s, const clt__layer *l, int want_dx)
 {
     if (!s->cpu) return;
     size_t rows = (size_t)s->rows, out = (size_t)l->out, in = (size_t)l->in;
-    t_transient2(s, clt__cpu_gemm_pack_a_bytes(out, in, rows, out, PACK_TILE),
-                 clt__cpu_gemm_pack_b_bytes(0, out, in, rows, PACK_TILE));
+    t_transient2(s, clt__cpu_gemm_pack_a_bytes(out, in, rows, out, s->tile),
+                 clt__cpu_gemm_pack_b_bytes(0, out, in, rows, s->tile));
     if (want_dx)
-        t_transient2(s, clt__cpu_gemm_pack_a_bytes(rows, in, out, out, PACK_TILE),
-                     clt__cpu_gemm_pack_b_bytes(0, rows, in, out, PACK_TILE));
+        t_transient2(s, clt__cpu_gemm_pack_a_bytes(rows, in, out, out, s->tile),
+                     clt__cpu_gemm_pack_b_bytes(0, rows, in, out, s->tile));
 }
 
 /* A float16 Linear's backward (clt__linear_backward_f16): on CPU devices
@@ -427,10 +427,12 @@ static sim_layer *sim_layers_new(const clt__layer *l, int n)
     return sl;
 }
 
-/* What the replay needs of the device: whether it runs the CPU kernels, and
- * its largest buffer (a segment never rounds up past it). */
+/* What the replay needs of the device: whether it runs the CPU kernels and
+ * with which default tile, and its largest buffer (a segment never rounds up
+ * past it). */
 typedef struct plan_device {
     int cpu;
+    clt__gemm_tile tile;
     size_t max_alloc;
 } plan_device;
 
@@ -439,6 +441,7 @@ static clt_status device_of(clt_device dev, plan_device *d)
     int slot;
     CLT_TRY(clt__resolve(dev, &slot));
     d->max_alloc = clt__slot_get(slot)->max_alloc;
+    d->tile = clt__cpu_tile_default(slot);
     return clt__dense_cpu(slot, &d->cpu);
 }
 
@@ -552,13 +555,14 @@ static void extent(const clt__layer *l, int n, int64_t *layers, int64_t *widest)
 /* 0 when no byte count of a step at this batch can overflow: each layer's
  * replay holds a few tensors of (rows, width) float32 values, the step a
  * few of the parameters' size. Bounded generously (64 bytes per row, width
- * and layer, 32 per parameter) and checked, so that no sum below wraps. */
+ * plus the widest tile's 32 columns, and layer; 32 per parameter) and
+ * checked, so that no sum below wraps. */
 static int step_bound(const clt_model *m, int64_t rows)
 {
     int64_t layers = 4, widest = m->features > 1 ? m->features : 1, rows1, per_row, all, params;
     extent(m->layers, m->nlayers, &layers, &widest);
-    return clt__add_i64(rows, 1, &rows1) != 0 || clt__mul_i64(rows1, widest + PACK_TN, &per_row) != 0 || clt__mul_i64(per_row, layers, &all) != 0 ||
-           clt__mul_i64(all, 64, &all) != 0 || clt__mul_i64(m->nparams + PACK_TN * (widest + 1), 32, &params) != 0 ||
+    return clt__add_i64(rows, 1, &rows1) != 0 || clt__mul_i64(rows1, widest + 32, &per_row) != 0 || clt__mul_i64(per_row, layers, &all) != 0 ||
+           clt__mul_i64(all, 64, &all) != 0 || clt__mul_i64(m->nparams + 32 * (widest + 1), 32, &params) != 0 ||
            clt__add_i64(all, params, &all) != 0;
 }
 
@@ -599,6 +603,7 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
     /* Fused epilogues are float32 only: a float16 model runs unfused. */
     sim s = {.rows = o->batch_size,
              .cpu = d->cpu,
+             .tile = d->tile,
              .training = 1,
              .recompute_blocks = o->recompute_blocks,
              .fuse = !half && clt__fuse_enabled(),
