@@ -1,15 +1,15 @@
 /* Memory recording (clt_memory_record_*) and its picture: every sample's
  * categories sum to the allocator's counters, the peak over the samples is
  * clt_memory_max_allocated, the phases are the step's, and the SVG (from
- * the API and from `clt train --memory-plot`) is well-formed and names the
- * peak's phase. */
-#include <ctype.h>
+ * the API and from `clt train --memory-plot`) is well-formed, also with
+ * hostile phase labels, and names the peak's phase. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "support.h"
+#include "xml_check.h"
 
 static char out[1 << 16];
 #define run(...) clt_test_shell(out, sizeof out, __VA_ARGS__)
@@ -26,60 +26,6 @@ static char *slurp(const char *path)
     buf[n] = '\0';
     fclose(f);
     return buf;
-}
-
-/* A small XML checker: every element closes in order, attributes are
- * quoted, text holds no raw '<' or a '&' outside an entity. Returns NULL
- * when well-formed, else what is wrong. */
-static const char *xml_problem(const char *s)
-{
-    static char why[160];
-    char stack[64][32];
-    int depth = 0, root_seen = 0;
-    for (const char *p = s; *p;) {
-        if (*p != '<') {
-            if (*p == '&' && !(strncmp(p, "&lt;", 4) == 0 || strncmp(p, "&gt;", 4) == 0 ||
-                               strncmp(p, "&amp;", 5) == 0 || strncmp(p, "&quot;", 6) == 0))
-                return "a raw '&' in text";
-            if (!depth && !isspace((unsigned char)*p)) return "text outside the root element";
-            p++;
-            continue;
-        }
-        int closing = p[1] == '/';
-        const char *name = p + 1 + closing;
-        size_t len = strcspn(name, " \t\n/>");
-        if (len == 0 || len >= 32) return "a bad element name";
-        const char *q = name + len;
-        while (*q && *q != '>') {
-            if (*q == '"') {
-                const char *e = strchr(q + 1, '"');
-                if (!e) return "an unclosed attribute value";
-                if (memchr(q + 1, '<', (size_t)(e - q - 1))) return "a '<' in an attribute";
-                q = e + 1;
-            } else if (*q == '=' && q[1] != '"') {
-                return "an unquoted attribute";
-            } else {
-                q++;
-            }
-        }
-        if (!*q) return "an unclosed tag";
-        int empty = q[-1] == '/';
-        if (closing) {
-            if (!depth || strlen(stack[depth - 1]) != len || strncmp(stack[depth - 1], name, len) != 0) {
-                snprintf(why, sizeof why, "</%.*s> closes nothing open", (int)len, name);
-                return why;
-            }
-            depth--;
-        } else if (!empty) {
-            if (depth == 0 && root_seen) return "two root elements";
-            if (depth == 64) return "nesting too deep";
-            memcpy(stack[depth], name, len);
-            stack[depth++][len] = '\0';
-            root_seen = 1;
-        }
-        p = q + 1;
-    }
-    return depth ? "an element left open" : root_seen ? NULL : "no root element";
 }
 
 static int64_t sum_categories(const clt_memory_sample *s)
@@ -232,13 +178,49 @@ START_TEST(test_svg_names_the_peak)
 }
 END_TEST
 
-START_TEST(test_xml_checker_checks)
+/* Phase labels are the caller's: hostile bytes in one (control characters,
+ * all five specials, ill-formed UTF-8, U+FFFE) and one whose 127 bytes kept
+ * cut a character in half come out of clt_xml_escape as a well-formed SVG. */
+START_TEST(test_svg_escapes_hostile_names)
 {
-    ck_assert_ptr_null(xml_problem("<svg a=\"1\"><g><text>x &amp; y</text></g><rect/></svg>\n"));
-    ck_assert_ptr_nonnull(xml_problem("<svg><g></svg>"));
-    ck_assert_ptr_nonnull(xml_problem("<svg a=1></svg>"));
-    ck_assert_ptr_nonnull(xml_problem("<svg><text>a & b</text></svg>"));
-    ck_assert_ptr_nonnull(xml_problem("<svg>"));
+    char dir[64];
+    clt_test_make_temp_dir(dir, sizeof dir, "record-names");
+    clt_device dev = clt_cpu();
+    char cut[160], cut_drawn[160];
+    memset(cut, 'c', 126);
+    strcpy(cut + 126, "\xc3\xa9"); /* 'e' acute: its first byte is the 127th */
+    memcpy(cut_drawn, cut, 126);
+    strcpy(cut_drawn + 126, "\xef\xbf\xbd</text>");
+    const char *hostile = "a\x01<b>&\"'\x1f\t\xc3\xa9\xff\xc0\xaf\xed\xa0\x80\xef\xbf\xbe!";
+    const char *drawn = "a\xef\xbf\xbd&lt;b&gt;&amp;&quot;&apos;\xef\xbf\xbd\t\xc3\xa9"
+                        "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd!";
+    ck_assert_ok(clt_memory_record_start(dev));
+    ck_assert_ok(clt_memory_record_mark(dev, cut));
+    clt_tensor *small = NULL, *big = NULL;
+    int64_t n_small = 16, n_big = 1 << 16;
+    ck_assert_ok(clt_zeros(&small, dev, CLT_FLOAT32, 1, &n_small));
+    ck_assert_ok(clt_memory_record_mark(dev, hostile));
+    ck_assert_ok(clt_zeros(&big, dev, CLT_FLOAT32, 1, &n_big)); /* the peak, in the hostile phase */
+    clt_tensor_release(big);
+    clt_tensor_release(small);
+    clt_memory_record *r;
+    ck_assert_ok(clt_memory_record_stop(dev, &r));
+    ck_assert_str_eq(clt_memory_record_phase(r, 1), hostile); /* kept as given */
+    char path[128];
+    snprintf(path, sizeof path, "%s/m.svg", dir);
+    ck_assert_ok(clt_memory_record_write_svg(r, path));
+    char *svg = slurp(path);
+    const char *bad = xml_problem(svg);
+    ck_assert_msg(bad == NULL, "%s is not well-formed: %s", path, bad);
+    char want[256];
+    snprintf(want, sizeof want, ">%s</text>", drawn); /* the band's label */
+    ck_assert_msg(strstr(svg, want), "no label '%s' in:\n%s", want, svg);
+    snprintf(want, sizeof want, " MiB allocated at event %lld, in %s (", (long long)clt_memory_record_peak(r), drawn);
+    ck_assert_msg(strstr(svg, want), "the peak is not named '%s':\n%s", want, svg);
+    ck_assert_msg(strstr(svg, cut_drawn), "no label '%s' in:\n%s", cut_drawn, svg);
+    free(svg);
+    clt_memory_record_free(r);
+    clt_test_remove_dir(dir);
 }
 END_TEST
 
@@ -279,7 +261,7 @@ int main(void)
     tcase_add_test(tc, test_samples_sum_to_counters);
     tcase_add_test(tc, test_checkpointing_marks_recompute);
     tcase_add_test(tc, test_svg_names_the_peak);
-    tcase_add_test(tc, test_xml_checker_checks);
+    tcase_add_test(tc, test_svg_escapes_hostile_names);
     tcase_add_test(tc, test_train_memory_plot);
     suite_add_tcase(s, tc);
     return clt_test_run(s);

@@ -153,6 +153,25 @@ CLT_API clt_status clt_idx_write(const char *path, int ndim, const int64_t *dims
  * file is intact and no temporary file remains). */
 CLT_API clt_status clt_file_write(const char *path, const void *data, size_t n);
 
+/* ---- text for XML ---- */
+
+/* Copies in to out as text that an XML (SVG) element or quoted attribute
+ * value can hold, as the library's memory SVG (clt_memory_record_write_svg)
+ * and `clt timeline` write names: & < > " ' become &amp; &lt; &gt; &quot;
+ * &apos;; well-formed UTF-8 is copied as it is, except control characters
+ * (U+0001..U+001F other than tab, line feed and carriage return, and
+ * U+007F..U+009F) and U+FFFE and U+FFFF, which XML 1.0 forbids or
+ * discourages, each written as U+FFFD (EF BF BD); and each maximal
+ * ill-formed UTF-8 subpart (a stray or truncated byte sequence, an overlong
+ * form, a surrogate, a code point above U+10FFFF) is written as one U+FFFD,
+ * as Unicode recommends. A NULL in is copied as "". Writes at most
+ * outlen - 1 bytes and a terminating NUL, whole characters and entities only
+ * (what does not fit is left out, from the first unit that does not); a
+ * NULL out or an outlen of 0 writes nothing. Returns the length of the whole
+ * escaped text without the NUL, as snprintf does: a result of outlen or more
+ * means out was truncated. */
+CLT_API size_t clt_xml_escape(const char *in, char *out, size_t outlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* clt_memory_record_write_svg: a memory record drawn as a stacked-area
  * chart, written through the one file writer (src/core/file.h). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "../core/error.h"
 #include "../core/file.h"
 #include "../memory/record.h"
+#include "cltensor/io.h"
 #include "cltensor/memory.h"
 
 #define W 960
@@ -30,20 +32,26 @@ typedef struct chart {
     int64_t n, stride; /* samples, and samples per drawn column */
     int columns;
     double ymax, pw, ph;
+    int oom; /* a name could not be escaped */
 } chart;
 
-static void put_escaped(FILE *f, const char *s)
+/* Writes s through clt_xml_escape (a name as the SVG can hold it); a name
+ * too long for the stack is escaped into the heap, and c->oom set when
+ * that fails. */
+static void put_escaped(chart *c, const char *s)
 {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default:
-            if ((unsigned char)*s >= 0x20) fputc(*s, f);
+    char small[512], *buf = small;
+    size_t n = clt_xml_escape(s, small, sizeof small);
+    if (n >= sizeof small) {
+        buf = n < SIZE_MAX ? malloc(n + 1) : NULL;
+        if (!buf) {
+            c->oom = 1;
+            return;
         }
+        clt_xml_escape(s, buf, n + 1);
     }
+    fwrite(buf, 1, n, c->f);
+    if (buf != small) free(buf);
 }
 
 static double px(const chart *c, double column) { return LEFT + c->pw * column / c->columns; }
@@ -97,7 +105,7 @@ static void draw_reserved(const chart *c)
 
 /* Alternating bands behind the chart, one per major phase, labelled below
  * where a label has room (14 px from the one before). */
-static void draw_phases(const chart *c)
+static void draw_phases(chart *c)
 {
     int np = clt_memory_record_num_phases(c->r), band = 0;
     double last_label = -1e9;
@@ -121,7 +129,7 @@ static void draw_phases(const chart *c)
         last_label = xm;
         fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\" "
                       "transform=\"rotate(-60 %.1f %.1f)\">", xm, yl, xm, yl);
-        put_escaped(c->f, clt_memory_record_phase(c->r, i));
+        put_escaped(c, clt_memory_record_phase(c->r, i));
         fputs("</text>\n", c->f);
     }
 }
@@ -176,7 +184,7 @@ static void draw_legend(const chart *c, int64_t cap)
 }
 
 /* The peak, circled, and named in the subtitle with its phase. */
-static void draw_peak(const chart *c)
+static void draw_peak(chart *c)
 {
     int64_t i = clt_memory_record_peak(c->r);
     clt_memory_sample s;
@@ -187,7 +195,7 @@ static void draw_peak(const chart *c)
     const char *phase = clt_memory_record_phase(c->r, s.phase);
     fprintf(c->f, "<text id=\"peak\" x=\"%d\" y=\"44\">peak: %.1f MiB allocated at event %lld, in ", LEFT,
             (double)s.allocated / MIB, (long long)i);
-    put_escaped(c->f, phase ? phase : "no phase marked");
+    put_escaped(c, phase ? phase : "no phase marked");
     fprintf(c->f, " (");
     for (int k = CLT_MEM_CATEGORY_COUNT - 1, first = 1; k >= 0; k--) {
         if (!s.category[order[k]]) continue;
@@ -220,7 +228,7 @@ static void draw(chart *c)
     fprintf(c->f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
                   "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
     fprintf(c->f, "<text x=\"%d\" y=\"22\" font-size=\"15\">memory on ", LEFT);
-    put_escaped(c->f, clt_memory_record_device(c->r));
+    put_escaped(c, clt_memory_record_device(c->r));
     fprintf(c->f, ": allocated by category, reserved%s</text>\n",
             clt_memory_record_dropped(c->r) ? " (the record filled up: later events are not drawn)" : "");
     draw_phases(c);
@@ -250,7 +258,9 @@ clt_status clt_memory_record_write_svg(const clt_memory_record *r, const char *p
     c.f = open_memstream(&buf, &len);
     if (!c.f) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory drawing %s", path);
     draw(&c);
-    clt_status s = fclose(c.f) ? clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory drawing %s", path) : CLT_OK;
+    int bad = ferror(c.f) || c.oom;
+    bad |= fclose(c.f) != 0;
+    clt_status s = bad ? clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory drawing %s", path) : CLT_OK;
     if (s == CLT_OK) s = clt__file_write(path, buf, len);
     free(buf);
     return s;

@@ -1,6 +1,7 @@
 /* clt timeline: draws a trace written by CLT_TRACE (Chrome trace-event
  * JSON) as an SVG timeline, one row per device and one for the host. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,17 +32,20 @@ static const char *color_of(const char *cat)
     return "#f58518";
 }
 
-static void put_escaped(FILE *f, const char *s)
+/* Writes s through the library's escaper (clt_xml_escape, what the memory
+ * SVG's names go through too); 0, or 1 out of memory. */
+static int put_escaped(FILE *f, const char *s)
 {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
+    char small[512], *buf = small;
+    size_t n = clt_xml_escape(s, small, sizeof small);
+    if (n >= sizeof small) {
+        buf = n < SIZE_MAX ? malloc(n + 1) : NULL;
+        if (!buf) return 1;
+        clt_xml_escape(s, buf, n + 1);
     }
+    fwrite(buf, 1, n, f);
+    if (buf != small) free(buf);
+    return 0;
 }
 
 static int usage(FILE *out, int rc)
@@ -114,12 +118,14 @@ static int read_events(json_t *events, const char *path, timeline *tl)
     return 0;
 }
 
-/* The row labels and lines, and the time axis in tenths of the range. */
-static void draw_axes(FILE *f, const timeline *tl, double span_us, double plot)
+/* The row labels and lines, and the time axis in tenths of the range; 0,
+ * or 1 out of memory. */
+static int draw_axes(FILE *f, const timeline *tl, double span_us, double plot)
 {
+    int bad = 0;
     for (int r = 0; r < tl->nrows; r++) {
         fprintf(f, "<text x=\"8\" y=\"%d\">", TOP + r * ROW + ROW / 2 + 4);
-        put_escaped(f, tl->rows[r] ? tl->rows[r] : "?");
+        bad |= put_escaped(f, tl->rows[r] ? tl->rows[r] : "?");
         fprintf(f, "</text>\n<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#eee\"/>\n", LEFT,
                 TOP + (r + 1) * ROW, WIDTH - 20, TOP + (r + 1) * ROW);
     }
@@ -130,27 +136,29 @@ static void draw_axes(FILE *f, const timeline *tl, double span_us, double plot)
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.2f ms</text>\n", x,
                 TOP + tl->nrows * ROW + 16, span_us * k / 10 / 1000.0);
     }
+    return bad;
 }
 
 /* The whole SVG: axes, one box per span with its name and duration as a
- * tooltip, and the legend. */
-static void draw(FILE *f, const timeline *tl)
+ * tooltip, and the legend; 0, or 1 out of memory. */
+static int draw(FILE *f, const timeline *tl)
 {
     double span_us = tl->t1 > tl->t0 ? tl->t1 - tl->t0 : 1, plot = WIDTH - LEFT - 20;
     int height = TOP + tl->nrows * ROW + 40;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", WIDTH, height);
-    draw_axes(f, tl, span_us, plot);
+    int bad = draw_axes(f, tl, span_us, plot);
     for (int i = 0; i < tl->nspans; i++) {
         const span *s = &tl->spans[i];
         double x = LEFT + plot * (s->ts - tl->t0) / span_us, w = plot * s->dur / span_us;
         fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>", x,
                 TOP + s->row * ROW + 4, w < 0.5 ? 0.5 : w, ROW - 8, color_of(s->cat));
-        put_escaped(f, s->name);
+        bad |= put_escaped(f, s->name);
         fprintf(f, " (%.1f us)</title></rect>\n", s->dur);
     }
     fprintf(f, "<text x=\"%d\" y=\"18\">kernels blue, copies green, synchronization points red, other host waits "
                "orange; %d commands over %.2f ms</text>\n</svg>\n", LEFT, tl->nspans, span_us / 1000.0);
+    return bad;
 }
 
 /* Draws in memory, then writes through the library's safe writer
@@ -164,8 +172,8 @@ static int write_svg(const timeline *tl, const char *path)
         fprintf(stderr, "clt timeline: out of memory drawing %s\n", path);
         return 1;
     }
-    draw(f, tl);
-    int bad = ferror(f);
+    int bad = draw(f, tl);
+    bad |= ferror(f);
     bad |= fclose(f) != 0;
     int rc = 0;
     if (bad) {
