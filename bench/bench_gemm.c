@@ -76,22 +76,23 @@ static double bench_clt(clt_device dev, const shape *s, const char *impl, int re
     return med;
 }
 
-/* The CPU kernels with the device's default tile (12 x 32 on AVX-512) and with the tile the
+/* The CPU kernels with the shape's default tile (clt__gemm_tile_default: 12 x 32 or 6 x 32 on AVX-512) and with the tile the
  * tuning cache gives the shape (`clt tune`; the default when it has none),
  * timed alternately in each repetition so that both see the same load. */
 static void bench_tiles(clt_device dev, const shape *s, int reps, double *def, double *tuned, int *tm, int *tn)
 {
     int slot;
     CHECK(clt__resolve(dev, &slot));
-    clt__gemm_tile tiles[2] = {clt__cpu_tile_default(slot), clt__cpu_tile_default(slot)};
+    int64_t as[] = {s->ta ? s->k : s->m, s->ta ? s->m : s->k}, bs[] = {s->tb ? s->n : s->k, s->tb ? s->k : s->n};
+    int64_t cs[] = {s->m, s->n};
+    size_t lda = (size_t)as[1], ldb = (size_t)bs[1];
+    clt__gemm_tile d = clt__gemm_tile_default(slot, s->ta, (size_t)s->m, (size_t)s->n, (size_t)s->k, lda, 0);
+    clt__gemm_tile tiles[2] = {d, d};
     /* Devices that are not CPUs have no tuning cache: both columns use the default. */
     if (clt_tune_lookup(dev, s->ta, s->tb, s->m, s->n, s->k, &tiles[1].tm, &tiles[1].tn, NULL) != CLT_OK)
         tiles[1] = tiles[0];
     *tm = tiles[1].tm;
     *tn = tiles[1].tn;
-    int64_t as[] = {s->ta ? s->k : s->m, s->ta ? s->m : s->k}, bs[] = {s->tb ? s->n : s->k, s->tb ? s->k : s->n};
-    int64_t cs[] = {s->m, s->n};
-    size_t lda = (size_t)as[1], ldb = (size_t)bs[1];
     clt_tensor *a, *b, *c;
     CHECK(clt_rand(&a, dev, 2, as, 1));
     CHECK(clt_rand(&b, dev, 2, bs, 2));

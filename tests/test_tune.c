@@ -36,12 +36,12 @@ static const forced cases[] = {
     {1, 1, 23, 70, 11, 8, 32}, {0, 0, 14, 33, 40, 5, 32},
 };
 
-/* The device's default tile. */
-static clt__gemm_tile default_tile(void)
+/* The default tile of a contiguous float32 product (clt__gemm_tile_default). */
+static clt__gemm_tile default_tile(int ta, int64_t m, int64_t n, int64_t k)
 {
     int slot;
     ck_assert_ok(clt__resolve(dev(), &slot));
-    return clt__cpu_tile_default(slot);
+    return clt__gemm_tile_default(slot, ta, (size_t)m, (size_t)n, (size_t)k, (size_t)(ta ? m : k), 0);
 }
 
 static void write_cache(const char *extra)
@@ -105,8 +105,9 @@ START_TEST(test_forced_tiles_are_used_and_correct)
         ck_assert_ok(clt_tune_lookup(dev(), (int)bad[i][0], (int)bad[i][0], bad[i][1], bad[i][2], bad[i][3], &tm, &tn,
                                      &tuned));
         ck_assert_int_eq(tuned, 0);
-        ck_assert_int_eq(tm, default_tile().tm);
-        ck_assert_int_eq(tn, default_tile().tn);
+        clt__gemm_tile d = default_tile((int)bad[i][0], bad[i][1], bad[i][2], bad[i][3]);
+        ck_assert_int_eq(tm, d.tm);
+        ck_assert_int_eq(tn, d.tn);
     }
     clt_test_assert_no_live_tensors();
 }
@@ -155,7 +156,9 @@ static int file_has_line(const char *line)
 
 /* The default tile (a shape without a cache entry) follows the native float
  * vector width OpenCL reports for the device: 12 x 32 at 16 floats
- * (AVX-512), 6 x 16 at 8 (AVX2), 6 x 8 at 4 (SSE, NEON), else 12 x 16. */
+ * (AVX-512), 6 x 16 at 8 (AVX2), 6 x 8 at 4 (SSE, NEON), else 12 x 16; with
+ * at most 6 rows where A is read in place as is (a small k here), not where
+ * it is transposed and packed. */
 START_TEST(test_default_tile_follows_vector_width)
 {
     int slot;
@@ -164,11 +167,15 @@ START_TEST(test_default_tile_follows_vector_width)
     ck_assert_int_eq(clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof w, &w,
                                      NULL), CL_SUCCESS);
     int tm = 0, tn = 0, tuned = 1;
-    ck_assert_ok(clt_tune_lookup(dev(), 0, 0, 3, 5, 7, &tm, &tn, &tuned));
+    ck_assert_ok(clt_tune_lookup(dev(), 1, 0, 40, 300, 64, &tm, &tn, &tuned));
     ck_assert_int_eq(tuned, 0);
     int want_tm = w == 16 ? 12 : w == 8 || w == 4 ? 6 : 12, want_tn = w == 16 ? 32 : w == 8 ? 16 : w == 4 ? 8 : 16;
     ck_assert_msg(tm == want_tm && tn == want_tn, "width %u: default tile %dx%d, expected %dx%d", w, tm, tn, want_tm,
                   want_tn);
+    ck_assert_ok(clt_tune_lookup(dev(), 0, 0, 3, 5, 7, &tm, &tn, &tuned));
+    ck_assert_int_eq(tuned, 0);
+    ck_assert_msg(tm == (want_tm < 6 ? want_tm : 6) && tn == want_tn, "width %u: default tile %dx%d for an A in place",
+                  w, tm, tn);
 }
 END_TEST
 

@@ -350,7 +350,7 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
     CLT_TRY(clt__dense_cpu(slot, &cpu));
     if (cpu && k > 0) {
         clt__gemm_tile tile;
-        CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, &tile));
+        CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, lda, 0, &tile));
         return cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, relu,
                         pw);
     }
@@ -388,7 +388,7 @@ clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_
                          clt__slot_get(slot)->name);
     if (m == 0 || n == 0) return CLT_OK;
     clt__gemm_tile tile;
-    CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, &tile));
+    CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, lda, 1, &tile));
     return clt__cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, 0);
 }
 

@@ -60,6 +60,13 @@ clt__gemm_tile clt__cpu_tile_default(int slot)
     }
 }
 
+clt__gemm_tile clt__gemm_tile_default(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda, int half)
+{
+    clt__gemm_tile t = clt__cpu_tile_default(slot);
+    if (!half && !transpose_a && t.tm > 6 && clt__cpu_gemm_pack_a_bytes(0, m, n, k, lda, t) == 0) t.tm = 6;
+    return t;
+}
+
 /* One cache's size from sysfs ("48K", "1280K", "2M"), 0 when unreadable. */
 static size_t sysfs_cache_size(int index, int *level, int *data)
 {
@@ -242,11 +249,11 @@ static clt_status time_tile(int slot, clt__gemm_tile tile, int ta, int tb, size_
 #define NCAND (sizeof candidates / sizeof candidates[0] + 1)
 #define ROUNDS 5
 
-/* The slot's tiles to time, its default first; returns how many. */
-static size_t slot_candidates(int slot, clt__gemm_tile out[NCAND])
+/* The tiles to time, the shape's default first; returns how many. */
+static size_t shape_candidates(clt__gemm_tile first, clt__gemm_tile out[NCAND])
 {
     size_t n = 0;
-    out[n++] = clt__cpu_tile_default(slot);
+    out[n++] = first;
     for (size_t i = 0; i + 1 < NCAND; i++)
         if (!tile_eq(candidates[i], out[0])) out[n++] = candidates[i];
     return n;
@@ -254,9 +261,10 @@ static size_t slot_candidates(int slot, clt__gemm_tile out[NCAND])
 
 /* Times every candidate for the shape, in rounds that visit each candidate
  * in turn (so a burst of other load hits them alike), each timing about
- * 5 ms of products (1 to 64 of them, as many as the default's time fits);
- * the best round of each counts. Lock held. */
-static clt_status tune_shape(int slot, int ta, int tb, size_t m, size_t n, size_t k, clt__gemm_tile *out)
+ * 5 ms of products (1 to 64 of them, as many as the time of dflt, the
+ * shape's default, fits); the best round of each counts. Lock held. */
+static clt_status tune_shape(int slot, int ta, int tb, size_t m, size_t n, size_t k, clt__gemm_tile dflt,
+                             clt__gemm_tile *out)
 {
     int64_t sa[] = {(int64_t)(ta ? k : m), (int64_t)(ta ? m : k)}, sb[] = {(int64_t)(tb ? n : k), (int64_t)(tb ? k : n)},
             sc[] = {(int64_t)m, (int64_t)n};
@@ -267,7 +275,7 @@ static clt_status tune_shape(int slot, int ta, int tb, size_t m, size_t n, size_
     if (st == CLT_OK) st = clt_fill_(a, 0.5);
     if (st == CLT_OK) st = clt_fill_(b, 0.25);
     clt__gemm_tile cand[NCAND];
-    size_t nc = slot_candidates(slot, cand);
+    size_t nc = shape_candidates(dflt, cand);
     double best[NCAND], first = 1e30;
     /* One product each builds (or loads) the programs; the default's time sets the batch. */
     for (size_t i = 0; st == CLT_OK && i < nc; i++) {
@@ -302,10 +310,10 @@ static int tune_env(void)
     return clt__env_int(CLT__ENV_TUNE, 0);
 }
 
-clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
-                              clt__gemm_tile *out)
+clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, size_t lda,
+                              int half, clt__gemm_tile *out)
 {
-    *out = clt__cpu_tile_default(slot);
+    *out = clt__gemm_tile_default(slot, transpose_a, m, n, k, lda, half);
     int ta = transpose_a != 0, tb = transpose_b != 0;
     pthread_mutex_lock(&tune_lock);
     slot_tuning *t = slot_table(slot);
@@ -316,7 +324,7 @@ clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t
         if (e) *out = e->tile;
         else if (tune_env()) {
             tune_entry ne = {ta, tb, m, n, k, *out};
-            st = tune_shape(slot, ta, tb, m, n, k, &ne.tile);
+            st = tune_shape(slot, ta, tb, m, n, k, *out, &ne.tile);
             if (st == CLT_OK && put(t, ne)) {
                 *out = ne.tile;
                 /* An unwritable cache only costs the next process a new tuning. */
@@ -327,6 +335,14 @@ clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t
     }
     pthread_mutex_unlock(&tune_lock);
     return st;
+}
+
+/* The default tile of a float32 product whose A has its natural leading
+ * dimension (clt_tune_gemm's scratch tensors, a contiguous tensor). */
+static clt__gemm_tile natural_default(int slot, int transpose_a, int64_t m, int64_t n, int64_t k)
+{
+    return clt__gemm_tile_default(slot, transpose_a, (size_t)m, (size_t)n, (size_t)k,
+                                  (size_t)(transpose_a ? m : k), 0);
 }
 
 static clt_status cpu_slot(const char *op, clt_device dev, int *slot)
@@ -355,13 +371,14 @@ clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64
     int slot;
     CLT_TRY(check_shape(op, m, n, k));
     CLT_TRY(cpu_slot(op, dev, &slot));
-    tune_entry e = {transpose_a != 0, transpose_b != 0, (size_t)m, (size_t)n, (size_t)k, clt__cpu_tile_default(slot)};
+    tune_entry e = {transpose_a != 0, transpose_b != 0, (size_t)m, (size_t)n, (size_t)k,
+                    natural_default(slot, transpose_a, m, n, k)};
     pthread_mutex_lock(&tune_lock);
     slot_tuning *t = slot_table(slot);
     clt_status st = t ? CLT_OK : clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     if (st == CLT_OK) {
         load(slot, t);
-        st = tune_shape(slot, e.ta, e.tb, e.m, e.n, e.k, &e.tile);
+        st = tune_shape(slot, e.ta, e.tb, e.m, e.n, e.k, e.tile, &e.tile);
     }
     if (st == CLT_OK && !put(t, e)) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     if (st == CLT_OK) st = save(slot, t);
@@ -380,7 +397,7 @@ clt_status clt_tune_lookup(clt_device dev, int transpose_a, int transpose_b, int
     int slot;
     CLT_TRY(check_shape(op, m, n, k));
     CLT_TRY(cpu_slot(op, dev, &slot));
-    clt__gemm_tile tile = clt__cpu_tile_default(slot);
+    clt__gemm_tile tile = natural_default(slot, transpose_a, m, n, k);
     pthread_mutex_lock(&tune_lock);
     slot_tuning *t = slot_table(slot);
     tune_entry *e = NULL;

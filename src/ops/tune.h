@@ -22,11 +22,22 @@ typedef struct clt__gemm_tile {
  * fewer. A width outside 4..16 gets 12 x 16. */
 clt__gemm_tile clt__cpu_tile_default(int slot);
 
-/* The tile for op(a) (m,k) times op(b) (k,n) on a slot: the tuning cache's
+/* The tile a product gets without a tuning entry: the slot's default, but
+ * at most 6 rows when a float32 A (not half) is read in place as is: not
+ * transposed, not packed (clt__cpu_gemm_pack_a_bytes with the leading
+ * dimension lda). A tile's rows of such an A are separate streams, and 12
+ * row offsets did not fit in the general registers beside the loop's own
+ * (the compiler extracted them from vector registers at every depth): the
+ * forward x w^T, 256 x 784 -> 256, ran 69-73 GFLOP/s with 12 x 32 and 91-94
+ * with 6 x 32 (one thread, AVX-512). */
+clt__gemm_tile clt__gemm_tile_default(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda, int half);
+
+/* The tile for op(a) (m,k) times op(b) (k,n) on a slot, a's leading
+ * dimension lda, half when the operands are float16: the tuning cache's
  * entry for the shape, else (when CLT_TUNE=1) the winner of timing the
- * candidates now, which is then cached, else clt__cpu_tile_default. */
-clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
-                              clt__gemm_tile *out);
+ * candidates now, which is then cached, else clt__gemm_tile_default. */
+clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, size_t lda,
+                              int half, clt__gemm_tile *out);
 
 /* The data cache sizes, in bytes, of the CPU this process runs on: level 1
  * and level 2 of cpu0 as Linux lists them in /sys/devices/system/cpu/cpu0/
