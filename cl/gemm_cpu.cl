@@ -31,6 +31,7 @@
 
 #ifndef TM
 #define TM 12
+#define TILE_BUILT_IN
 #endif
 #ifndef TN
 #define TN 32
@@ -224,6 +225,19 @@ GEMM_KERNEL(gemm_pn_f32, float, float, float, ROW_P, A_P, A_PANEL, B_ROWS, K_LOO
 GEMM_KERNEL(gemm_np_f32, float, float, float, ROW_N, A_N, A_ROWS, B_PANEL, K_LOOP_PANEL)
 GEMM_KERNEL(gemm_tp_f32, float, float, float, ROW_T, A_T, A_ROWS, B_PANEL, K_LOOP_PANEL)
 GEMM_KERNEL(gemm_pp_f32, float, float, float, ROW_P, A_P, A_PANEL, B_PANEL, K_LOOP_PANEL)
+
+/* Without -DTM=, the program also holds 6-row kernels for a float32 A read
+ * in place as is (gemm_nn6_f32, gemm_np6_f32: the default tile of such
+ * products, clt__gemm_tile_default), so that a step using both heights
+ * builds one program. The macros above read TM where a kernel expands them. */
+#ifdef TILE_BUILT_IN
+#undef TM
+#define TM 6
+GEMM_KERNEL(gemm_nn6_f32, float, float, float, ROW_N, A_N, A_ROWS, B_ROWS, K_LOOP_ROWS)
+GEMM_KERNEL(gemm_np6_f32, float, float, float, ROW_N, A_N, A_ROWS, B_PANEL, K_LOOP_PANEL)
+#undef TM
+#define TM 12
+#endif
 
 /* gemm_<A><B>_f16: A is never packed (no A panels in float16). */
 GEMM_KERNEL(gemm_nn_f16, half, half, half, ROW_N, HK_N, A_ROWS, B_ROWS, K_LOOP_ROWS_H)

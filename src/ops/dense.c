@@ -248,8 +248,10 @@ static clt_status packed_weight(int slot, const char *options, size_t tn, const 
  * beta and the bias, the rest adding to c (beta 1), the ReLU in the last.
  * bias (n), when not NULL, is added to every row, then ReLU when relu is set.
  * Float16 operands (all of a, b, c and bias) take the _f16 kernels,
- * unblocked. A tile other than the default is a program built with its own
- * -DTM= -DTN=. With pw (float32, b transposed and rows ldb = k apart), B's
+ * unblocked. A tile other than the built-in 12 x 32 is a program built with
+ * its own -DTM= -DTN=, except 6 x 32 over a float32 A read in place as is,
+ * whose kernels the built-in program holds (gemm_nn6_f32, gemm_np6_f32).
+ * With pw (float32, b transposed and rows ldb = k apart), B's
  * panels are pw's, whole depth, packed only when b changed (packed_weight);
  * a blocked product reads each block of depths from them in place. */
 static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
@@ -257,19 +259,25 @@ static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int t
                            float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu,
                            clt__packed_weight *pw)
 {
-    char opts[48];
-    const char *options = NULL;
-    if (tile.tm != CLT__TILE_BUILT_IN.tm || tile.tn != CLT__TILE_BUILT_IN.tn) {
-        snprintf(opts, sizeof opts, "-DTM=%d -DTN=%d", tile.tm, tile.tn);
-        options = opts;
-    }
     int half = a->dtype == CLT_FLOAT16;
     if (half || !transpose_b || ldb != k) pw = NULL;
     clt__gemm_blocking bl = {0, 0};
     if (!half) bl = clt__cpu_gemm_blocking(m, n, k, tile);
-    static const char *const names[2][3][2] = {
+    /* names[set][A as is, transposed, packed][B in place, packed]: set 0
+     * float32, 1 float16, 2 the built-in program's 6-row float32 kernels. */
+    static const char *const names[3][3][2] = {
         {{"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}, {"gemm_pn_f32", "gemm_pp_f32"}},
-        {{"gemm_nn_f16", "gemm_np_f16"}, {"gemm_tn_f16", "gemm_tp_f16"}}};
+        {{"gemm_nn_f16", "gemm_np_f16"}, {"gemm_tn_f16", "gemm_tp_f16"}},
+        {{"gemm_nn6_f32", "gemm_np6_f32"}}};
+    int in_place = !half && !transpose_a && !bl.kc && clt__cpu_gemm_pack_a_bytes(0, m, n, k, lda, tile) == 0;
+    int set = half, built_in = tile.tm == CLT__TILE_BUILT_IN.tm && tile.tn == CLT__TILE_BUILT_IN.tn;
+    if (in_place && tile.tm == 6 && tile.tn == CLT__TILE_BUILT_IN.tn) set = 2, built_in = 1;
+    char opts[48];
+    const char *options = NULL;
+    if (!built_in) {
+        snprintf(opts, sizeof opts, "-DTM=%d -DTN=%d", tile.tm, tile.tn);
+        options = opts;
+    }
     clt_tensor *pa = NULL, *pb = NULL;
     clt_status s = CLT_OK;
     if (pw) {
@@ -301,7 +309,7 @@ static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int t
         gemm_launch g = {clt__tensor_buf(pa ? pa : a), clt__tensor_buf(pb ? pb : b), pa ? k : lda, pb ? k : ldb, k, 1,
                          beta, (bias != NULL) | (relu ? 2u : 0u)};
         if (s == CLT_OK)
-            s = cpu_gemm_launch(slot, options, tile, names[half][pa ? 2 : transpose_a != 0][pb != NULL], m, n, alpha, c,
+            s = cpu_gemm_launch(slot, options, tile, names[set][pa ? 2 : transpose_a != 0][pb != NULL], m, n, alpha, c,
                                 ldc, bias, g);
     }
     /* The allocator reuses packed memory only after the queue's pending work. */
