@@ -14,20 +14,6 @@
 static char out[1 << 16];
 #define run(...) clt_test_shell(out, sizeof out, __VA_ARGS__)
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static int64_t sum_categories(const clt_memory_sample *s)
 {
     int64_t v = 0;
@@ -142,17 +128,25 @@ START_TEST(test_checkpointing_marks_recompute)
 }
 END_TEST
 
+/* Draws r into dir/m.svg (its path in path) and returns the file's text,
+ * checked to be well-formed XML. */
+static char *write_svg(const clt_memory_record *r, const char *dir, char *path, size_t len)
+{
+    snprintf(path, len, "%s/m.svg", dir);
+    ck_assert_ok(clt_memory_record_write_svg(r, path));
+    char *svg = clt_test_read_file(path);
+    const char *bad = xml_problem(svg);
+    ck_assert_msg(bad == NULL, "%s is not well-formed: %s", path, bad);
+    return svg;
+}
+
 START_TEST(test_svg_names_the_peak)
 {
     char dir[64];
     clt_test_make_temp_dir(dir, sizeof dir, "record");
     clt_memory_record *r = record_steps(clt_cpu(), 0);
     char path[128];
-    snprintf(path, sizeof path, "%s/m.svg", dir);
-    ck_assert_ok(clt_memory_record_write_svg(r, path));
-    char *svg = slurp(path);
-    const char *bad = xml_problem(svg);
-    ck_assert_msg(bad == NULL, "%s is not well-formed: %s", path, bad);
+    char *svg = write_svg(r, dir, path, sizeof path);
     clt_memory_sample s;
     ck_assert_ok(clt_memory_record_sample(r, clt_memory_record_peak(r), &s));
     char want[256];
@@ -207,11 +201,7 @@ START_TEST(test_svg_escapes_hostile_names)
     ck_assert_ok(clt_memory_record_stop(dev, &r));
     ck_assert_str_eq(clt_memory_record_phase(r, 1), hostile); /* kept as given */
     char path[128];
-    snprintf(path, sizeof path, "%s/m.svg", dir);
-    ck_assert_ok(clt_memory_record_write_svg(r, path));
-    char *svg = slurp(path);
-    const char *bad = xml_problem(svg);
-    ck_assert_msg(bad == NULL, "%s is not well-formed: %s", path, bad);
+    char *svg = write_svg(r, dir, path, sizeof path);
     char want[256];
     snprintf(want, sizeof want, ">%s</text>", drawn); /* the band's label */
     ck_assert_msg(strstr(svg, want), "no label '%s' in:\n%s", want, svg);
@@ -237,7 +227,7 @@ START_TEST(test_train_memory_plot)
     ck_assert_msg(rc == 0, "clt train --memory-plot failed (%d): %s", rc, out);
     char path[128];
     snprintf(path, sizeof path, "%s/m.svg", dir);
-    char *svg = slurp(path);
+    char *svg = clt_test_read_file(path);
     const char *bad = xml_problem(svg);
     ck_assert_msg(bad == NULL, "not well-formed: %s", bad);
     ck_assert_ptr_nonnull(strstr(svg, "cap 64.0 MiB"));

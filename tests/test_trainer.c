@@ -320,17 +320,6 @@ static long file_size(const char *path)
     return n;
 }
 
-static char *slurp_text(const char *path)
-{
-    long n = file_size(path);
-    ck_assert_int_ge(n, 0);
-    char *buf = calloc(1, (size_t)n + 1);
-    FILE *f = fopen(path, "rb");
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    return buf;
-}
-
 /* A non-finite loss stops the run with CLT_ERR_DIVERGED naming the epoch,
  * the step and the loss, and writes nothing: the last good checkpoint and
  * metrics stay as they were. */
@@ -346,7 +335,7 @@ START_TEST(test_divergence_stops_and_keeps_the_checkpoint)
     o.save_path = ckpt;
     o.metrics_path = csv;
     ck_assert_ok(clt_trainer_fit(m, &train, NULL, &o, NULL));
-    char *good = slurp_text(ckpt), *good_csv = slurp_text(csv);
+    char *good = clt_test_read_file(ckpt), *good_csv = clt_test_read_file(csv);
     long good_size = file_size(ckpt);
     o.lr = 1e6f;
     o.max_epochs = 3;
@@ -356,7 +345,7 @@ START_TEST(test_divergence_stops_and_keeps_the_checkpoint)
     ck_assert_msg(strstr(msg, "diverged") && strstr(msg, "epoch 1") && strstr(msg, "nan") &&
                       strstr(msg, "learning rate"), "%s", msg);
     ck_assert_int_eq(file_size(ckpt), good_size);
-    char *after = slurp_text(ckpt), *after_csv = slurp_text(csv);
+    char *after = clt_test_read_file(ckpt), *after_csv = clt_test_read_file(csv);
     ck_assert_int_eq(memcmp(good, after, (size_t)good_size), 0);
     ck_assert_str_eq(good_csv, after_csv);
     ck_assert_int_eq(r.epochs, 0);

@@ -187,20 +187,6 @@ START_TEST(test_xml_checker_checks)
 }
 END_TEST
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static void put(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");
@@ -228,7 +214,7 @@ START_TEST(test_timeline_escapes_hostile_names)
                "{\"ph\":\"i\",\"tid\":1,\"ts\":3,\"name\":\"w&amp;\\t\\n\",\"cat\":\"sync\"}]}");
     int rc = run("%s timeline %s %s", clt_test_clt_path(), trace, svg);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
-    char *text = slurp(svg);
+    char *text = clt_test_read_file(svg);
     const char *bad = xml_problem(text);
     ck_assert_msg(bad == NULL, "%s is not well-formed: %s\n%s", svg, bad, text);
     ck_assert_msg(strstr(text, ">h" FFFD "&lt;o&gt;&amp;&quot;&apos;st" FFFD "[31m</text>"), "row label:\n%s", text);

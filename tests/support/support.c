@@ -215,6 +215,22 @@ void clt_test_make_temp_dir(char *dir, size_t len, const char *tag)
     ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
+char *clt_test_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    ck_assert_int_ge(n, 0);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
 void clt_test_remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);

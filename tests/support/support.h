@@ -84,6 +84,9 @@ const char *clt_test_clt_path(void);
 void clt_test_make_temp_dir(char *dir, size_t len, const char *tag);
 /* Removes a directory made by clt_test_make_temp_dir and the files in it. */
 void clt_test_remove_dir(const char *dir);
+/* The whole of a file, NUL-terminated, in malloc'd memory; fails the test
+ * when it cannot be read. */
+char *clt_test_read_file(const char *path);
 
 /* A test case whose tests each end by waiting for the work they queued:
  * pocl may still be compiling or running kernels when a forked test process
