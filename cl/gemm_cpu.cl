@@ -228,8 +228,9 @@ GEMM_KERNEL(gemm_pp_f32, float, float, float, ROW_P, A_P, A_PANEL, B_PANEL, K_LO
 
 /* Without -DTM=, the program also holds 6-row kernels for a float32 A read
  * in place as is (gemm_nn6_f32, gemm_np6_f32: the default tile of such
- * products, clt__gemm_tile_default), so that a step using both heights
- * builds one program. The macros above read TM where a kernel expands them. */
+ * products where the device's default is 12 x 32, clt__gemm_tile_default),
+ * so that a step using both heights builds one program. The macros above
+ * read TM where a kernel expands them. */
 #ifdef TILE_BUILT_IN
 #undef TM
 #define TM 6
@@ -290,7 +291,8 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
 }
 
 /* Packs bt (N,K), leading dimension ldb, as B = bt^T in float32 panels;
- * each work-item packs one panel, TN x TN blocks at a time through registers. */
+ * each work-item packs one panel, TN x TN blocks at a time through a
+ * private array. */
 #define PACK_BT(name, TB)                                                                                       \
     __kernel void name(__global const TB *bt, ulong bo, ulong ldb, __global float *bp, ulong po, ulong n,       \
                        ulong k)                                                                                 \

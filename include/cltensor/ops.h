@@ -113,8 +113,10 @@ CLT_API clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt
  * the cache cannot be written (the winner is still used in this process). */
 CLT_API clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
                          int *tile_m, int *tile_n);
-/* The tile products of this shape use on dev; *tuned (may be NULL) is 1
- * when it comes from the tuning cache, 0 when it is the default. Errors as
+/* The tile float32 products of this shape use on dev (with A contiguous:
+ * the default also depends on A's leading dimension and dtype); *tuned (may
+ * be NULL) is 1 when it comes from the tuning cache, 0 when it is the
+ * default. Errors as
  * clt_tune_gemm's, never CLT_ERR_IO (an unreadable cache reads as empty). */
 CLT_API clt_status clt_tune_lookup(clt_device dev, int transpose_a, int transpose_b, int64_t m, int64_t n, int64_t k,
                            int *tile_m, int *tile_n, int *tuned);

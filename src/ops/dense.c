@@ -121,10 +121,11 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
 
 /* Blocked when A does not fit in half of L2, k spans more than one block
  * and there are at least BLOCK_MIN_N columns: then each tile would stream
- * its rows of A from L3 for each of at least 32 column panels. (With fewer
+ * its rows of A from L3 for each of at least 512 / TN column panels (16
+ * with 32-column tiles). (With fewer
  * the extra launches and packing passes cost more than they save: the
  * capstone's forward 256 x 784 -> 256 measured 10% slower blocked.) A block
- * of depths keeps kc x 16 floats of a tile's panel of B in half of L1 (a
+ * of depths keeps kc x min(TN, 16) floats of a tile's panel of B in half of L1 (a
  * panel of 32 columns fills L1: with 12 x 32 tiles, 384 depths on this
  * project's 48 KiB L1 measured faster than 192), and a block of rows keeps
  * its A (mtiles x tm x kc floats) in half of L2 while it visits every column

@@ -1,12 +1,14 @@
 /* Autotuning of the CPU GEMM kernels, the cudnn.benchmark of cltensor: for
- * each product shape the candidate tiles of cl/gemm_cpu.cl (each a program
+ * each product shape the candidate tiles of cl/gemm_cpu.cl (12 x 32, and
+ * 6 x 32 over an A in place, from the built-in program; any other a program
  * built with -DTM= -DTN=) are timed on scratch tensors and the fastest is
  * kept in a tuning cache, one text file per device and driver next to the
  * kernel cache ("tune-<hash>.txt", one "ta tb m n k tm tn" line per shape).
  * Later processes read the file and use the winners without timing. Tuning
  * runs from `clt tune` (clt_tune_gemm) or, with CLT_TUNE=1, on the first
- * product of each shape; otherwise shapes without an entry use the default
- * tile. The file is read as untrusted input: bad lines are ignored. */
+ * product of each shape; otherwise shapes without an entry use the shape's
+ * default (clt__gemm_tile_default). The file is read as untrusted input: bad
+ * lines are ignored. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,7 +41,7 @@ static slot_tuning *tuning;
 static int ntuning;
 static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Timed after the slot's default (clt__cpu_tile_default), which is timed
+/* Timed after the shape's default (clt__gemm_tile_default), which is timed
  * first so that ties keep it, in this order; the default is not timed twice. */
 static const clt__gemm_tile candidates[] = {{12, 32}, {8, 32}, {6, 32}, {12, 16}, {6, 16}, {4, 16}, {8, 8}, {6, 8}};
 

@@ -16,10 +16,12 @@ typedef struct clt__gemm_tile {
 
 /* A slot's default tile, from its native float vector width w
  * (CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT): two vectors of B per depth (tn =
- * 2w: 32 columns on AVX-512, 16 on AVX2, 8 on SSE or NEON) and as many rows
- * as leave room for them: 12 rows (24 accumulators) with w = 16, whose
+ * 2w: 32 columns on AVX-512, 16 on AVX2, 8 with 4-float vectors) and as many
+ * rows as leave room for them: 12 rows (24 accumulators) with w = 16, whose
  * instruction set has 32 vector registers, 6 rows (12 accumulators) with
- * fewer. A width outside 4..16 gets 12 x 16. */
+ * w = 8 or 4 (AVX2 and SSE have 16; AArch64's NEON has 32, so 6 x 8 may be
+ * short of its best there: not measured). Any other width (or none
+ * reported) gets 12 x 16. */
 clt__gemm_tile clt__cpu_tile_default(int slot);
 
 /* The tile a product gets without a tuning entry: the slot's default, but

@@ -21,13 +21,17 @@
 #include "../nn/nn_internal.h"
 
 /* The CPU GEMM kernels pack a transposed B into panels of the tile's TN
- * columns for the call, an A whose rows are a multiple of 4 KiB apart (16 or
- * more deep) into panels of TM rows, and in blocked products A and B a block
- * of depths at a time (clt__cpu_gemm_pack_a_bytes, _b_bytes). The replay
- * counts the device's default tile (clt__cpu_tile_default, sim.tile): a tuned
- * tile (`clt tune`) moves a whole-depth panel by less than one tile, but a
- * blocked product's by more, since its block of depths (and whether it
- * blocks at all) follows the tile's TN. */
+ * columns for the call, an A (16 or more deep) whose rows are a multiple of
+ * 4 KiB apart, or transposed and read by two or more column panels, into
+ * panels of TM rows, and in blocked products A and B a block of depths at a
+ * time (clt__cpu_gemm_pack_a_bytes, _b_bytes). The replay counts the
+ * device's default tile (clt__cpu_tile_default, sim.tile), which is the
+ * untuned products' own wherever they pack: a product's default has fewer
+ * rows only where A is not packed (clt__gemm_tile_default), and the same TN,
+ * so the same panels of B and the same blocks of depths. A tuned tile (`clt
+ * tune`) can differ: its TN changes the panels of B by less than one tile
+ * but can decide whether a transposed A is packed at all, and a blocked
+ * product's blocks of depths and whether it blocks follow it too. */
 
 typedef struct sim_layer {
     int saved, seg_input, seg_internal, seg_pos, seg_len, nbody;
