@@ -82,7 +82,7 @@ START_TEST(test_gemm_sizes_and_transposes)
 END_TEST
 
 /* Rows 4 KiB apart (1024 floats) in every operand, and a K past one panel's cache footprint; A
- * with such rows is packed. */
+ * and B as is with such rows are packed. */
 START_TEST(test_gemm_power_of_two_strides)
 {
     /* On a simulator 13 rows (a full panel and a partial one) instead of 25. */
@@ -93,15 +93,30 @@ START_TEST(test_gemm_power_of_two_strides)
     check_gemm("cpu", 0, 1, 37, 20, 1024, 1.0f, 0.0f);
     check_gemm("cpu", 1, 0, 1024, 19, 29, 0.5f, 1.0f);
     check_gemm("cpu", 1, 1, 1024, 19, 29, 1.0f, 0.0f);
+    /* B as is with rows 4 KiB apart is packed too: k (40) unlike its rows' length. */
+    check_gemm("cpu", 0, 0, 13, 1024, 40, 1.0f, 0.5f);
+    check_gemm("cpu", 1, 0, 13, 1024, 40, 0.75f, 0.0f);
     unsetenv("CLT_DENSE");
     clt_test_assert_no_live_tensors();
 }
 END_TEST
 
-/* A shape this CPU's caches make blocked (clt__cpu_gemm_blocking, default
- * tile): A past half of L2, k two blocks of depths and a partial third,
- * n >= 512 and not a multiple of 16 or 32, m not a multiple of the tile or
- * of a row block. */
+/* Caches that block products a quarter of the size the CPU's own L1 and L2
+ * would (L2 a quarter of this CPU's), or 8 KiB and 16 KiB on a simulator,
+ * until clt__cpu_cache_sizes_override(0, 0). */
+static void small_caches(void)
+{
+    size_t l1, l2;
+    clt__cpu_cache_sizes_override(0, 0);
+    clt__cpu_cache_sizes(&l1, &l2);
+    if (clt_test_simulated()) clt__cpu_cache_sizes_override(8 * 1024, 16 * 1024);
+    else clt__cpu_cache_sizes_override(l1, l2 / 4);
+}
+
+/* A shape the current cache sizes make blocked (clt__cpu_gemm_blocking,
+ * default tile): A past twice L2, k two blocks of depths and a partial
+ * third, n >= 512 and not a multiple of 16 or 32, m not a multiple of the
+ * tile or of a row block. */
 static void blocked_shape(int64_t *m, int64_t *n, int64_t *k, int64_t *kc)
 {
     size_t l1, l2;
@@ -111,7 +126,7 @@ static void blocked_shape(int64_t *m, int64_t *n, int64_t *k, int64_t *kc)
     ck_assert_uint_gt(bl.kc, 0);
     *kc = (int64_t)bl.kc;
     *k = (int64_t)(2 * bl.kc + 37);
-    *m = (int64_t)(l2 / 2 / sizeof(float) / (size_t)*k) + 13;
+    *m = (int64_t)(2 * l2 / sizeof(float) / (size_t)*k) + 13;
     *n = 531;
     bl = clt__cpu_gemm_blocking((size_t)*m, (size_t)*n, (size_t)*k, tile);
     ck_assert_msg(bl.kc > 0 && (size_t)*m % (bl.mtiles * (size_t)tile.tm) != 0, "m=%lld n=%lld k=%lld is not blocked",
@@ -124,10 +139,11 @@ static void blocked_shape(int64_t *m, int64_t *n, int64_t *k, int64_t *kc)
 START_TEST(test_gemm_blocked)
 {
     int64_t m, n, k, kc;
-    /* On a simulator, caches of 8 KiB and 64 KiB block a smaller product the
-     * same way (two blocks of depths and a partial third): 62 x 531 x 165,
-     * against 216 x 531 x 805 with an Ice Lake's 48 KiB and 1.25 MiB. */
-    if (clt_test_simulated()) clt__cpu_cache_sizes_override(8 * 1024, 64 * 1024);
+    /* Smaller caches block a smaller product the same way (two blocks of
+     * depths and a partial third): 216 x 531 x 805 with an Ice Lake's
+     * 48 KiB and a quarter of its 1.25 MiB, 62 x 531 x 165 on a simulator,
+     * against 827 x 531 x 805 with the whole L2. */
+    small_caches();
     blocked_shape(&m, &n, &k, &kc);
     for (int t = 0; t < 4; t++) check_gemm("cpu", t & 1, t >> 1, m, n, k, 0.75f, t == 3 ? 0.0f : -0.5f);
     ck_assert_uint_eq(clt__cpu_gemm_blocking((size_t)m, (size_t)n, (size_t)kc, default_tile()).kc, 0);
@@ -227,8 +243,10 @@ START_TEST(test_gemm_every_tile)
         }
     if (!clt_test_simulated()) {
         int64_t m, n, k, kc;
+        small_caches();
         blocked_shape(&m, &n, &k, &kc);
         check_tile((clt__gemm_tile){6, 16}, 0, 1, m, n, k, 0.0f, 1);
+        clt__cpu_cache_sizes_override(0, 0);
     }
     unsetenv("CLT_DENSE");
     clt_test_assert_no_live_tensors();

@@ -101,8 +101,11 @@ START_TEST(test_packed_products)
                      clt_test_cpu_name());
     size_t l1, l2;
     clt__cpu_cache_sizes(&l1, &l2);
-    /* Blocked: n >= 512, k past one block of depths, A beyond half of L2. */
-    int64_t bk = 600, bm = (int64_t)(l2 / 2 / ((size_t)bk * sizeof(float))) + 13;
+    /* Blocked: n >= 512, k past one block of depths, A beyond twice L2 (a
+     * quarter of this CPU's, so that the product stays small). */
+    clt__cpu_cache_sizes_override(l1, l2 / 4);
+    l2 /= 4;
+    int64_t bk = 600, bm = (int64_t)(2 * l2 / ((size_t)bk * sizeof(float))) + 13;
     int slot;
     ck_assert_ok(clt__resolve(dev(), &slot));
     clt__gemm_tile tile = clt__cpu_tile_default(slot);
@@ -131,6 +134,7 @@ START_TEST(test_packed_products)
         clt_tensor_release(x);
         clt_tensor_release(flat);
     }
+    clt__cpu_cache_sizes_override(0, 0);
     clt_test_assert_no_live_tensors();
 }
 END_TEST

@@ -119,10 +119,17 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
     return clt__launch_opts(slot, "gemm_cpu", options, name, 7, bargs, 1, &panels, local, *packed);
 }
 
-/* Blocked when A does not fit in half of L2, k spans more than one block
- * and there are at least BLOCK_MIN_N columns: then each tile would stream
- * its rows of A from L3 for each of at least 512 / TN column panels (16
- * with 32-column tiles). (With fewer
+/* Blocked when A is more than twice the size of L2, k spans more than one
+ * block and there are at least BLOCK_MIN_N columns: then each tile would
+ * stream its rows of A from L3 for each of at least 512 / TN column panels
+ * (16 with 32-column tiles). Below twice L2 the packing passes cost more
+ * than they save with every core at work: with two threads here, against
+ * OpenBLAS in the same process, 512^3 ran at 0.73-0.77x unblocked and
+ * 0.53-0.60x blocked, 640^3 0.99x and 0.58x, 768^3 0.87x and 0.82x, but
+ * 1024^3 0.51-0.52x and 0.58-0.75x (with one thread 512^3 was at 0.85x
+ * unblocked and 0.92x blocked), and a
+ * capstone's forward at width 2048 (x w^T, 256 x 2048 x 2048) ran at
+ * 0.85-0.86x OpenBLAS unblocked against 0.73-0.75x blocked. (With fewer
  * the extra launches and packing passes cost more than they save: the
  * capstone's forward 256 x 784 -> 256 measured 10% slower blocked.) A block
  * of depths keeps kc x min(TN, 16) floats of a tile's panel of B in half of L1 (a
@@ -138,7 +145,7 @@ clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gem
     clt__cpu_cache_sizes(&l1, &l2);
     size_t tn = tile.tn < 16 ? (size_t)tile.tn : 16, kc = l1 / 2 / (tn * sizeof(float)) / 16 * 16;
     if (kc < 64) kc = 64;
-    if (k <= kc || n < BLOCK_MIN_N || m > SIZE_MAX / k / sizeof(float) || m * k * sizeof(float) <= l2 / 2) return bl;
+    if (k <= kc || n < BLOCK_MIN_N || m > SIZE_MAX / k / sizeof(float) || m * k * sizeof(float) <= 2 * l2) return bl;
     bl.kc = kc;
     bl.mtiles = l2 / 2 / (kc * sizeof(float)) / (size_t)tile.tm;
     if (bl.mtiles < 1) bl.mtiles = 1;
@@ -161,11 +168,13 @@ int64_t clt__cpu_gemm_pack_a_bytes(int transpose_a, size_t m, size_t n, size_t k
     return (int64_t)((m + tm - 1) / tm * tm * k * sizeof(float));
 }
 
-int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, clt__gemm_tile tile)
+int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, size_t ldb, clt__gemm_tile tile)
 {
     size_t tn = (size_t)tile.tn, kc = clt__cpu_gemm_blocking(m, n, k, tile).kc;
     if (kc) return (int64_t)((n + tn - 1) / tn * tn * kc * sizeof(float));
-    if (k == 0 || !transpose_b) return 0;
+    /* A B used as is whose rows are a multiple of 4 KiB apart: a panel's
+     * depths fall into the same cache sets and evict each other. */
+    if (k == 0 || (!transpose_b && (ldb % 1024 != 0 || k < 16))) return 0;
     return (int64_t)((n + tn - 1) / tn * tn * k * sizeof(float));
 }
 
@@ -240,9 +249,10 @@ static clt_status packed_weight(int slot, const char *options, size_t tn, const 
 }
 
 /* The register-tiled kernels; a transposed B is packed into panels first,
- * and so is a float32 A, k at least 16, when its rows are a multiple of
- * 4 KiB apart or it is transposed and read by two or more column panels
- * (clt__cpu_gemm_pack_a_bytes). A large float32
+ * and so is a float32 B as is, k at least 16, when its rows are a multiple
+ * of 4 KiB apart (clt__cpu_gemm_pack_b_bytes), and a float32 A, k at least
+ * 16, when its rows are a multiple of 4 KiB apart or it is transposed and
+ * read by two or more column panels (clt__cpu_gemm_pack_a_bytes). A large float32
  * product (clt__cpu_gemm_blocking) runs one launch per block of kc depths,
  * each after packing that block of A and of B (buffers of kc depths, reused
  * block after block: the queue runs in order), the first with the caller's
@@ -304,8 +314,8 @@ static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int t
     } else {
         if (!half && clt__cpu_gemm_pack_a_bytes(transpose_a, m, n, k, lda, tile) > 0)
             s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, 0, lda, &pa);
-        if (s == CLT_OK && transpose_b && !pw)
-            s = cpu_pack(slot, options, 0, 1, n, k, (size_t)tile.tn, b, 0, ldb, &pb);
+        if (s == CLT_OK && !pw && (half ? transpose_b : clt__cpu_gemm_pack_b_bytes(transpose_b, m, n, k, ldb, tile) > 0))
+            s = cpu_pack(slot, options, 0, transpose_b, n, k, (size_t)tile.tn, b, 0, ldb, &pb);
         /* A packed panel's leading dimension is its depth. */
         gemm_launch g = {clt__tensor_buf(pa ? pa : a), clt__tensor_buf(pb ? pb : b), pa ? k : lda, pb ? k : ldb, k, 1,
                          beta, (bias != NULL) | (relu ? 2u : 0u)};

@@ -50,7 +50,7 @@ void clt__cpu_cache_sizes(size_t *l1, size_t *l2);
  * blocking (clt__cpu_gemm_blocking) follows them from the next product. */
 void clt__cpu_cache_sizes_override(size_t l1, size_t l2);
 
-/* How the CPU kernels run a large product (op(a) (m,k) beyond half of L2,
+/* How the CPU kernels run a large product (op(a) (m,k) beyond twice L2,
  * n >= 512, k > kc; src/ops/dense.c): as launches over blocks of kc depths,
  * each work-item walking mtiles row tiles against one panel of B, A and B
  * packed into panels. kc = 0: one launch over all of k. */
@@ -65,11 +65,12 @@ clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gem
  * dimension of a lda), 0 when A is read in place: packing pays where rows a
  * multiple of 4 KiB apart would evict each other from the cache, for a
  * transposed A that two or more column panels read, and in blocked
- * products. Likewise the column
- * panels of B (a transposed B is always packed). The memory planner counts
- * the same bytes. */
+ * products. Likewise the column panels of B (leading dimension ldb): a
+ * transposed B is always packed, a B as is when its rows are a multiple of
+ * 4 KiB apart (16 or more deep) and in blocked products. The memory planner
+ * counts the same bytes. */
 int64_t clt__cpu_gemm_pack_a_bytes(int transpose_a, size_t m, size_t n, size_t k, size_t lda, clt__gemm_tile tile);
-int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, clt__gemm_tile tile);
+int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, size_t ldb, clt__gemm_tile tile);
 
 /* The CPU kernels with a given tile (src/ops/dense.c): c = alpha op(a) op(b)
  * + beta c, plus bias (n, may be NULL) on every row, then ReLU when relu. */

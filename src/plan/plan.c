@@ -188,7 +188,7 @@ static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x,
  * x, w and b to float32 first, frees them after the product and narrows y. */
 static int linear_product(sim *s, const clt__layer *l)
 {
-    int64_t panels = clt__cpu_gemm_pack_b_bytes(1, (size_t)s->rows, (size_t)l->out, (size_t)l->in, s->tile);
+    int64_t panels = clt__cpu_gemm_pack_b_bytes(1, (size_t)s->rows, (size_t)l->out, (size_t)l->in, (size_t)l->in, s->tile);
     if (s->half && s->cpu) {
         /* Float16 products are never blocked: w^T is packed whole. */
         int y = t_new(s, s->rows * l->out * 2);
@@ -224,10 +224,10 @@ static void linear_backward_packs(sim *s, const clt__layer *l, int want_dx)
     if (!s->cpu) return;
     size_t rows = (size_t)s->rows, out = (size_t)l->out, in = (size_t)l->in;
     t_transient2(s, clt__cpu_gemm_pack_a_bytes(1, out, in, rows, out, s->tile),
-                 clt__cpu_gemm_pack_b_bytes(0, out, in, rows, s->tile));
+                 clt__cpu_gemm_pack_b_bytes(0, out, in, rows, in, s->tile));
     if (want_dx)
         t_transient2(s, clt__cpu_gemm_pack_a_bytes(0, rows, in, out, out, s->tile),
-                     clt__cpu_gemm_pack_b_bytes(0, rows, in, out, s->tile));
+                     clt__cpu_gemm_pack_b_bytes(0, rows, in, out, in, s->tile));
 }
 
 /* A float16 Linear's backward (clt__linear_backward_f16): on CPU devices
