@@ -83,7 +83,8 @@
 #define FMA_ROWS(AT) _Pragma("unroll") for (int r = 0; r < TM; r++) FMA_ONE(AT(p, r), r)
 
 /* BV(TB) makes depth p's row of B, bv[NV]. B in place (ROWS): the last, partial
- * tile of columns goes through bt, a zeroed copy. B packed (PANEL): the
+ * tile of columns loads its whole vectors as they are and the rest through
+ * bt, a zeroed copy. B packed (PANEL): the
  * tile's panel is contiguous and zero-padded, ldb (the product's k) deep. */
 #define B_ROWS bp + bo + j0
 #define B_PANEL bp + bo + jp * ldb * TN
@@ -91,9 +92,15 @@
     floatv bv[NV];                                                                                              \
     _Pragma("unroll") for (int v = 0; v < NV; v++) bv[v] = LDV_##TB(b + p * ldb, v);
 #define BV_ROWS_PART(TB)                                                                                        \
-    for (ulong q = 0; q < n - j0; q++) bt[q] = LD_##TB(b, p * ldb + q);                                         \
     floatv bv[NV];                                                                                              \
-    _Pragma("unroll") for (int v = 0; v < NV; v++) bv[v] = vloadv(v, bt);
+    _Pragma("unroll") for (int v = 0; v < NV; v++) {                                                            \
+        if ((ulong)(v + 1) * VW <= n - j0) {                                                                    \
+            bv[v] = LDV_##TB(b + p * ldb, v);                                                                   \
+        } else {                                                                                                \
+            for (ulong q = (ulong)v * VW; q < n - j0; q++) bt[q] = LD_##TB(b, p * ldb + q);                     \
+            bv[v] = vloadv(v, bt);                                                                              \
+        }                                                                                                       \
+    }
 #define BV_PANEL(TB)                                                                                            \
     floatv bv[NV];                                                                                              \
     _Pragma("unroll") for (int v = 0; v < NV; v++) bv[v] = vloadv(p * NV + v, b);
