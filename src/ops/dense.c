@@ -280,7 +280,9 @@ static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int t
         {{"gemm_nn_f32", "gemm_np_f32"}, {"gemm_tn_f32", "gemm_tp_f32"}, {"gemm_pn_f32", "gemm_pp_f32"}},
         {{"gemm_nn_f16", "gemm_np_f16"}, {"gemm_tn_f16", "gemm_tp_f16"}},
         {{"gemm_nn6_f32", "gemm_np6_f32"}}};
-    int in_place = !half && !transpose_a && !bl.kc && clt__cpu_gemm_pack_a_bytes(0, m, n, k, lda, tile) == 0;
+    /* Blocked products always pack A, so a_bytes == 0 means A is read in place. */
+    int64_t a_bytes = half ? 0 : clt__cpu_gemm_pack_a_bytes(transpose_a, m, n, k, lda, tile);
+    int in_place = !half && !transpose_a && a_bytes == 0;
     int set = half, built_in = tile.tm == CLT__TILE_BUILT_IN.tm && tile.tn == CLT__TILE_BUILT_IN.tn;
     if (in_place && tile.tm == 6 && tile.tn == CLT__TILE_BUILT_IN.tn) set = 2, built_in = 1;
     char opts[48];
@@ -312,7 +314,7 @@ static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int t
             s = cpu_gemm_launch(slot, options, tile, names[0][2][1], m, n, alpha, c, ldc, bias, g);
         }
     } else {
-        if (!half && clt__cpu_gemm_pack_a_bytes(transpose_a, m, n, k, lda, tile) > 0)
+        if (a_bytes > 0)
             s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, 0, lda, &pa);
         if (s == CLT_OK && !pw && (half ? transpose_b : clt__cpu_gemm_pack_b_bytes(transpose_b, m, n, k, ldb, tile) > 0))
             s = cpu_pack(slot, options, 0, transpose_b, n, k, (size_t)tile.tn, b, 0, ldb, &pb);
