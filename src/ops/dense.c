@@ -6,6 +6,7 @@
  * kernels are shaped for GPUs). CLT_DENSE=cpu|clblast forces either one. A
  * product with k = 0 runs neither: c is filled or scaled (dense_gemm). */
 #include <clblast_c.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,11 +69,21 @@ static clt_status clblast_fail(CLBlastStatusCode c, int slot, size_t m, size_t n
                      clblast_name(c), (int)c);
 }
 
+/* CLBlast is not safe to call from several threads at once: its first
+ * calls build per-device tables of kernel parameters (clblast::Database),
+ * and two or three threads doing so, one per device, corrupted the heap (a
+ * SIGSEGV in DatabaseEntry's copy constructor in 4 of 30 runs of
+ * test_threads_on_every_device_from_cold with CLT_DEVICE_CLASS=gpu beside
+ * another process; CNugteren/CLBlast issue 486 reports the same). So
+ * every call into CLBlast, the parameter overrides included, holds this
+ * lock: calls from different threads take turns at enqueueing, and the
+ * kernels they enqueue still run side by side. */
+static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                                float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
                                float beta, clt_tensor *c, size_t ldc)
 {
-    CLT_TRY(clt__clblast_params_apply(slot));
     /* CLBlast takes no wait list. */
     CLT_TRY(clt__wait_foreign_read(slot, c));
     cl_command_queue q;
@@ -82,12 +93,16 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
     if (clt__fault(CLT__FAULT_ENQUEUE))
         return clt__cl_fail(CL_OUT_OF_RESOURCES, "CLBlastSgemm (m=%zu, n=%zu, k=%zu) on %s (injected by CLT_FAULT)", m,
                             n, k, clt__slot_get(slot)->name);
-    CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
-                                        transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, alpha,
-                                        ab.mem, (size_t)ab.off, lda, bb.mem, (size_t)bb.off, ldb, beta, cb.mem,
-                                        (size_t)cb.off, ldc, &q, &ev);
+    pthread_mutex_lock(&clblast_lock);
+    clt_status s = clt__clblast_params_apply(slot);
+    CLBlastStatusCode st = CLBlastSuccess;
+    if (s == CLT_OK)
+        st = CLBlastSgemm(CLBlastLayoutRowMajor, transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+                          transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, alpha, ab.mem,
+                          (size_t)ab.off, lda, bb.mem, (size_t)bb.off, ldb, beta, cb.mem, (size_t)cb.off, ldc, &q, &ev);
+    pthread_mutex_unlock(&clblast_lock);
+    if (s != CLT_OK) return s;
     if (st != CLBlastSuccess) return clblast_fail(st, slot, m, n, k);
-    clt_status s = CLT_OK;
     if (ev) {
         clt__tensor_set_write(c, ev);
         s = clt__after_enqueue(slot, ev, "CLBlastSgemm");
