@@ -3,12 +3,19 @@
  * each must get exactly what the same training gives alone; then threads on
  * every device at once, each starting cold (its context, queue and kernels
  * made while the others make theirs: the locks are per device). Run under
- * ThreadSanitizer by scripts/test --tsan. */
+ * ThreadSanitizer by scripts/test --tsan. And (the "clblast" entry) first
+ * CLBlast products on every device at once, in fresh processes, since
+ * CLBlast's first calls are not thread-safe (src/ops/dense.c). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "support.h"
+#include "device/device_internal.h"
+#include "ops/ops_internal.h"
 
 #define B 9
 #define IN 13
@@ -129,12 +136,120 @@ START_TEST(test_threads_on_every_device_from_cold)
 }
 END_TEST
 
-int main(void)
+/* The child's side of test_first_clblast_products_at_once: a product per
+ * device, each thread's the first CLBlast call in the process, all released
+ * at one moment; each checked against the C reference. Exits 0, 1 when a
+ * product failed or was wrong, 77 with fewer than two devices on CLBlast. */
+enum { FIRST_MOST = 4, FM = 37, FN = 29, FK = 23 };
+
+typedef struct first_product {
+    clt_device dev;
+    clt_tensor *a, *b, *c;
+    pthread_barrier_t *start;
+    clt_status status;
+} first_product;
+
+static void *first_gemm(void *arg)
 {
+    first_product *p = arg;
+    pthread_barrier_wait(p->start);
+    p->status = clt_gemm(0, 1, 1.0f, p->a, p->b, 0.0f, p->c);
+    if (p->status == CLT_OK) p->status = clt_synchronize(p->dev);
+    return NULL;
+}
+
+static int first_products_child(void)
+{
+    int n = clt_device_list_count(), on_clblast = 0, bad = 0;
+    if (n > FIRST_MOST) n = FIRST_MOST;
+    first_product p[FIRST_MOST];
+    pthread_barrier_t start;
+    float ha[FM * FK], hb[FN * FK], want[FM * FN], got[FM * FN];
+    clt_test_fill_uniform(ha, FM * FK, 5, -1, 1);
+    clt_test_fill_uniform(hb, FN * FK, 6, -1, 1);
+    clt_test_ref_gemm(0, 1, FM, FN, FK, 1.0f, ha, hb, 0.0f, want);
+    int64_t as[] = {FM, FK}, bs[] = {FN, FK}, cs[] = {FM, FN};
+    for (int i = 0; i < n; i++) {
+        int slot, cpu = 1;
+        memset(&p[i], 0, sizeof p[i]);
+        p[i].start = &start;
+        if (clt_device_list_entry(i, &p[i].dev) != CLT_OK || clt__resolve(p[i].dev, &slot) != CLT_OK ||
+            clt__dense_cpu(slot, &cpu) != CLT_OK || clt_from_host(&p[i].a, p[i].dev, CLT_FLOAT32, 2, as, ha) != CLT_OK ||
+            clt_from_host(&p[i].b, p[i].dev, CLT_FLOAT32, 2, bs, hb) != CLT_OK ||
+            clt_zeros(&p[i].c, p[i].dev, CLT_FLOAT32, 2, cs) != CLT_OK) {
+            fprintf(stderr, "device %d: %s\n", i, clt_last_error());
+            return 1;
+        }
+        on_clblast += !cpu;
+    }
+    if (on_clblast < 2) return CLT_TEST_SKIPPED;
+    pthread_t th[FIRST_MOST];
+    pthread_barrier_init(&start, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&th[i], NULL, first_gemm, &p[i]) != 0) return 1;
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < n; i++) {
+        if (p[i].status == CLT_OK) p[i].status = clt_to_host(p[i].c, got, sizeof got);
+        if (p[i].status != CLT_OK) {
+            fprintf(stderr, "device %d: %s\n", i, clt_last_error());
+            bad = 1;
+        }
+        for (int e = 0; !bad && e < FM * FN; e++)
+            if (got[e] - want[e] > 1e-4f || want[e] - got[e] > 1e-4f) {
+                fprintf(stderr, "device %d, element %d: %g, reference %g\n", i, e, (double)got[e], (double)want[e]);
+                bad = 1;
+            }
+        clt_tensor_release(p[i].a);
+        clt_tensor_release(p[i].b);
+        clt_tensor_release(p[i].c);
+    }
+    return bad;
+}
+
+/* Fresh processes (this binary again, so that no device was used before)
+ * each make their first CLBlast products on every device at once. Without
+ * the lock around CLBlast's calls (src/ops/dense.c) 5 of 6 runs of this
+ * test failed, mostly with a process dead of SIGSEGV within its first
+ * three; with it, 0 of 6. */
+START_TEST(test_first_clblast_products_at_once)
+{
+    enum { RUNS = 16 };
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    ck_assert_int_gt(len, 0);
+    self[len] = 0;
+    for (int run = 0; run < RUNS; run++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            execl(self, self, "--first-clblast-products", (char *)NULL);
+            _exit(127);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(!WIFSIGNALED(status), "run %d: the process died of signal %d", run, WTERMSIG(status));
+        ck_assert(WIFEXITED(status));
+        if (WEXITSTATUS(status) == CLT_TEST_SKIPPED) {
+            clt_test_skip_if(1, "clblast-devices", "fewer than two devices here run their products on CLBlast");
+            return;
+        }
+        ck_assert_msg(WEXITSTATUS(status) == 0, "run %d exited %d", run, WEXITSTATUS(status));
+    }
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--first-clblast-products") == 0) return first_products_child();
     Suite *s = suite_create("threads");
     TCase *tc = clt_test_tcase("training");
     tcase_add_test(tc, test_two_threads_two_models);
     tcase_add_test(tc, test_threads_on_every_device_from_cold);
     suite_add_tcase(s, tc);
+    TCase *clblast = clt_test_tcase("clblast"); /* a ctest entry of its own, which may skip */
+    tcase_set_tags(clblast, "clblast");
+    tcase_add_test(clblast, test_first_clblast_products_at_once);
+    suite_add_tcase(s, clblast);
     return clt_test_run(s);
 }

@@ -74,7 +74,8 @@ static clt_status clblast_fail(CLBlastStatusCode c, int slot, size_t m, size_t n
  * and two or three threads doing so, one per device, corrupted the heap (a
  * SIGSEGV in DatabaseEntry's copy constructor in 4 of 30 runs of
  * test_threads_on_every_device_from_cold with CLT_DEVICE_CLASS=gpu beside
- * another process; CNugteren/CLBlast issue 486 reports the same). So
+ * another process; CNugteren/CLBlast issue 486 reports the same;
+ * test_threads' "clblast" entry makes such first calls in fresh processes). So
  * every call into CLBlast, the parameter overrides included, holds this
  * lock: calls from different threads take turns at enqueueing, and the
  * kernels they enqueue still run side by side. */
