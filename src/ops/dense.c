@@ -77,8 +77,10 @@ static clt_status clblast_fail(CLBlastStatusCode c, int slot, size_t m, size_t n
  * another process; CNugteren/CLBlast issue 486 reports the same;
  * test_threads' "clblast" entry makes such first calls in fresh processes). So
  * every call into CLBlast, the parameter overrides included, holds this
- * lock: calls from different threads take turns at enqueueing, and the
- * kernels they enqueue still run side by side. */
+ * lock: calls from different threads take turns at enqueueing (a thread's
+ * first call, which builds CLBlast's kernels for its device, keeps the
+ * others waiting that long), and the kernels they enqueue still run side
+ * by side. cltensor itself starts no threads. */
 static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
