@@ -93,9 +93,11 @@ START_TEST(test_gemm_power_of_two_strides)
     check_gemm("cpu", 0, 1, 37, 20, 1024, 1.0f, 0.0f);
     check_gemm("cpu", 1, 0, 1024, 19, 29, 0.5f, 1.0f);
     check_gemm("cpu", 1, 1, 1024, 19, 29, 1.0f, 0.0f);
-    /* B as is with rows 4 KiB apart is packed too: k (40) unlike its rows' length. */
+    /* B as is with rows 4 KiB or 2 KiB (and 6 KiB) apart is packed too: k (40) unlike its rows' length. */
     check_gemm("cpu", 0, 0, 13, 1024, 40, 1.0f, 0.5f);
     check_gemm("cpu", 1, 0, 13, 1024, 40, 0.75f, 0.0f);
+    check_gemm("cpu", 0, 0, 13, 512, 40, 1.0f, 0.5f);
+    check_gemm("cpu", 1, 0, 7, 1536, 21, 0.75f, 0.0f);
     unsetenv("CLT_DENSE");
     clt_test_assert_no_live_tensors();
 }
