@@ -150,10 +150,16 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
  * 0.85-0.86x OpenBLAS unblocked against 0.73-0.75x blocked. (With fewer
  * the extra launches and packing passes cost more than they save: the
  * capstone's forward 256 x 784 -> 256 measured 10% slower blocked.) A block
- * of depths keeps kc x min(TN, 16) floats of a tile's panel of B in half of L1 (a
- * panel of 32 columns fills L1: with 12 x 32 tiles, 384 depths on this
- * project's 48 KiB L1 measured faster than 192), and a block of rows keeps
- * its A (mtiles x tm x kc floats) in half of L2 while it visits every column
+ * of depths is kc = L1 / (min(TN, 16) floats) deep: a tile's panel of B,
+ * kc x TN floats, is then one L1 (16 columns) or two (32), read once per
+ * row tile, and fewer blocks mean fewer packing launches and passes over C.
+ * On this project's 48 KiB L1 with 12 x 32 tiles, alternating builds four
+ * times (eight for 2048^3 and 4096 x 4096 x 1024 with one thread), kc 768 against 384 (half as deep) took 1024^3 from 0.68x to 0.80x
+ * OpenBLAS with two threads, 2048^3 from 0.89x to 0.96x, 4096^3 from 0.91x
+ * to 0.97x, 4096 x 4096 x 1024 from 0.88x to 0.95x (medians), and 1024^3
+ * from 0.85x to 0.96x with one thread, the others the same with one
+ * thread; 192 was slower than 384. A block of rows keeps its A
+ * (mtiles x tm x kc floats) in half of L2 while it visits every column
  * panel. */
 #define BLOCK_MIN_N 512
 clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gemm_tile tile)
@@ -161,7 +167,7 @@ clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gem
     clt__gemm_blocking bl = {0, 0};
     size_t l1, l2;
     clt__cpu_cache_sizes(&l1, &l2);
-    size_t tn = tile.tn < 16 ? (size_t)tile.tn : 16, kc = l1 / 2 / (tn * sizeof(float)) / 16 * 16;
+    size_t tn = tile.tn < 16 ? (size_t)tile.tn : 16, kc = l1 / (tn * sizeof(float)) / 16 * 16;
     if (kc < 64) kc = 64;
     if (k <= kc || n < BLOCK_MIN_N || m > SIZE_MAX / k / sizeof(float) || m * k * sizeof(float) <= 2 * l2) return bl;
     bl.kc = kc;
