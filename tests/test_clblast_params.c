@@ -6,11 +6,9 @@
  * CLT_TEST_CLBLAST_EXPECT saying what products there must do ("ok", or
  * "STATUS|text|text..." for a failure whose message holds each text). That
  * also holds when Check runs every test in one process (CK_FORK=no). */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -167,25 +165,10 @@ static int run_child(const char *params, const char *expect)
     env[m++] = pvar;
     env[m++] = evar;
     env[m++] = dvar;
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    ck_assert_int_gt(len, 0);
-    self[len] = '\0';
-    fflush(stdout);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
     char log[256];
     snprintf(log, sizeof log, "%s/child.log", dir);
-    if (pid == 0) {
-        char *argv[] = {self, NULL};
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0 && dup2(fd, 1) == 1 && dup2(fd, 2) == 2) execve(self, argv, env);
-        _exit(127);
-    }
+    int code = clt_test_run_self(NULL, env, log, 0);
     free(env);
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     FILE *f = code ? fopen(log, "r") : NULL;
     char line[512];
     while (f && fgets(line, sizeof line, f)) fputs(line, stdout);

@@ -206,9 +206,7 @@ static int child_checks(void)
 START_TEST(test_values_read_once)
 {
     char self[4096], out[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    ck_assert_int_gt(len, 0);
-    self[len] = '\0';
+    clt_test_self_path(self, sizeof self);
     int rc = clt_test_shell(out, sizeof out,
                             "CLT_TEST_ENV_CHILD=1 CLT_ALLOC_EXACT=yes CLT_SYNC_DEBUG=ERROR CLT_MEMORY_CAP=512MB '%s'",
                             self);

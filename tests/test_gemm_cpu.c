@@ -93,7 +93,12 @@ START_TEST(test_gemm_power_of_two_strides)
     check_gemm("cpu", 0, 1, 37, 20, 1024, 1.0f, 0.0f);
     check_gemm("cpu", 1, 0, 1024, 19, 29, 0.5f, 1.0f);
     check_gemm("cpu", 1, 1, 1024, 19, 29, 1.0f, 0.0f);
-    /* B as is with rows 4 KiB or 2 KiB (and 6 KiB) apart is packed too: k (40) unlike its rows' length. */
+    /* B as is with rows 4 KiB or 2 KiB (and 6 KiB) apart is packed too, with a k (40, 21) unlike its rows'
+     * length; 520 floats apart it is read in place. */
+    clt__gemm_tile tile = default_tile();
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(0, 13, 512, 40, 512, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(0, 7, 1536, 21, 1536, tile), 0);
+    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(0, 13, 520, 40, 520, tile), 0);
     check_gemm("cpu", 0, 0, 13, 1024, 40, 1.0f, 0.5f);
     check_gemm("cpu", 1, 0, 13, 1024, 40, 0.75f, 0.0f);
     check_gemm("cpu", 0, 0, 13, 512, 40, 1.0f, 0.5f);
@@ -142,9 +147,9 @@ START_TEST(test_gemm_blocked)
 {
     int64_t m, n, k, kc;
     /* Smaller caches block a smaller product the same way (two blocks of
-     * depths and a partial third): 216 x 531 x 805 with an Ice Lake's
-     * 48 KiB and a quarter of its 1.25 MiB, 62 x 531 x 165 on a simulator,
-     * against 827 x 531 x 805 with the whole L2. */
+     * depths and a partial third): 117 x 531 x 1573 with an Ice Lake's
+     * 48 KiB and a quarter of its 1.25 MiB, 40 x 531 x 293 on a simulator,
+     * against 429 x 531 x 1573 with the whole L2. */
     small_caches();
     blocked_shape(&m, &n, &k, &kc);
     for (int t = 0; t < 4; t++) check_gemm("cpu", t & 1, t >> 1, m, n, k, 0.75f, t == 3 ? 0.0f : -0.5f);

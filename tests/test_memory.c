@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -527,21 +526,9 @@ static int run_child(const char *cap)
             env[m++] = environ[i];
     env[m++] = capvar;
     env[m++] = rolevar;
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    ck_assert_int_gt(len, 0);
-    self[len] = '\0';
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        char *argv[] = {self, NULL};
-        execve(self, argv, env);
-        _exit(127);
-    }
+    int code = clt_test_run_self(NULL, env, NULL, 0);
     free(env);
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return code;
 }
 
 START_TEST(test_cap_by_environment)

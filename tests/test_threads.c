@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -138,8 +137,9 @@ END_TEST
 
 /* The child's side of test_first_clblast_products_at_once: a product per
  * device, each thread's the first CLBlast call in the process, all released
- * at one moment; each checked against the C reference. Exits 0, 1 when a
- * product failed or was wrong, 77 with fewer than two devices on CLBlast. */
+ * at one moment; each checked against the C reference. Exits 0; 1 when a
+ * device could not be set up or a product failed or was wrong; 77, having
+ * made nothing, with fewer than two devices on CLBlast. */
 enum { FIRST_MOST = 4, FM = 37, FN = 29, FK = 23 };
 
 typedef struct first_product {
@@ -147,6 +147,7 @@ typedef struct first_product {
     clt_tensor *a, *b, *c;
     pthread_barrier_t *start;
     clt_status status;
+    char error[256]; /* the thread's own message (clt_last_error is per thread) */
 } first_product;
 
 static void *first_gemm(void *arg)
@@ -155,51 +156,75 @@ static void *first_gemm(void *arg)
     pthread_barrier_wait(p->start);
     p->status = clt_gemm(0, 1, 1.0f, p->a, p->b, 0.0f, p->c);
     if (p->status == CLT_OK) p->status = clt_synchronize(p->dev);
+    if (p->status != CLT_OK) snprintf(p->error, sizeof p->error, "%s", clt_last_error());
     return NULL;
+}
+
+/* The devices (at most FIRST_MOST) into p; how many run their products on
+ * CLBlast, or -1 when one cannot be resolved. */
+static int clblast_devices(first_product *p, int n)
+{
+    int on_clblast = 0;
+    for (int i = 0; i < n; i++) {
+        int slot, cpu = 1;
+        if (clt_device_list_entry(i, &p[i].dev) != CLT_OK || clt__resolve(p[i].dev, &slot) != CLT_OK ||
+            clt__dense_cpu(slot, &cpu) != CLT_OK) {
+            fprintf(stderr, "device %d: %s\n", i, clt_last_error());
+            return -1;
+        }
+        on_clblast += !cpu;
+    }
+    return on_clblast;
 }
 
 static int first_products_child(void)
 {
-    int n = clt_device_list_count(), on_clblast = 0, bad = 0;
+    int n = clt_device_list_count(), bad = 0;
     if (n > FIRST_MOST) n = FIRST_MOST;
     first_product p[FIRST_MOST];
+    memset(p, 0, sizeof p);
+    int on_clblast = clblast_devices(p, n);
+    if (on_clblast < 0) return 1;
+    if (on_clblast < 2) return CLT_TEST_SKIPPED;
     pthread_barrier_t start;
     float ha[FM * FK], hb[FN * FK], want[FM * FN], got[FM * FN];
     clt_test_fill_uniform(ha, FM * FK, 5, -1, 1);
     clt_test_fill_uniform(hb, FN * FK, 6, -1, 1);
     clt_test_ref_gemm(0, 1, FM, FN, FK, 1.0f, ha, hb, 0.0f, want);
     int64_t as[] = {FM, FK}, bs[] = {FN, FK}, cs[] = {FM, FN};
-    for (int i = 0; i < n; i++) {
-        int slot, cpu = 1;
-        memset(&p[i], 0, sizeof p[i]);
+    for (int i = 0; i < n && !bad; i++) {
         p[i].start = &start;
-        if (clt_device_list_entry(i, &p[i].dev) != CLT_OK || clt__resolve(p[i].dev, &slot) != CLT_OK ||
-            clt__dense_cpu(slot, &cpu) != CLT_OK || clt_from_host(&p[i].a, p[i].dev, CLT_FLOAT32, 2, as, ha) != CLT_OK ||
+        if (clt_from_host(&p[i].a, p[i].dev, CLT_FLOAT32, 2, as, ha) != CLT_OK ||
             clt_from_host(&p[i].b, p[i].dev, CLT_FLOAT32, 2, bs, hb) != CLT_OK ||
             clt_zeros(&p[i].c, p[i].dev, CLT_FLOAT32, 2, cs) != CLT_OK) {
             fprintf(stderr, "device %d: %s\n", i, clt_last_error());
-            return 1;
-        }
-        on_clblast += !cpu;
-    }
-    if (on_clblast < 2) return CLT_TEST_SKIPPED;
-    pthread_t th[FIRST_MOST];
-    pthread_barrier_init(&start, NULL, (unsigned)n);
-    for (int i = 0; i < n; i++)
-        if (pthread_create(&th[i], NULL, first_gemm, &p[i]) != 0) return 1;
-    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&start);
-    for (int i = 0; i < n; i++) {
-        if (p[i].status == CLT_OK) p[i].status = clt_to_host(p[i].c, got, sizeof got);
-        if (p[i].status != CLT_OK) {
-            fprintf(stderr, "device %d: %s\n", i, clt_last_error());
             bad = 1;
         }
-        for (int e = 0; !bad && e < FM * FN; e++)
-            if (got[e] - want[e] > 1e-4f || want[e] - got[e] > 1e-4f) {
-                fprintf(stderr, "device %d, element %d: %g, reference %g\n", i, e, (double)got[e], (double)want[e]);
+    }
+    if (!bad && pthread_barrier_init(&start, NULL, (unsigned)n) != 0) bad = 1;
+    if (!bad) {
+        pthread_t th[FIRST_MOST];
+        int started = 0;
+        for (; started < n; started++)
+            if (pthread_create(&th[started], NULL, first_gemm, &p[started]) != 0) break;
+        /* A thread that did not start would leave the others at the barrier. */
+        if (started < n) _exit(1);
+        for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&start);
+        for (int i = 0; i < n; i++) {
+            if (p[i].status == CLT_OK && (p[i].status = clt_to_host(p[i].c, got, sizeof got)) != CLT_OK)
+                snprintf(p[i].error, sizeof p[i].error, "%s", clt_last_error());
+            if (p[i].status != CLT_OK) {
+                fprintf(stderr, "device %d: %s\n", i, p[i].error);
+                bad = 1;
+            } else if (!(clt_test_max_rel_err(got, want, FM * FN) < 1e-4)) {
+                fprintf(stderr, "device %d: the product differs from the reference\n", i);
                 bad = 1;
             }
+        }
+    }
+    clt_synchronize_all();
+    for (int i = 0; i < n; i++) {
         clt_tensor_release(p[i].a);
         clt_tensor_release(p[i].b);
         clt_tensor_release(p[i].c);
@@ -209,32 +234,18 @@ static int first_products_child(void)
 
 /* Fresh processes (this binary again, so that no device was used before)
  * each make their first CLBlast products on every device at once. Without
- * the lock around CLBlast's calls (src/ops/dense.c) 5 of 6 runs of this
- * test failed, mostly with a process dead of SIGSEGV within its first
- * three; with it, 0 of 6. */
+ * the lock around CLBlast's calls (src/ops/dense.c) 9 of 10 runs of this
+ * test failed, nearly all with a process dead of SIGSEGV; with it, 0 of 6.
+ * Each process has two minutes (SIGALRM). */
 START_TEST(test_first_clblast_products_at_once)
 {
     enum { RUNS = 16 };
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    ck_assert_int_gt(len, 0);
-    self[len] = 0;
     for (int run = 0; run < RUNS; run++) {
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-            execl(self, self, "--first-clblast-products", (char *)NULL);
-            _exit(127);
-        }
-        int status;
-        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-        ck_assert_msg(!WIFSIGNALED(status), "run %d: the process died of signal %d", run, WTERMSIG(status));
-        ck_assert(WIFEXITED(status));
-        if (WEXITSTATUS(status) == CLT_TEST_SKIPPED) {
-            clt_test_skip_if(1, "clblast-devices", "fewer than two devices here run their products on CLBlast");
-            return;
-        }
-        ck_assert_msg(WEXITSTATUS(status) == 0, "run %d exited %d", run, WEXITSTATUS(status));
+        int code = clt_test_run_self("--first-clblast-products", NULL, NULL, 120);
+        ck_assert_msg(code < 128, "run %d: the process died of signal %d", run, code - 128);
+        clt_test_skip_if(code == CLT_TEST_SKIPPED, "clblast-devices",
+                         "fewer than two devices here run their products on CLBlast");
+        ck_assert_msg(code == 0, "run %d exited %d", run, code);
     }
 }
 END_TEST

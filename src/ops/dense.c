@@ -72,10 +72,12 @@ static clt_status clblast_fail(CLBlastStatusCode c, int slot, size_t m, size_t n
 /* CLBlast is not safe to call from several threads at once: its first
  * calls build per-device tables of kernel parameters (clblast::Database),
  * and two or three threads doing so, one per device, corrupted the heap (a
- * SIGSEGV in DatabaseEntry's copy constructor in 4 of 30 runs of
- * test_threads_on_every_device_from_cold with CLT_DEVICE_CLASS=gpu beside
- * another process; CNugteren/CLBlast issue 486 reports the same;
- * test_threads' "clblast" entry makes such first calls in fresh processes). So
+ * SIGSEGV in 4 of 30 runs of test_threads_on_every_device_from_cold with
+ * CLT_DEVICE_CLASS=gpu beside another process: each of the three threads
+ * making a product inside clblast::Database's constructor, the crashing
+ * one copying a DatabaseEntry; CNugteren/CLBlast issue 486 reports multi-threaded
+ * CLBlastSgemm on several GPUs as unreliable too; test_threads' "clblast"
+ * entry makes such first calls in fresh processes). So
  * every call into CLBlast, the parameter overrides included, holds this
  * lock: calls from different threads take turns at enqueueing (a thread's
  * first call, which builds CLBlast's kernels for its device, keeps the
@@ -87,6 +89,10 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
                                float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
                                float beta, clt_tensor *c, size_t ldc)
 {
+    pthread_mutex_lock(&clblast_lock);
+    clt_status s = clt__clblast_params_apply(slot);
+    pthread_mutex_unlock(&clblast_lock);
+    CLT_TRY(s);
     /* CLBlast takes no wait list. */
     CLT_TRY(clt__wait_foreign_read(slot, c));
     cl_command_queue q;
@@ -97,14 +103,11 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
         return clt__cl_fail(CL_OUT_OF_RESOURCES, "CLBlastSgemm (m=%zu, n=%zu, k=%zu) on %s (injected by CLT_FAULT)", m,
                             n, k, clt__slot_get(slot)->name);
     pthread_mutex_lock(&clblast_lock);
-    clt_status s = clt__clblast_params_apply(slot);
-    CLBlastStatusCode st = CLBlastSuccess;
-    if (s == CLT_OK)
-        st = CLBlastSgemm(CLBlastLayoutRowMajor, transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
-                          transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, alpha, ab.mem,
-                          (size_t)ab.off, lda, bb.mem, (size_t)bb.off, ldb, beta, cb.mem, (size_t)cb.off, ldc, &q, &ev);
+    CLBlastStatusCode st =
+        CLBlastSgemm(CLBlastLayoutRowMajor, transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+                     transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, alpha, ab.mem, (size_t)ab.off, lda,
+                     bb.mem, (size_t)bb.off, ldb, beta, cb.mem, (size_t)cb.off, ldc, &q, &ev);
     pthread_mutex_unlock(&clblast_lock);
-    if (s != CLT_OK) return s;
     if (st != CLBlastSuccess) return clblast_fail(st, slot, m, n, k);
     if (ev) {
         clt__tensor_set_write(c, ev);
@@ -145,7 +148,7 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
  * OpenBLAS in the same process, 512^3 ran at 0.73-0.77x unblocked and
  * 0.53-0.60x blocked, 640^3 0.99x and 0.58x, 768^3 0.87x and 0.82x, but
  * 1024^3 0.51-0.52x and 0.58-0.75x (with one thread 512^3 was at 0.85x
- * unblocked and 0.92x blocked), and a
+ * unblocked and 0.92x blocked; all with kc = 384), and a
  * capstone's forward at width 2048 (x w^T, 256 x 2048 x 2048) ran at
  * 0.85-0.86x OpenBLAS unblocked against 0.73-0.75x blocked. (With fewer
  * the extra launches and packing passes cost more than they save: the

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -359,4 +360,36 @@ void clt_test_open_gate(cl_event gate)
 {
     ck_assert_int_eq(clSetUserEventStatus(gate, CL_COMPLETE), CL_SUCCESS);
     clReleaseEvent(gate);
+}
+
+void clt_test_self_path(char *path, size_t len)
+{
+    ck_assert_uint_gt(len, 1);
+    ssize_t n = readlink("/proc/self/exe", path, len - 1);
+    ck_assert_int_gt(n, 0);
+    path[n] = '\0';
+}
+
+int clt_test_run_self(const char *arg, char *const *env, const char *log, unsigned limit_s)
+{
+    extern char **environ;
+    char self[4096];
+    clt_test_self_path(self, sizeof self);
+    char *argv[] = {self, (char *)arg, NULL};
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (log) {
+            int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (fd < 0 || dup2(fd, 1) != 1 || dup2(fd, 2) != 2) _exit(127);
+        }
+        if (limit_s) alarm(limit_s);
+        execve(self, argv, env ? env : environ);
+        _exit(127);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

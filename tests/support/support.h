@@ -76,6 +76,14 @@ void clt_test_write_idx_split(const char *dir, const char *prefix, int64_t n, ui
 /* Runs a shell command with stderr joined to stdout, keeps up to len-1
  * bytes of its output in out, and returns its exit status (-1 if killed). */
 int clt_test_shell(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* This test binary's own path (/proc/self/exe), to run it again. */
+void clt_test_self_path(char *path, size_t len);
+/* Runs this binary again as a fresh process: arguments {self, arg} (arg
+ * NULL: none), environment env (NULL: this process's), standard output and
+ * error into the file log (NULL: this process's), ended by SIGALRM after
+ * limit_s seconds (0: no limit). Its exit status, or 128 + the signal that
+ * ended it. */
+int clt_test_run_self(const char *arg, char *const *env, const char *log, unsigned limit_s);
 
 /* The built `clt` tool ($CLT_BINARY_DIR/clt, set by ctest). */
 const char *clt_test_clt_path(void);
