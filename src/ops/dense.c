@@ -103,10 +103,10 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
         return clt__cl_fail(CL_OUT_OF_RESOURCES, "CLBlastSgemm (m=%zu, n=%zu, k=%zu) on %s (injected by CLT_FAULT)", m,
                             n, k, clt__slot_get(slot)->name);
     pthread_mutex_lock(&clblast_lock);
-    CLBlastStatusCode st =
-        CLBlastSgemm(CLBlastLayoutRowMajor, transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
-                     transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, alpha, ab.mem, (size_t)ab.off, lda,
-                     bb.mem, (size_t)bb.off, ldb, beta, cb.mem, (size_t)cb.off, ldc, &q, &ev);
+    CLBlastStatusCode st = CLBlastSgemm(CLBlastLayoutRowMajor, transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+                                        transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, alpha,
+                                        ab.mem, (size_t)ab.off, lda, bb.mem, (size_t)bb.off, ldb, beta, cb.mem,
+                                        (size_t)cb.off, ldc, &q, &ev);
     pthread_mutex_unlock(&clblast_lock);
     if (st != CLBlastSuccess) return clblast_fail(st, slot, m, n, k);
     if (ev) {
@@ -157,11 +157,12 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
  * kc x TN floats, is then one L1 (16 columns) or two (32), read once per
  * row tile, and fewer blocks mean fewer packing launches and passes over C.
  * On this project's 48 KiB L1 with 12 x 32 tiles, alternating builds four
- * times (eight for 2048^3 and 4096 x 4096 x 1024 with one thread), kc 768 against 384 (half as deep) took 1024^3 from 0.68x to 0.80x
- * OpenBLAS with two threads, 2048^3 from 0.89x to 0.96x, 4096^3 from 0.91x
- * to 0.97x, 4096 x 4096 x 1024 from 0.88x to 0.95x (medians), and 1024^3
- * from 0.85x to 0.96x with one thread, the others the same with one
- * thread; 192 was slower than 384. A block of rows keeps its A
+ * times (eight for 2048^3 and 4096 x 4096 x 1024 with one thread), kc 768
+ * against 384 (half as deep) took 1024^3 from 0.68x to 0.80x OpenBLAS with
+ * two threads, 2048^3 from 0.89x to 0.96x, 4096^3 from 0.91x to 0.97x,
+ * 4096 x 4096 x 1024 from 0.88x to 0.95x (medians), and 1024^3 from 0.85x
+ * to 0.96x with one thread, the others the same with one thread; 192 was
+ * slower than 384. A block of rows keeps its A
  * (mtiles x tm x kc floats) in half of L2 while it visits every column
  * panel. */
 #define BLOCK_MIN_N 512
@@ -345,7 +346,8 @@ static clt_status cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int t
     } else {
         if (a_bytes > 0)
             s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, 0, lda, &pa);
-        if (s == CLT_OK && !pw && (half ? transpose_b : clt__cpu_gemm_pack_b_bytes(transpose_b, m, n, k, ldb, tile) > 0))
+        int pack_b = half ? transpose_b : clt__cpu_gemm_pack_b_bytes(transpose_b, m, n, k, ldb, tile) > 0;
+        if (s == CLT_OK && !pw && pack_b)
             s = cpu_pack(slot, options, 0, transpose_b, n, k, (size_t)tile.tn, b, 0, ldb, &pb);
         /* A packed panel's leading dimension is its depth. */
         gemm_launch g = {clt__tensor_buf(pa ? pa : a), clt__tensor_buf(pb ? pb : b), pa ? k : lda, pb ? k : ldb, k, 1,

@@ -189,7 +189,8 @@ static int seq_forward(sim *s, const clt__layer *l, sim_layer *sl, int n, int x,
  * x, w and b to float32 first, frees them after the product and narrows y. */
 static int linear_product(sim *s, const clt__layer *l)
 {
-    int64_t panels = clt__cpu_gemm_pack_b_bytes(1, (size_t)s->rows, (size_t)l->out, (size_t)l->in, (size_t)l->in, s->tile);
+    size_t rows = (size_t)s->rows, out = (size_t)l->out, in = (size_t)l->in;
+    int64_t panels = clt__cpu_gemm_pack_b_bytes(1, rows, out, in, in, s->tile);
     if (s->half && s->cpu) {
         /* Float16 products are never blocked: w^T is packed whole. */
         int y = t_new(s, s->rows * l->out * 2);
@@ -204,10 +205,7 @@ static int linear_product(sim *s, const clt__layer *l)
         b32 = t_new(s, l->out * 4);
     }
     int y = t_new(s, s->rows * l->out * 4);
-    if (s->cpu)
-        t_transient2(s, clt__cpu_gemm_pack_a_bytes(0, (size_t)s->rows, (size_t)l->out, (size_t)l->in, (size_t)l->in,
-                                                   s->tile),
-                     panels);
+    if (s->cpu) t_transient2(s, clt__cpu_gemm_pack_a_bytes(0, rows, out, in, in, s->tile), panels);
     if (!s->half) return y;
     t_release(s, x32);
     t_release(s, w32);
