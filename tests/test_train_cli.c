@@ -96,6 +96,31 @@ START_TEST(test_bad_input_is_refused)
 }
 END_TEST
 
+/* Runs `clt train --data dir args --save save` in the background, sends it
+ * SIG<sig> once save exists (its first epoch's checkpoint) and returns the
+ * run's exit status, its log in `out`. The run is at nice 19 and the
+ * watcher polls every 10 ms, so that on a loaded machine the watcher is
+ * not the one left behind; a run whose training loop still ended before
+ * the signal tested nothing and is repeated, up to 5 times. */
+static int train_until_signal(const char *args, const char *save, const char *log, const char *sig)
+{
+    int code = -1;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        run("rm -f %s; nice -n 19 %s train --data %s %s --save %s > %s 2>&1 & pid=$!; "
+            "for i in $(seq 3000); do [ -f %s ] && break; sleep 0.01; done; "
+            "kill -%s $pid; wait $pid; echo \"exit $?\"; cat %s",
+            save, clt_test_clt_path(), dir, args, save, log, save, sig, log);
+        const char *at = strstr(out, "exit ");
+        ck_assert_msg(at && sscanf(at, "exit %d", &code) == 1, "no exit status: %s", out);
+        /* Too late: the run ended, or SIGINT came after the training loop
+         * had put back the default action (no "interrupted after"). */
+        int late = code == 0 || (!strcmp(sig, "INT") && code == 130 && !strstr(out, "interrupted after"));
+        if (!late) break;
+        fprintf(stderr, "train_until_signal: SIG%s came after the training loop ended; again\n", sig);
+    }
+    return code;
+}
+
 /* Interrupted training: a run stopped by SIGINT saves where it is, one
  * killed outright keeps its last epoch's checkpoint; either way --resume
  * ends with the same bytes as a run that was never interrupted. */
@@ -106,15 +131,11 @@ START_TEST(test_interrupt_and_resume)
     ck_assert_msg(rc == 0, "%s", out);
     const char *signals[] = {"INT", "KILL"};
     for (int i = 0; i < 2; i++) {
-        /* Signal the run once its first epoch's checkpoint exists. */
-        rc = run("%s train --data %s %s %s/part%d.csv --save %s/part%d.st > %s/log%d 2>&1 & pid=$!; "
-                 "for i in $(seq 600); do [ -f %s/part%d.st ] && break; sleep 0.05; done; "
-                 "kill -%s $pid; wait $pid; echo \"exit $?\"; cat %s/log%d",
-                 clt_test_clt_path(), dir, args, dir, i, dir, i, dir, i, dir, i, signals[i], dir, i);
-        int code = -1;
-        const char *at = strstr(out, "exit ");
-        ck_assert_ptr_nonnull(at);
-        ck_assert_int_eq(sscanf(at, "exit %d", &code), 1);
+        char part_args[600], save[300], log[300];
+        snprintf(part_args, sizeof part_args, "%s %s/part%d.csv", args, dir, i);
+        snprintf(save, sizeof save, "%s/part%d.st", dir, i);
+        snprintf(log, sizeof log, "%s/log%d", dir, i);
+        int code = train_until_signal(part_args, save, log, signals[i]);
         /* 130 for SIGINT (saved mid-epoch), 137 for SIGKILL (the last epoch's file). */
         ck_assert_msg(code == (i == 0 ? 130 : 137), "exit %d: %s", code, out);
         if (i == 0) ck_assert_ptr_nonnull(strstr(out, "continue with --resume"));
@@ -177,14 +198,10 @@ START_TEST(test_num_gpus_interrupt_and_resume)
     int rc = run("%s train --data %s %s --save %s/dp_full.st", clt_test_clt_path(), dir, args, dir);
     ck_assert_msg(rc == 0, "%s", out);
     if (clt_num_gpus() >= 2) ck_assert_msg(strstr(out, "+1") != NULL, "not data parallel: %s", out);
-    rc = run("%s train --data %s %s --save %s/dp_part.st > %s/dp_log 2>&1 & pid=$!; "
-             "for i in $(seq 600); do [ -f %s/dp_part.st ] && break; sleep 0.05; done; "
-             "kill -INT $pid; wait $pid; echo \"exit $?\"; cat %s/dp_log",
-             clt_test_clt_path(), dir, args, dir, dir, dir, dir);
-    int code = -1;
-    const char *at = strstr(out, "exit ");
-    ck_assert_ptr_nonnull(at);
-    ck_assert_int_eq(sscanf(at, "exit %d", &code), 1);
+    char save[300], log[300];
+    snprintf(save, sizeof save, "%s/dp_part.st", dir);
+    snprintf(log, sizeof log, "%s/dp_log", dir);
+    int code = train_until_signal(args, save, log, "INT");
     ck_assert_msg(code == 130, "exit %d: %s", code, out);
     ck_assert_ptr_nonnull(strstr(out, "continue with --resume"));
     rc = run("%s train --data %s %s --resume %s/dp_part.st --save %s/dp_part.st", clt_test_clt_path(), dir, args, dir,
