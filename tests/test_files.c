@@ -284,9 +284,10 @@ static void *idle_thread(void *arg)
 }
 
 /* The child of the test below: a thread that does not block SIGINT (the
- * signal may be delivered to it), then a slow save that tells the parent
- * when it has started. Exits 0 only if the process outlived the save. */
-static void slow_save_child(const char *target, int ready_fd)
+ * signal may be delivered to it), then a save that tells the parent when it
+ * has started and, after `hold` chunks, waits for the parent's go (which
+ * comes after the signals). Exits 0 only if the process outlived the save. */
+static void held_save_child(const char *target, int hold, int ready_fd, int go_fd)
 {
     pthread_t th;
     if (pthread_create(&th, NULL, idle_thread, NULL) != 0) _exit(3);
@@ -294,46 +295,51 @@ static void slow_save_child(const char *target, int ready_fd)
     memset(chunk, 'n', sizeof chunk);
     clt__afile f;
     if (clt__afile_open(&f, target) != CLT_OK) _exit(4);
-    if (write(ready_fd, "r", 1) != 1) _exit(5);
+    char c;
     for (int i = 0; i < CHUNKS; i++) {
+        if (i == hold && (write(ready_fd, "r", 1) != 1 || read(go_fd, &c, 1) != 1)) _exit(5);
         if (clt__afile_write(&f, chunk, sizeof chunk) != CLT_OK) _exit(6);
-        usleep(2000);
     }
     if (clt__afile_commit(&f) != CLT_OK) _exit(7);
     _exit(0);
 }
 
-/* SIGINT (twice, as a second Ctrl-C) at several moments of a save: the
- * process ends by SIGINT only after the new file is complete, and no
- * temporary file remains. */
+/* SIGINT (twice, as a second Ctrl-C) at several moments of a save (after 0,
+ * 10, 20 and all but one of its chunks): the process ends by SIGINT only
+ * after the new file is complete, and no temporary file remains. */
 START_TEST(test_sigint_during_save)
 {
     char target[512];
     at(target, sizeof target, "big.bin");
-    for (int delay_us = 0; delay_us <= 60000; delay_us += 15000) {
+    const int holds[] = {0, 10, 20, CHUNKS - 1};
+    for (size_t h = 0; h < sizeof holds / sizeof holds[0]; h++) {
         put(target, "old\n");
-        int p[2];
-        ck_assert_int_eq(pipe(p), 0);
+        int ready[2], go[2];
+        ck_assert_int_eq(pipe(ready), 0);
+        ck_assert_int_eq(pipe(go), 0);
         pid_t pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
-            close(p[0]);
+            close(ready[0]);
+            close(go[1]);
             signal(SIGINT, SIG_DFL);
-            slow_save_child(target, p[1]);
+            held_save_child(target, holds[h], ready[1], go[0]);
         }
-        close(p[1]);
+        close(ready[1]);
+        close(go[0]);
         char c;
-        ck_assert_int_eq(read(p[0], &c, 1), 1);
-        close(p[0]);
-        usleep((useconds_t)delay_us);
+        ck_assert_int_eq(read(ready[0], &c, 1), 1);
         kill(pid, SIGINT);
         kill(pid, SIGINT);
+        ck_assert_int_eq(write(go[1], "g", 1), 1);
+        close(ready[0]);
+        close(go[1]);
         int st;
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-        ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "delay %d us: status %#x", delay_us, st);
+        ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "after %d chunks: status %#x", holds[h], st);
         struct stat fs;
         ck_assert_int_eq(stat(target, &fs), 0);
-        ck_assert_msg(fs.st_size == (off_t)CHUNK * CHUNKS, "delay %d us: %lld bytes", delay_us,
+        ck_assert_msg(fs.st_size == (off_t)CHUNK * CHUNKS, "after %d chunks: %lld bytes", holds[h],
                       (long long)fs.st_size);
         const char *keep[] = {"big.bin", NULL};
         ck_assert_int_eq(other_entries(keep), 0);
