@@ -190,10 +190,10 @@ static pid_t start_sleeper(void)
         _exit(127);
     }
     /* Until exec is done, /proc/<pid> still shows this test's start time
-     * and name: wait for the name to change. */
+     * and name: wait for the name to change (up to 10 s, for a loaded machine). */
     char p[64], comm[64] = "";
     snprintf(p, sizeof p, "/proc/%d/comm", (int)pid);
-    for (int i = 0; i < 500 && strncmp(comm, "sleep", 5) != 0; i++) {
+    for (int i = 0; i < 5000 && strncmp(comm, "sleep", 5) != 0; i++) {
         FILE *f = fopen(p, "r");
         if (f) {
             if (!fgets(comm, sizeof comm, f)) comm[0] = '\0';
