@@ -15,7 +15,6 @@
 
 #define TOL 1e-4
 
-extern char **environ;
 
 /* CLBlast 1.5's Xgemm and XgemmDirect parameters but the vector widths,
  * which each case adds; KWG, NDIMB, NDIMC, SA, SB, WGD and KWID differ from
@@ -153,18 +152,8 @@ static int run_child(const char *params, const char *expect)
     char pvar[4096], evar[1024], dvar[] = "CLT_DENSE=clblast";
     snprintf(pvar, sizeof pvar, "CLT_CLBLAST_PARAMS=%s", params);
     snprintf(evar, sizeof evar, "CLT_TEST_CLBLAST_EXPECT=%s", expect);
-    int n = 0;
-    while (environ[n]) n++;
-    char **env = calloc((size_t)n + 4, sizeof *env);
-    ck_assert_ptr_nonnull(env);
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (strncmp(environ[i], "CLT_CLBLAST_PARAMS=", 19) != 0 && strncmp(environ[i], "CLT_DENSE=", 10) != 0 &&
-            strncmp(environ[i], "CLT_TEST_CLBLAST_EXPECT=", 24) != 0 && strncmp(environ[i], "CK_RUN_", 7) != 0)
-            env[m++] = environ[i];
-    env[m++] = pvar;
-    env[m++] = evar;
-    env[m++] = dvar;
+    const char *set[] = {pvar, evar, dvar, NULL};
+    char **env = clt_test_environ_with(set);
     char log[256];
     snprintf(log, sizeof log, "%s/child.log", dir);
     int code = clt_test_run_self(NULL, env, log, 0);

@@ -13,7 +13,6 @@
 
 #define MIB ((int64_t)1 << 20)
 
-extern char **environ;
 
 /* Empty cache, no cap, peaks reset: what a fresh process would see. */
 static clt_device fresh(clt_device dev)
@@ -516,16 +515,8 @@ static int run_child(const char *cap)
 {
     char capvar[128], rolevar[] = "CLT_TEST_MEMCAP_CHILD=1";
     snprintf(capvar, sizeof capvar, "CLT_MEMORY_CAP=%s", cap);
-    int n = 0;
-    while (environ[n]) n++;
-    char **env = calloc((size_t)n + 3, sizeof *env);
-    ck_assert_ptr_nonnull(env);
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (strncmp(environ[i], "CLT_MEMORY_CAP=", 15) != 0 && strncmp(environ[i], "CK_RUN_", 7) != 0)
-            env[m++] = environ[i];
-    env[m++] = capvar;
-    env[m++] = rolevar;
+    const char *set[] = {capvar, rolevar, NULL};
+    char **env = clt_test_environ_with(set);
     int code = clt_test_run_self(NULL, env, NULL, 0);
     free(env);
     return code;

@@ -370,6 +370,30 @@ void clt_test_self_path(char *path, size_t len)
     path[n] = '\0';
 }
 
+/* 1 when the "NAME=value" entry names a variable that one of set's names. */
+static int named_in(const char *entry, const char *const *set)
+{
+    for (; *set; set++) {
+        size_t len = strcspn(*set, "=");
+        if (strncmp(entry, *set, len) == 0 && entry[len] == '=') return 1;
+    }
+    return 0;
+}
+
+char **clt_test_environ_with(const char *const *set)
+{
+    extern char **environ;
+    size_t n = 0, extra = 0, m = 0;
+    while (environ[n]) n++;
+    while (set[extra]) extra++;
+    char **env = calloc(n + extra + 1, sizeof *env);
+    ck_assert_ptr_nonnull(env);
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "CK_RUN_", 7) != 0 && !named_in(environ[i], set)) env[m++] = environ[i];
+    for (size_t i = 0; i < extra; i++) env[m++] = (char *)set[i];
+    return env;
+}
+
 int clt_test_run_self(const char *arg, char *const *env, const char *log, unsigned limit_s)
 {
     extern char **environ;

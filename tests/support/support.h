@@ -84,6 +84,11 @@ void clt_test_self_path(char *path, size_t len);
  * limit_s seconds (0: no limit). Its exit status, or 128 + the signal that
  * ended it. */
 int clt_test_run_self(const char *arg, char *const *env, const char *log, unsigned limit_s);
+/* A new environment for clt_test_run_self: this process's, less Check's
+ * CK_RUN_ variables and every variable that set (NULL-terminated
+ * "NAME=value" strings) names, then set's. Free the array (not its
+ * strings) with free(). */
+char **clt_test_environ_with(const char *const *set);
 
 /* The built `clt` tool ($CLT_BINARY_DIR/clt, set by ctest). */
 const char *clt_test_clt_path(void);
