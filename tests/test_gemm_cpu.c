@@ -108,6 +108,31 @@ START_TEST(test_gemm_power_of_two_strides)
 }
 END_TEST
 
+/* A B as is whose panel of k rows cannot stay in L2 for the rows' stride
+ * (k times its largest power-of-two factor in bytes past L2's size) is
+ * packed: with L2 at 64 KiB, rows 1 KiB apart (256 floats) from k 65 on,
+ * rows 3136 bytes apart (784 floats, a factor of 64) not at k 500. */
+START_TEST(test_gemm_deep_b_packed)
+{
+    size_t l1, l2;
+    clt__cpu_cache_sizes_override(0, 0);
+    clt__cpu_cache_sizes(&l1, &l2);
+    clt__cpu_cache_sizes_override(l1, 64 * 1024);
+    clt__gemm_tile tile = default_tile();
+    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(0, 13, 256, 64, 256, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(0, 13, 256, 65, 256, tile), 0);
+    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(0, 13, 784, 500, 784, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(0, 13, 768, 65, 768, tile), 0);
+    for (int t = 0; t < 2; t++) {
+        check_gemm("cpu", t, 0, 13, 256, 100, 1.0f, 0.5f);
+        check_gemm("cpu", t, 0, 25, 768, 70, 0.75f, 0.0f);
+    }
+    clt__cpu_cache_sizes_override(0, 0);
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* Caches that block products a quarter of the size the CPU's own L1 and L2
  * would (L2 a quarter of this CPU's), or 8 KiB and 16 KiB on a simulator,
  * until clt__cpu_cache_sizes_override(0, 0). */
@@ -139,6 +164,30 @@ static void blocked_shape(int64_t *m, int64_t *n, int64_t *k, int64_t *kc)
     ck_assert_msg(bl.kc > 0 && (size_t)*m % (bl.mtiles * (size_t)tile.tm) != 0, "m=%lld n=%lld k=%lld is not blocked",
                   (long long)*m, (long long)*n, (long long)*k);
 }
+
+/* Row blocks as even as tiles allow: ceil(tiles / most) blocks (most, the
+ * tiles half of L2 holds at kc depths), sizes differing by one tile at most. */
+START_TEST(test_gemm_row_blocks_even)
+{
+    small_caches();
+    size_t l1, l2;
+    clt__cpu_cache_sizes(&l1, &l2);
+    clt__gemm_tile tile = default_tile();
+    size_t kc = clt__cpu_gemm_blocking(1 << 20, 1 << 20, 1 << 20, tile).kc;
+    size_t most = l2 / 2 / (kc * sizeof(float)) / (size_t)tile.tm;
+    if (most < 1) most = 1;
+    for (size_t tiles = 1; tiles <= 5 * most + 1; tiles++) {
+        size_t m = tiles * (size_t)tile.tm - 5, k = 3 * kc + 1;
+        clt__gemm_blocking bl = clt__cpu_gemm_blocking(m, 600, k, tile);
+        if (bl.kc == 0) continue;
+        size_t blocks = (tiles + most - 1) / most;
+        ck_assert_msg(bl.mtiles <= most && (tiles + bl.mtiles - 1) / bl.mtiles == blocks &&
+                          blocks * bl.mtiles - tiles < blocks,
+                      "%zu tiles: %zu a block (at most %zu)", tiles, bl.mtiles, most);
+    }
+    clt__cpu_cache_sizes_override(0, 0);
+}
+END_TEST
 
 /* Blocked products: every transpose, beta 0 over NaN and beta accumulating,
  * a fused bias + ReLU whose bias goes in with the first block of depths
@@ -372,6 +421,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gemm_sizes_and_transposes);
     tcase_add_test(tc, test_gemm_power_of_two_strides);
+    tcase_add_test(tc, test_gemm_deep_b_packed);
+    tcase_add_test(tc, test_gemm_row_blocks_even);
     tcase_add_test(tc, test_gemm_alpha_beta);
     tcase_add_test(tc, test_gemm_blocked);
     tcase_add_test(tc, test_gemm_every_tile);

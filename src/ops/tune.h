@@ -67,7 +67,8 @@ clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gem
  * transposed A that two or more column panels read, and in blocked
  * products. Likewise the column panels of B (leading dimension ldb): a
  * transposed B is always packed, a B as is when its rows are a multiple of
- * 2 KiB apart (16 or more deep) and in blocked products. The memory planner
+ * 2 KiB apart or its panels too deep for L2 at their rows' stride (16 or
+ * more deep) and in blocked products. The memory planner
  * counts the same bytes. */
 int64_t clt__cpu_gemm_pack_a_bytes(int transpose_a, size_t m, size_t n, size_t k, size_t lda, clt__gemm_tile tile);
 int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, size_t ldb, clt__gemm_tile tile);

@@ -21,7 +21,8 @@
 #include "../nn/nn_internal.h"
 
 /* The CPU GEMM kernels pack a transposed B, and a B as is (16 or more deep)
- * whose rows are a multiple of 2 KiB apart, into panels of the tile's TN
+ * whose rows are a multiple of 2 KiB apart or whose panels are too deep for
+ * L2 at their rows' stride, into panels of the tile's TN
  * columns for the call, an A (16 or more deep) whose rows are a multiple of
  * 4 KiB apart, or transposed and read by two or more column panels, into
  * panels of TM rows, and in blocked products A and B a block of depths at a
