@@ -10,13 +10,15 @@
  * set; then ReLU when bit 1 is, NaN passing through as in clt_relu),
  * row-major; op(A) is (M,K), op(B) is (K,N), bias is (N).
  * Dimension 0 runs over row tiles, so consecutive work-items read the same
- * TN columns of B while they are in cache. A work-item computes rt row
- * tiles in turn, from row tile (get_global_id(2) * get_global_size(0) +
- * get_global_id(0)) * rt, all against one panel of B: large products
- * (src/ops/dense.c) run one launch per block of depths with a range of
- * (1, column panels, row blocks) and rt tiles per row block, so that a
- * block's A stays in L2 while it visits every column panel, and the panel of
- * B in L1 while a work-item walks down the block. Otherwise rt is 1.
+ * TN columns of B while they are in cache. With rt 1 a work-item computes
+ * row tile get_global_id(2) * get_global_size(0) + get_global_id(0). Large
+ * products (src/ops/dense.c) run one launch per block of depths with a
+ * range of (1, column panels, row blocks), ceil(tiles / rt) row blocks for
+ * rt > 1: a work-item computes its row block's tiles in turn, all against
+ * one panel of B, the row blocks as even as the tiles allow (block b holds
+ * tiles b tiles / blocks up to (b + 1) tiles / blocks, at most rt of them),
+ * so that a block's A stays in L2 while it visits every column panel, and
+ * the panel of B in L1 while a work-item walks down the block.
  *
  * B (K,N) is read in place; a transposed B, (N,K), whose TN columns would be
  * TN strided streams, is packed first by pack_bt_f32 into panels of TN
@@ -186,9 +188,10 @@
                        float beta, __global const TC *bias, ulong biaso, uint flags, ulong rt)                  \
     {                                                                                                           \
         ulong jp = get_global_id(1), j0 = jp * TN;                                                              \
-        ulong it0 = (get_global_id(2) * get_global_size(0) + get_global_id(0)) * rt;                            \
+        ulong g = get_global_id(2) * get_global_size(0) + get_global_id(0), tiles = (m + TM - 1) / TM;           \
+        ulong nb = get_global_size(2), it0 = rt > 1 ? g * tiles / nb : g, it1 = rt > 1 ? (g + 1) * tiles / nb : g + 1; \
         if (j0 >= n) return;                                                                                    \
-        for (ulong it = it0; it < it0 + rt; it++) {                                                             \
+        for (ulong it = it0; it < it1; it++) {                                                                  \
             ulong i0 = it * TM;                                                                                 \
             if (i0 >= m) return;                                                                                \
             __global const TA *a = a0 + ASTART;                                                                 \

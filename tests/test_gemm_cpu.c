@@ -165,27 +165,28 @@ static void blocked_shape(int64_t *m, int64_t *n, int64_t *k, int64_t *kc)
                   (long long)*m, (long long)*n, (long long)*k);
 }
 
-/* Row blocks as even as tiles allow: ceil(tiles / most) blocks (most, the
- * tiles half of L2 holds at kc depths), sizes differing by one tile at most. */
-START_TEST(test_gemm_row_blocks_even)
+/* Blocked products over several counts of row tiles, the last tile partial:
+ * the kernel splits ceil(tiles / mtiles) row blocks as evenly as the tiles
+ * allow, and every tile must be computed (a tile missed keeps -0.5 C). */
+START_TEST(test_gemm_row_blocks)
 {
+    int64_t m, n, k, kc;
     small_caches();
-    size_t l1, l2;
-    clt__cpu_cache_sizes(&l1, &l2);
+    blocked_shape(&m, &n, &k, &kc);
     clt__gemm_tile tile = default_tile();
-    size_t kc = clt__cpu_gemm_blocking(1 << 20, 1 << 20, 1 << 20, tile).kc;
-    size_t most = l2 / 2 / (kc * sizeof(float)) / (size_t)tile.tm;
-    if (most < 1) most = 1;
-    for (size_t tiles = 1; tiles <= 5 * most + 1; tiles++) {
-        size_t m = tiles * (size_t)tile.tm - 5, k = 3 * kc + 1;
-        clt__gemm_blocking bl = clt__cpu_gemm_blocking(m, 600, k, tile);
-        if (bl.kc == 0) continue;
-        size_t blocks = (tiles + most - 1) / most;
-        ck_assert_msg(bl.mtiles <= most && (tiles + bl.mtiles - 1) / bl.mtiles == blocks &&
-                          blocks * bl.mtiles - tiles < blocks,
-                      "%zu tiles: %zu a block (at most %zu)", tiles, bl.mtiles, most);
+    size_t most = clt__cpu_gemm_blocking((size_t)m, (size_t)n, (size_t)k, tile).mtiles;
+    size_t counts[] = {2 * most + 1, 3 * most - 1, 3 * most + 1};
+    int checked = 0;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        int64_t rows = (int64_t)(counts[i] * (size_t)tile.tm) - 5;
+        if (clt__cpu_gemm_blocking((size_t)rows, (size_t)n, (size_t)k, tile).kc == 0) continue;
+        check_gemm("cpu", 0, 0, rows, n, k, 1.0f, -0.5f);
+        checked++;
     }
+    ck_assert_int_ge(checked, 2);
     clt__cpu_cache_sizes_override(0, 0);
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
 }
 END_TEST
 
@@ -422,7 +423,7 @@ int main(void)
     tcase_add_test(tc, test_gemm_sizes_and_transposes);
     tcase_add_test(tc, test_gemm_power_of_two_strides);
     tcase_add_test(tc, test_gemm_deep_b_packed);
-    tcase_add_test(tc, test_gemm_row_blocks_even);
+    tcase_add_test(tc, test_gemm_row_blocks);
     tcase_add_test(tc, test_gemm_alpha_beta);
     tcase_add_test(tc, test_gemm_blocked);
     tcase_add_test(tc, test_gemm_every_tile);

@@ -164,12 +164,9 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
  * to 0.96x with one thread, the others the same with one thread; 192 was
  * slower than 384. A block of rows keeps its A
  * (mtiles x tm x kc floats) in half of L2 while it visits every column
- * panel; the row blocks are as even as the tiles allow (ceil(tiles /
- * most) blocks, most being what half of L2 holds), so that no last block
- * of a tile or two idles a thread: 1024^3 (86 tiles: 6 blocks of 15 or
- * 11, not 5 of 17 and one of 1) went from a median 0.70x OpenBLAS to
- * 0.91x with two threads, 256 x 784 x 4096 (22 tiles: 11 and 11, not 17
- * and 5) from 0.59x to 0.79x (8 alternating runs each; 2048^3 the same). */
+ * panel: ceil(tiles / mtiles) row blocks, which the kernel makes as even
+ * as the tiles allow (gemm_cpu.cl), so that no last block of a tile or two
+ * idles a thread. */
 #define BLOCK_MIN_N 512
 clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gemm_tile tile)
 {
@@ -182,8 +179,6 @@ clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gem
     bl.kc = kc;
     bl.mtiles = l2 / 2 / (kc * sizeof(float)) / (size_t)tile.tm;
     if (bl.mtiles < 1) bl.mtiles = 1;
-    size_t tiles = (m + (size_t)tile.tm - 1) / (size_t)tile.tm, blocks = (tiles + bl.mtiles - 1) / bl.mtiles;
-    bl.mtiles = (tiles + blocks - 1) / blocks;
     return bl;
 }
 
@@ -212,8 +207,9 @@ int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k
      * sets of 64 bytes, rows 2 KiB apart use 2 of them). 512^3 ran at
      * 0.59-0.66x OpenBLAS in place with one thread, 0.81-1.08x packed.
      * Likewise in L2 for a deep panel: rows whose stride has p bytes as its
-     * largest power-of-two factor use at most 1/p of L2's sets, so a
-     * panel's k rows stay in L2 only while k p <= L2. The capstone's dw at
+     * largest power-of-two factor use at most 64/p of L2's sets of 64-byte
+     * lines, which hold L2 / p of them, so a panel's k rows stay in L2 only
+     * while k p <= L2. The capstone's dw at
      * batch 2048 (dy^T h, 256 x 256 x 2048, rows of h 1 KiB apart) went
      * from a median 0.57x OpenBLAS to 0.79x with two threads and from
      * 0.56x to 0.77x with one, packed (8 alternating runs each). */

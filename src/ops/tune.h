@@ -52,8 +52,10 @@ void clt__cpu_cache_sizes_override(size_t l1, size_t l2);
 
 /* How the CPU kernels run a large product (op(a) (m,k) beyond twice L2,
  * n >= 512, k > kc; src/ops/dense.c): as launches over blocks of kc depths,
- * each work-item walking mtiles row tiles against one panel of B, A and B
- * packed into panels. kc = 0: one launch over all of k. */
+ * each work-item walking a row block's tiles against one panel of B (mtiles
+ * at most: ceil(tiles / mtiles) blocks, which the kernel makes as even as
+ * the tiles allow), A and B packed into panels. kc = 0: one launch over all
+ * of k. */
 typedef struct clt__gemm_blocking {
     size_t kc, mtiles;
 } clt__gemm_blocking;
