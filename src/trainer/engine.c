@@ -191,6 +191,7 @@ static void log_row(const engine *e, const clt__epoch_row *row, const epoch_end 
         fprintf(f, "; %lld of %lld steps skipped (float16 gradients overflowed)", (long long)end->skipped,
                 (long long)end->steps);
     fputc('\n', f);
+    fflush(f); /* a log to a file or pipe shows each epoch as it ends */
 }
 
 /* An epoch that ran (whole, or up to the step limit): evaluation, its row, files, checkpoint. */
