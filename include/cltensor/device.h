@@ -15,13 +15,15 @@ typedef enum clt_device_type {
     CLT_DEVICE_CPU = 0, /* index counts CPU OpenCL devices over all platforms */
     CLT_DEVICE_GPU = 1, /* index counts GPU and accelerator devices over all platforms */
     CLT_DEVICE_AT = 2,  /* platform and index name an OpenCL platform and its device */
-    CLT_DEVICE_PINNED = 3 /* page-locked host memory ("pinned"; see cltensor/async.h) */
+    CLT_DEVICE_PINNED = 3, /* page-locked host memory ("pinned"; see cltensor/async.h) */
+    CLT_DEVICE_PLAN = 4    /* a planning device (clt_plan_device): platform is the type of the device it
+                              stands for, index that device's index */
 } clt_device_type;
 
 typedef struct clt_device {
     clt_device_type type;
     int index;
-    int platform; /* used by CLT_DEVICE_AT only */
+    int platform; /* CLT_DEVICE_AT: the platform; CLT_DEVICE_PLAN: the type of the device planned for */
 } clt_device;
 
 /* The first CPU device ("cpu:0"). */
@@ -42,6 +44,22 @@ CLT_API clt_device clt_try_gpu(int i);
 /* Writes up to `max` devices: every GPU, or cpu() alone when there is none.
  * Returns how many there are (which may exceed max). */
 CLT_API int clt_try_all_gpus(clt_device *out, int max);
+
+/* The planning device of `of` ("plan:gpu:0"; "plan:pinned" for pinned
+ * memory): a device with of's limits, class, GEMM tile and memory cap
+ * (CLT_MEMORY_CAP's value for of, or clt_memory_set_cap on the planning
+ * device itself), on which tensors are created, viewed, released and
+ * counted by the allocator's own code and placement policy, with no driver
+ * buffer behind them, and every kernel, fill and copy is skipped: a program
+ * run there allocates what it would on `of` (clt_memory_get_stats) and
+ * passes the same synchronization points (clt_sync_count), each waiting for
+ * nothing. Data are never computed: reading a tensor back (clt_to_host,
+ * clt_item) gives zeros, pinned memory on "plan:pinned" holds what the host
+ * wrote to it, a copy from a real device to a planning one is skipped like
+ * any other (clt_model_to a planning device) and one the other way is
+ * refused. A device given by P:D is planned for under its name; one that
+ * does not exist gives a planning device that does not exist either. */
+CLT_API clt_device clt_plan_device(clt_device of);
 
 /* 1 if the device exists on this machine. */
 CLT_API int clt_device_exists(clt_device dev);

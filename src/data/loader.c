@@ -42,8 +42,9 @@ static clt_status add_stage(clt_loader *l)
     l->stage = grown;
     int64_t xshape[2] = {l->most, l->pixels}, yshape[1] = {l->most};
     staging st = {NULL, NULL};
-    clt_status s = clt_empty(&st.x, clt_pinned(), CLT_FLOAT32, 2, xshape);
-    if (s == CLT_OK) s = clt_empty(&st.y, clt_pinned(), CLT_INT32, 1, yshape);
+    clt_device pinned = clt__pinned_beside(l->dev);
+    clt_status s = clt_empty(&st.x, pinned, CLT_FLOAT32, 2, xshape);
+    if (s == CLT_OK) s = clt_empty(&st.y, pinned, CLT_INT32, 1, yshape);
     if (s != CLT_OK) {
         clt_tensor_release(st.x);
         clt_tensor_release(st.y);

@@ -22,6 +22,7 @@ static int group_count;
 static cl_command_queue *queues;     /* read without a lock once set (atomically) */
 static pthread_mutex_t *queue_locks; /* one per slot: creating its queue */
 static int pinned_slot = -1;
+static int real_count;   /* the slots of devices and pinned memory; their planning twins follow */
 static pthread_once_t enumerate_once = PTHREAD_ONCE_INIT;
 
 
@@ -80,6 +81,7 @@ static void add_device(slot_table *t, cl_platform_id platform, cl_uint p, cl_dev
     s->platform_index = (int)p;
     s->device_index = (int)d;
     s->context_group = (int)p;
+    s->plans_for = -1;
     int cpu = is_cpu(dev);
     s->cpu_type = cpu;
     if (cpu && t->first_cpu < 0) t->first_cpu = t->n;
@@ -144,6 +146,20 @@ static void add_pinned(slot_table *t)
     pinned_slot = t->n - 1;
 }
 
+/* A planning twin of every slot so far (clt_plan_device), after them:
+ * slot real_count + i plans for slot i. */
+static void add_twins(slot_table *t)
+{
+    int n = t->n;
+    if (!reserve_slots(t, n)) return;
+    for (int i = 0; i < n; i++) {
+        clt__slot *s = &t->tab[t->n++];
+        *s = t->tab[i];
+        s->plans_for = i;
+        snprintf(s->name, sizeof s->name, "plan:%s", t->tab[i].name);
+    }
+}
+
 /* Publishes the table with its context groups (two per platform: its own
  * and the extra cpu:0's) and per-slot queue locks; on running out of host
  * memory no device exists. */
@@ -190,6 +206,9 @@ static void enumerate(void)
     free(plats);
     add_extra_cpu(&t, np);
     add_pinned(&t);
+    real_count = t.n;
+    add_twins(&t);
+    if (t.n != 2 * real_count) t.n = real_count; /* no room for the twins: no planning devices */
     install(&t, np);
 }
 
@@ -205,9 +224,24 @@ const clt__slot *clt__slot_get(int slot)
     return &slots[slot];
 }
 
+static int find_real(clt_device dev);
+
+/* The twin of the slot a planning device value names, or -1. */
+static int find_twin(clt_device dev)
+{
+    if (dev.platform == CLT_DEVICE_PLAN || dev.platform == CLT_DEVICE_AT) return -1;
+    int real = find_real((clt_device){(clt_device_type)dev.platform, dev.index, 0});
+    return real >= 0 && real_count + real < slot_count ? real_count + real : -1;
+}
+
 static int find_slot(clt_device dev)
 {
-    int n = clt__slot_count();
+    return dev.type == CLT_DEVICE_PLAN ? find_twin(dev) : find_real(dev);
+}
+
+static int find_real(clt_device dev)
+{
+    int n = clt__slot_count() < real_count ? clt__slot_count() : real_count;
     for (int i = 0; i < n; i++) {
         const clt__slot *s = &slots[i];
         if (dev.type == CLT_DEVICE_AT) {
@@ -224,7 +258,7 @@ static int find_slot(clt_device dev)
 
 static int count_type(clt_device_type t)
 {
-    int n = clt__slot_count(), c = 0;
+    int n = clt__slot_count() < real_count ? clt__slot_count() : real_count, c = 0;
     for (int i = 0; i < n; i++) c += slots[i].type == t;
     return c;
 }
@@ -254,6 +288,9 @@ clt_status clt__resolve(clt_device dev, int *slot)
                          "(is an ICD such as pocl-opencl-icd installed?)", name);
     if (dev.type == CLT_DEVICE_PINNED)
         return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: pinned memory has one device, \"pinned\"", name);
+    if (dev.type == CLT_DEVICE_PLAN)
+        return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: it plans for a device this machine does not have "
+                         "(see `clt devices`)", name);
     if (dev.type == CLT_DEVICE_AT)
         return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: no OpenCL platform %d with a device %d "
                          "(see `clt devices`)", name, dev.platform, dev.index);
@@ -263,8 +300,36 @@ clt_status clt__resolve(clt_device dev, int *slot)
 
 clt_device clt__slot_device(int slot)
 {
+    if (slots[slot].plans_for >= 0)
+        return (clt_device){CLT_DEVICE_PLAN, slots[slot].type_index, (int)slots[slot].type};
     clt_device d = {slots[slot].type, slots[slot].type_index, 0};
     return d;
+}
+
+clt_device clt_plan_device(clt_device of)
+{
+    if (of.type == CLT_DEVICE_PLAN) return of;
+    int real = find_real(of);
+    if (real >= 0) of = clt__slot_device(real);
+    return (clt_device){CLT_DEVICE_PLAN, of.index, (int)of.type};
+}
+
+int clt__slot_plans(int slot)
+{
+    const clt__slot *s = clt__slot_get(slot);
+    return s && s->plans_for >= 0;
+}
+
+int clt__slot_is_pinned(int slot)
+{
+    const clt__slot *s = clt__slot_get(slot);
+    return s && s->type == CLT_DEVICE_PINNED;
+}
+
+int clt__pinned_slot_of(int slot)
+{
+    int p = clt__pinned_slot();
+    return clt__slot_plans(slot) && p >= 0 ? real_count + p : p;
 }
 
 clt_device clt_cpu(void) { return (clt_device){CLT_DEVICE_CPU, 0, 0}; }
@@ -308,6 +373,11 @@ clt_status clt_device_name(clt_device dev, char *buf, size_t len)
         n = snprintf(buf, len, "%s", slots[slot].name);
     else if (dev.type == CLT_DEVICE_AT)
         n = snprintf(buf, len, "%d:%d", dev.platform, dev.index);
+    else if (dev.type == CLT_DEVICE_PLAN)
+        n = dev.platform == CLT_DEVICE_PINNED ? snprintf(buf, len, "plan:pinned")
+            : dev.platform == CLT_DEVICE_CPU || dev.platform == CLT_DEVICE_GPU
+                ? snprintf(buf, len, "plan:%s:%d", dev.platform == CLT_DEVICE_CPU ? "cpu" : "gpu", dev.index)
+                : snprintf(buf, len, "plan:?");
     else if (dev.type == CLT_DEVICE_PINNED)
         n = dev.index == 0 ? snprintf(buf, len, "pinned") : snprintf(buf, len, "pinned:%d", dev.index);
     else
@@ -386,7 +456,11 @@ void clt_device_set_default(clt_device dev)
 }
 
 /* The pinned slot, last in the table, is not an OpenCL device of its own. */
-int clt_device_list_count(void) { return clt__slot_count() - (pinned_slot >= 0); }
+int clt_device_list_count(void)
+{
+    clt__slot_count();
+    return real_count - (pinned_slot >= 0);
+}
 
 int clt__pinned_slot(void)
 {
@@ -451,6 +525,8 @@ clt_status clt__slot_context(int slot, cl_context *out)
 {
     const clt__slot *s = clt__slot_get(slot);
     if (!s) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad device slot %d", slot);
+    if (s->plans_for >= 0)
+        return clt__fail(CLT_ERR_UNSUPPORTED, "internal: %s is a planning device: it has no OpenCL context", s->name);
     clt__context_group *g = &groups[s->context_group];
     pthread_mutex_lock(&g->lock);
     clt_status st = CLT_OK;
@@ -492,6 +568,8 @@ clt_status clt__slot_queue(int slot, cl_command_queue *out)
         *out = made;
         return CLT_OK;
     }
+    if (clt__slot_plans(slot))
+        return clt__fail(CLT_ERR_UNSUPPORTED, "internal: %s is a planning device: it has no queue", slots[slot].name);
     cl_context ctx;
     CLT_TRY(clt__slot_context(slot, &ctx));
     CLT_TRY(clt__trace_env_status());
@@ -510,6 +588,7 @@ clt_status clt__slot_queue(int slot, cl_command_queue *out)
 
 int clt__slot_in_use(int slot)
 {
+    if (clt__slot_plans(slot)) return 1; /* no queue, always ready to be synchronized (for nothing) */
     return slot >= 0 && slot < clt__slot_count() && __atomic_load_n(&queues[slot], __ATOMIC_ACQUIRE) != NULL;
 }
 

@@ -18,7 +18,8 @@ typedef struct clt__slot {
     cl_ulong max_alloc, global_mem, base_align_bytes;
     size_t max_work_group;            /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     cl_uint float_width;              /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, 0 when unknown */
-    char name[16];                    /* "gpu:1" */
+    char name[16];                    /* "gpu:1", "plan:gpu:1" */
+    int plans_for;                    /* a planning device: the slot it stands for; -1 on a real one */
 } clt__slot;
 
 /* Number of slots (enumerates on first use; 0 when OpenCL has no platform). */
@@ -50,5 +51,21 @@ clt_status clt__gpu_class(int slot, int *out);
 
 /* The slot of pinned host memory ("pinned"), or -1 when there is no device. */
 int clt__pinned_slot(void);
+/* The pinned memory beside a slot: the planning twin of "pinned" for a
+ * planning device, else clt__pinned_slot(). */
+int clt__pinned_slot_of(int slot);
+/* 1 when the slot holds pinned host memory (the real one or its planning twin). */
+int clt__slot_is_pinned(int slot);
+
+/* Planning devices (clt_plan_device): every slot, pinned memory included,
+ * has a twin with its limits, class and cap, on which tensors are placed
+ * and counted by the allocator's own policy with no driver buffer, and
+ * every kernel, fill and transfer is skipped at the point that would enqueue
+ * it (kernels/program.c, tensor/tensor.c, copy.c, pinned.c, ops/dense.c,
+ * ops/check.c); synchronization points are counted as on the device and
+ * wait for nothing; a read back gives zeros. A planning slot has no context
+ * and no queue: clt__slot_context and clt__slot_queue refuse it, so a
+ * command that missed its check fails instead of running. */
+int clt__slot_plans(int slot);
 
 #endif

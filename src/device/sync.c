@@ -235,6 +235,10 @@ clt_status clt__sync_wait(int slot, const char *api, cl_uint n, const cl_event *
 
 clt_status clt__sync_wait_only(int slot, const char *api, cl_uint n, const cl_event *evs)
 {
+    if (clt__slot_plans(slot)) { /* a planning device: nothing ran, nothing to wait for */
+        run_after_wait();
+        return CLT_OK;
+    }
     uint64_t t0 = clt__now_ns();
     clt_status s = wait_events(slot, api, n, evs);
     clt__trace_host(slot, api, "sync", t0, clt__now_ns());
@@ -244,6 +248,11 @@ clt_status clt__sync_wait_only(int slot, const char *api, cl_uint n, const cl_ev
 
 clt_status clt__sync_queue(int slot, const char *api)
 {
+    if (clt__slot_plans(slot)) {
+        CLT_TRY(clt__sync_point(slot, api));
+        run_after_wait();
+        return CLT_OK;
+    }
     cl_command_queue q;
     CLT_TRY(clt__slot_queue(slot, &q));
     CLT_TRY(clt__sync_point(slot, api));
@@ -268,6 +277,7 @@ clt_status clt__sync_queue(int slot, const char *api)
 clt_status clt__sync_fallback(int slot, const char *api, cl_event ev)
 {
     note_point(slot, api, clt_sync_get_debug());
+    if (clt__slot_plans(slot)) return CLT_OK;
     uint64_t t0 = clt__now_ns();
     clt_status s = wait_events(slot, api, 1, &ev);
     clt__trace_host(slot, api, "sync", t0, clt__now_ns());
@@ -277,6 +287,7 @@ clt_status clt__sync_fallback(int slot, const char *api, cl_event ev)
 
 clt_status clt__host_wait(int slot, const char *why, cl_event ev)
 {
+    if (clt__slot_plans(slot)) return CLT_OK;
     uint64_t t0 = clt__now_ns();
     clt_status s = wait_events(slot, why, 1, &ev);
     clt__trace_host(slot, why, "wait", t0, clt__now_ns());

@@ -367,8 +367,9 @@ static slot_programs *programs_of(int slot)
 
 clt_status clt__program_prepare(int slot, const char *program, int save)
 {
-    if (slot < 0 || slot >= clt__slot_count() || slot == clt__pinned_slot())
+    if (slot < 0 || slot >= clt__slot_count() || clt__slot_is_pinned(slot))
         return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d for kernel programs", slot);
+    if (clt__slot_plans(slot)) return CLT_OK; /* a planning device builds nothing */
     int index = find_source(program);
     if (index < 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "internal: no kernel source cl/%s.cl", program);
     slot_programs *sp = programs_of(slot);
@@ -422,7 +423,7 @@ clt_status clt__kernel(int slot, const char *program, const char *name, cl_kerne
 static clt_status check_kernel_slot(int slot, const char *name)
 {
     if (slot < 0 || slot >= clt__slot_count()) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad slot %d", slot);
-    if (slot == clt__pinned_slot())
+    if (clt__slot_is_pinned(slot))
         return clt__fail(CLT_ERR_UNSUPPORTED, "kernel %s: pinned tensors hold host memory and kernels do not run "
                          "on them; move the tensor to a device with clt_to first", name);
     return CLT_OK;
@@ -525,6 +526,11 @@ clt_status clt__launch_opts(int slot, const char *program, const char *options, 
 {
     for (int d = 0; d < dims; d++)
         if (global[d] == 0) return CLT_OK;
+    CLT_TRY(check_kernel_slot(slot, name));
+    if (clt__slot_plans(slot)) { /* a planning device: the kernel is skipped */
+        if (written) clt__tensor_set_write(written, NULL);
+        return CLT_OK;
+    }
     cl_kernel k;
     CLT_TRY(clt__kernel_opts(slot, program, options, name, &k));
     cl_command_queue q;
@@ -566,8 +572,8 @@ clt_status clt__launch1(int slot, const char *program, const char *name, int nar
                         size_t n, clt_tensor *written)
 {
     cl_kernel k;
-    size_t most;
-    CLT_TRY(kernel_lookup(slot, program, NULL, name, &k, &most));
+    size_t most = 256;
+    if (!clt__slot_plans(slot)) CLT_TRY(kernel_lookup(slot, program, NULL, name, &k, &most));
     size_t local = most < 256 ? most : 256, global = (n + local - 1) / local * local;
     return clt__launch(slot, program, name, nargs, args, 1, &global, local ? &local : NULL, written);
 }

@@ -40,7 +40,12 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 /* CLT_MEMORY_CAP="512M" caps every device; "gpu:0=1G,cpu:0=0.5" each one
  * (core/env.c parses it; a malformed value is no cap, reported by
  * clt_check_environment before any allocator is made). */
-static int64_t cap_from_env(const clt__slot *s) { return clt__env_memory_cap(s->name, (int64_t)s->global_mem); }
+static int64_t cap_from_env(const clt__slot *s)
+{
+    /* A planning device takes the cap of the device it stands for. */
+    if (s->plans_for >= 0) s = clt__slot_get(s->plans_for);
+    return clt__env_memory_cap(s->name, (int64_t)s->global_mem);
+}
 
 /* CLT_ALLOC_EXACT=1 gives every tensor a driver buffer of exactly its size,
  * freed with the tensor: slow, but a checker such as oclgrind then sees an
@@ -59,6 +64,30 @@ int clt__alloc_exact(void)
 static clt_status driver_alloc(void *allocator, size_t size, void **owner);
 static void driver_release(void *allocator, void *owner);
 
+/* A planning device's segments (clt_plan_device): no driver buffer, only
+ * host memory behind pinned ones (the host writes them). */
+static clt_status plan_alloc(void *allocator, size_t size, void **owner)
+{
+    clt__allocator *a = allocator;
+    driver_buf *d = malloc(sizeof *d);
+    void *host = d && clt__slot_is_pinned(a->slot) ? malloc(size) : NULL;
+    if (!d || (clt__slot_is_pinned(a->slot) && !host)) {
+        free(d);
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for %zu bytes of planned pinned memory", size);
+    }
+    *d = (driver_buf){NULL, host, a->slot};
+    *owner = d;
+    return CLT_OK;
+}
+
+static void plan_release(void *allocator, void *owner)
+{
+    (void)allocator;
+    driver_buf *d = owner;
+    free(d->host);
+    free(d);
+}
+
 static clt__allocator *get_allocator(int slot)
 {
     int n = clt__slot_count();
@@ -72,7 +101,8 @@ static clt__allocator *get_allocator(int slot)
             pthread_mutex_init(&a->lock, NULL);
             a->slot = slot;
             a->stats.cap = cap_from_env(clt__slot_get(slot));
-            clt__book_ops ops = {driver_alloc, driver_release, a};
+            clt__book_ops ops = clt__slot_plans(slot) ? (clt__book_ops){plan_alloc, plan_release, a}
+                                                      : (clt__book_ops){driver_alloc, driver_release, a};
             clt__book_init(&a->book, ops, clt__slot_get(slot)->max_alloc, clt__alloc_exact(), &a->stats);
             allocators[slot] = a;
         }

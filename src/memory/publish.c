@@ -128,6 +128,7 @@ static void setup_locked(void)
 {
     if (clt__env_int(CLT__ENV_NO_PUBLISH, 0)) return;
     int nslots = clt__slot_count();
+    while (nslots > 0 && clt__slot_plans(nslots - 1)) nslots--; /* planning devices are not published */
     if (nslots <= 0) return;
     uint32_t ndev = nslots < CLT_SMI_MAX_DEVICES ? (uint32_t)nslots : CLT_SMI_MAX_DEVICES;
     size_t size = sizeof(pub_header) + ndev * sizeof(pub_device);

@@ -89,6 +89,10 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
                                float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
                                float beta, clt_tensor *c, size_t ldc)
 {
+    if (clt__slot_plans(slot)) { /* a planning device: the product is skipped */
+        clt__tensor_set_write(c, NULL);
+        return CLT_OK;
+    }
     pthread_mutex_lock(&clblast_lock);
     clt_status s = clt__clblast_params_apply(slot);
     pthread_mutex_unlock(&clblast_lock);

@@ -19,6 +19,10 @@ static clt_status copy_same_context(clt_tensor *dst, const clt_tensor *src)
 {
     size_t nbytes = clt_tensor_nbytes(src);
     if (nbytes == 0) return CLT_OK;
+    if (clt__slot_plans(dst->st->slot)) { /* a planning device: the copy is skipped */
+        clt__tensor_set_write(dst, NULL);
+        return CLT_OK;
+    }
     cl_command_queue q;
     CLT_TRY(clt__slot_queue(dst->st->slot, &q));
     int foreign = dst->st->slot != src->st->slot;
@@ -61,6 +65,9 @@ static clt_status copy_same_context(clt_tensor *dst, const clt_tensor *src)
  * last command. */
 static clt_status copy_into(clt_tensor *dst, clt_tensor *src, int blocking, cl_event *done, const char *api)
 {
+    if (clt__slot_plans(dst->st->slot) != clt__slot_plans(src->st->slot) && !clt__slot_plans(dst->st->slot))
+        return clt__fail(CLT_ERR_UNSUPPORTED, "%s: %s is a planning device and holds no data to copy to %s", api,
+                         clt__slot_get(src->st->slot)->name, clt__slot_get(dst->st->slot)->name);
     if (clt__is_pinned(dst) || clt__is_pinned(src) || !clt__same_context(dst->st->slot, src->st->slot))
         return clt__copy_via_host(dst, src, blocking, done, api);
     if (done) *done = NULL;
@@ -128,7 +135,7 @@ clt_status clt_to_async(clt_tensor **out, clt_tensor *t, clt_device dev, clt_eve
     CLT_TRY(copy_to(out, t, dev, 0, done ? &ev : NULL, "clt_to_async"));
     if (!ev) return CLT_OK;
     /* The command ran on the queue of the device side of the transfer. */
-    int queue_slot = slot == clt__pinned_slot() ? t->st->slot : slot;
+    int queue_slot = clt__slot_is_pinned(slot) ? t->st->slot : slot;
     clt_status s = clt__event_new(ev, queue_slot, done);
     clReleaseEvent(ev);
     if (s != CLT_OK) {

@@ -22,7 +22,12 @@ struct clt__pinned_io {
     int n, cap;
 };
 
-int clt__is_pinned(const clt_tensor *t) { return t->st->slot == clt__pinned_slot(); }
+int clt__is_pinned(const clt_tensor *t) { return clt__slot_is_pinned(t->st->slot); }
+
+clt_device clt__pinned_beside(clt_device dev)
+{
+    return dev.type == CLT_DEVICE_PLAN ? clt_plan_device(clt_pinned()) : clt_pinned();
+}
 
 void *clt__pinned_ptr(const clt_tensor *t)
 {
@@ -307,6 +312,22 @@ static clt_status through_staging(clt_tensor *dst, clt_tensor *src, cl_event *do
     return finish(to, wev, name, n, 0, NULL, done);
 }
 
+/* A copy to a planning device through host memory: skipped, but for its
+ * synchronization point when blocking, and the pinned staging of a copy
+ * between contexts, taken and given back. */
+static clt_status planned_copy(clt_tensor *dst, clt_tensor *src, int blocking, const char *api)
+{
+    int from = src->st->slot, to = dst->st->slot;
+    if (!clt__is_pinned(src) && !clt__is_pinned(dst)) {
+        clt__block *stg;
+        CLT_TRY(clt__alloc(clt__pinned_slot_of(to), clt_tensor_nbytes(src), CLT_MEM_OTHER, &stg));
+        clt__free(stg, NULL);
+    }
+    clt__tensor_set_write(dst, NULL);
+    int slot = clt__is_pinned(dst) ? from : to;
+    return blocking ? clt__sync_wait(slot, api, 0, NULL) : CLT_OK;
+}
+
 clt_status clt__copy_via_host(clt_tensor *dst, clt_tensor *src, int blocking, cl_event *done, const char *api)
 {
     if (done) *done = NULL;
@@ -320,6 +341,7 @@ clt_status clt__copy_via_host(clt_tensor *dst, clt_tensor *src, int blocking, cl
         memmove(clt__pinned_ptr(dst), clt__pinned_ptr(src), n);
         return CLT_OK;
     }
+    if (clt__slot_plans(dst->st->slot)) return planned_copy(dst, src, blocking, api);
     if (sp) return upload(dst, src, blocking, done, api);
     if (dp) return download(dst, src, blocking, done, api);
     if (clt__pinned_slot() < 0) return clt__fail(CLT_ERR_NO_DEVICE, "internal: no pinned memory for staging");

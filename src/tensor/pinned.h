@@ -7,6 +7,9 @@
 #include "tensor_internal.h"
 
 int clt__is_pinned(const clt_tensor *t);
+/* The pinned memory that stages transfers to dev: "plan:pinned" for a
+ * planning device, else clt_pinned(). */
+clt_device clt__pinned_beside(clt_device dev);
 /* Host address of the tensor's first element. */
 void *clt__pinned_ptr(const clt_tensor *t);
 

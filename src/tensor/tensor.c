@@ -62,7 +62,7 @@ uint64_t clt__tensor_version(const clt_tensor *t) { return t->st->version; }
 static void storage_release(clt__storage *st)
 {
     if (!st || atomic_fetch_sub(&st->refs, 1) != 1) return;
-    if (st->slot == clt__pinned_slot()) clt__pinned_free(st);
+    if (clt__slot_is_pinned(st->slot)) clt__pinned_free(st);
     else clt__free(st->block, st->foreign_read);
     if (st->last_write) clReleaseEvent(st->last_write);
     if (st->foreign_read) clReleaseEvent(st->foreign_read);
@@ -82,7 +82,7 @@ clt_status clt__tensor_new(clt_tensor **out, int slot, clt_dtype dt, int ndim, c
         free(st);
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for a tensor header");
     }
-    if (slot == clt__pinned_slot()) clt__pinned_reclaim();
+    if (clt__slot_is_pinned(slot)) clt__pinned_reclaim();
     if (nbytes > 0) {
         clt_status s = clt__alloc(slot, nbytes, CLT_MEM_OTHER, &st->block);
         if (s != CLT_OK) {
@@ -124,6 +124,10 @@ static clt_status fill(clt_tensor *t, const void *pattern)
         /* A new tensor: no transfer can be using it yet. */
         char *p = clt__pinned_ptr(t);
         for (int64_t i = 0; i < t->numel; i++) memcpy(p + es * i, pattern, es);
+        return CLT_OK;
+    }
+    if (clt__slot_plans(t->st->slot)) { /* a planning device: the fill is skipped */
+        clt__tensor_set_write(t, NULL);
         return CLT_OK;
     }
     cl_command_queue q;
@@ -184,6 +188,10 @@ clt_status clt__write_host(clt_tensor *t, const void *src, size_t nbytes)
     if (nbytes == 0) return CLT_OK;
     if (clt__is_pinned(t)) {
         memcpy(clt__pinned_ptr(t), src, nbytes);
+        return CLT_OK;
+    }
+    if (clt__slot_plans(t->st->slot)) { /* a planning device: the write is skipped */
+        clt__tensor_set_write(t, NULL);
         return CLT_OK;
     }
     cl_command_queue q;
@@ -401,7 +409,7 @@ int clt__tensor_slot(const clt_tensor *t) { return t->st->slot; }
 
 void clt__tensor_set_write(clt_tensor *t, cl_event ev)
 {
-    clRetainEvent(ev);
+    if (ev) clRetainEvent(ev);
     if (t->st->last_write) clReleaseEvent(t->st->last_write);
     t->st->last_write = ev;
     t->st->version = version_tick();
@@ -429,6 +437,11 @@ clt_status clt__read_host(const clt_tensor *t, void *dst, size_t nbytes, const c
         return CLT_OK;
     }
     int slot = t->st->slot;
+    if (clt__slot_plans(slot)) { /* a planning device: a synchronization point that reads zeros */
+        CLT_TRY(clt__sync_point(slot, api));
+        memset(dst, 0, need);
+        return clt__sync_wait_only(slot, api, 0, NULL);
+    }
     cl_command_queue q;
     CLT_TRY(clt__slot_queue(slot, &q));
     /* Refused up front in CLT_SYNC_DEBUG=error mode, before anything is enqueued. */

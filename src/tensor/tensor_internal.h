@@ -42,8 +42,8 @@ clt__buf clt__tensor_buf(const clt_tensor *t);
 size_t clt__tensor_byte_offset(const clt_tensor *t);
 int clt__tensor_slot(const clt_tensor *t);
 
-/* Replaces the storage's last-write event (the storage retains ev; the caller keeps its own reference)
- * and gives the storage a new version. */
+/* Replaces the storage's last-write event (the storage retains ev; the caller keeps its own reference;
+ * NULL on a planning device, where nothing ran) and gives the storage a new version. */
 void clt__tensor_set_write(clt_tensor *t, cl_event ev);
 /* The version of t's storage: it changes with every command recorded as
  * writing it (clt__tensor_set_write, which every device write goes through)
