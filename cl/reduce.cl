@@ -90,7 +90,7 @@ __kernel void argmax_rows_f32(__global const float *x, ulong xo, ulong rows, ulo
 /* Adds the n values t[i * stride] (n a power of two, i the caller's index
  * along them) pairwise in a fixed tree: t[i] += t[i + n/2], then n/4, ...
  * Every work-item of the group calls it; t[0] holds the total on return. */
-inline void tree_sum(__local float *t, uint i, uint n, uint stride)
+static inline void tree_sum(__local float *t, uint i, uint n, uint stride)
 {
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint h = n / 2; h > 0; h /= 2) {
