@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -156,7 +157,7 @@ static int run_child(const char *params, const char *expect)
     char **env = clt_test_environ_with(set);
     char log[256];
     snprintf(log, sizeof log, "%s/child.log", dir);
-    int code = clt_test_run_self(NULL, env, log, 0);
+    int code = clt_test_run_self(NULL, env, log, 600);
     free(env);
     FILE *f = code ? fopen(log, "r") : NULL;
     char line[512];
@@ -238,14 +239,21 @@ START_TEST(test_refused_by_clblast)
 }
 END_TEST
 
-/* Unreadable paths: missing, a directory; a good file before one stops nothing. */
+/* Unreadable paths: missing, a directory, a FIFO (refused at once, not
+ * waited on: the child has a time limit); a good file before one stops
+ * nothing. */
 START_TEST(test_unreadable_files)
 {
-    char good[256], list[600], expect[600];
+    char good[256], list[600], expect[600], fifo[300];
     EXPECT_CHILD("/nonexistent/clblast_xgemm_1_32.json",
                  "CLT_ERR_IO|CLT_CLBLAST_PARAMS: cannot open /nonexistent/clblast_xgemm_1_32.json|No such file");
-    snprintf(expect, sizeof expect, "CLT_ERR_IO|%s is not a regular file", dir);
+    snprintf(expect, sizeof expect, "CLT_ERR_IO|CLT_CLBLAST_PARAMS: %s is a directory, not a regular file", dir);
     EXPECT_CHILD(dir, expect);
+    snprintf(fifo, sizeof fifo, "%s/clblast_xgemm_1_32.json", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    snprintf(expect, sizeof expect, "CLT_ERR_IO|CLT_CLBLAST_PARAMS: %s is a FIFO, not a regular file", fifo);
+    EXPECT_CHILD(fifo, expect);
+    ck_assert_int_eq(unlink(fifo), 0);
     write_tuner_file(good, sizeof good, "good.json", device_name(), "xgemm_1", "32", XGEMM_PARAMS "VWM=2 VWN=2");
     snprintf(list, sizeof list, "%s:%s/absent.json", good, dir);
     snprintf(expect, sizeof expect, "CLT_ERR_IO|cannot open %s/absent.json", dir);

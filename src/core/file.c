@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "error.h"
 #include "fault.h"
+#include "input.h"
 
 /* ---- deferring SIGINT and SIGTERM while a file is being written ---- */
 
@@ -275,19 +276,9 @@ void clt__afile_abort(clt__afile *f)
 
 FILE *clt__file_open_read(const char *path)
 {
-    /* O_NONBLOCK: opening a FIFO returns at once; cleared for the reads. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd = clt__input_fd(path, NULL);
     if (fd < 0) return NULL;
-    struct stat st;
-    FILE *f = NULL;
-    if (fstat(fd, &st) != 0) {
-        /* errno from fstat */
-    } else if (!S_ISREG(st.st_mode)) {
-        errno = EINVAL;
-    } else {
-        int flags = fcntl(fd, F_GETFL);
-        if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0) f = fdopen(fd, "rb");
-    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         int e = errno;
         close(fd);

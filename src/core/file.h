@@ -52,10 +52,11 @@ void clt__afile_abort(clt__afile *f);
 /* open + write + commit of one buffer. */
 clt_status clt__file_write(const char *path, const void *data, size_t n);
 
-/* Opens path for reading ("rb") only if it is a regular file: a FIFO or
- * device planted there (say in a cache directory) makes this NULL with
- * errno EINVAL at once instead of a read that blocks forever or never ends.
- * Links are followed. NULL with errno set on any failure. */
+/* Opens path for reading ("rb") only if it is a regular file, through
+ * clt__input_fd (input.h): a FIFO or device planted there (say in a cache
+ * directory) makes this NULL with errno EINVAL (EISDIR for a directory) at
+ * once instead of a read that blocks forever or never ends. Links are
+ * followed. NULL with errno set on any failure. */
 FILE *clt__file_open_read(const char *path);
 
 /* Whether path could be written now: its directory exists and is writable

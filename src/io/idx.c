@@ -14,6 +14,7 @@
 #include "../core/error.h"
 #include "../tensor/tensor_internal.h"
 #include "../core/file.h"
+#include "../core/input.h"
 
 #define IDX_UBYTE 0x08
 /* Memory grows from this size as data arrives. */
@@ -149,14 +150,8 @@ clt_status clt_idx_read(const char *path, clt_idx *out)
     CLT_TRY(clt__need("clt_idx_read", "out", out));
     memset(out, 0, sizeof *out);
     CLT_TRY(clt__need("clt_idx_read", "path", path));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return clt__fail(CLT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        clt_status s = clt__fail(CLT_ERR_IO, "%s is not a readable regular file", path);
-        close(fd);
-        return s;
-    }
+    int fd;
+    CLT_TRY(clt__input_open(path, &fd, NULL));
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
         close(fd);

@@ -14,6 +14,7 @@
 #include "../ops/half.h"
 #include "../tensor/tensor_internal.h"
 #include "../core/file.h"
+#include "../core/input.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this host is not"
@@ -324,24 +325,14 @@ clt_status clt_safetensors_open(clt_safetensors **out, const char *path)
         free(f);
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory opening %s", path);
     }
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        clt_status s = clt__fail(CLT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    clt_status s = clt__input_open(path, &f->fd, &st);
+    if (s != CLT_OK) {
         clt_safetensors_free(f);
         return s;
     }
     char msg[200];
     char *header = NULL;
-    clt_status s = CLT_OK;
-    struct stat st;
-    if (fstat(f->fd, &st) != 0) {
-        s = clt__fail(CLT_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        s = clt__fail(CLT_ERR_IO, "%s is not a regular file", path);
-        goto done;
-    }
     uint64_t size = (uint64_t)st.st_size;
     if (size < 8) {
         snprintf(msg, sizeof msg, "file has %llu bytes, fewer than the 8-byte header length",

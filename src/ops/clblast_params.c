@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../core/env.h"
+#include "../core/input.h"
 #include "../device/device_internal.h"
 #include "clblast_params.h"
 
@@ -48,13 +50,18 @@ static clt_status read_file(const char *path, char **text, size_t *len)
 {
     *text = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return clt__fail(CLT_ERR_IO, PRE "cannot open %s: %s", path, strerror(errno));
     struct stat st;
+    int fd = clt__input_fd(path, &st);
+    if (fd < 0 && st.st_mode)
+        return clt__fail(CLT_ERR_IO, PRE "%s is %s, not a regular file", path, clt__input_kind(st.st_mode));
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        clt_status s = clt__fail(CLT_ERR_IO, PRE "cannot open %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return s;
+    }
     clt_status s = CLT_OK;
-    if (fstat(fileno(f), &st) != 0) s = clt__fail(CLT_ERR_IO, PRE "cannot stat %s: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode)) s = clt__fail(CLT_ERR_IO, PRE "%s is not a regular file", path);
-    else if ((long long)st.st_size > MAX_FILE_BYTES)
+    if ((long long)st.st_size > MAX_FILE_BYTES)
         s = clt__fail(CLT_ERR_FORMAT, PRE "%s has %lld bytes, more than a tuner file's %lld", path,
                       (long long)st.st_size, MAX_FILE_BYTES);
     if (s == CLT_OK) {
