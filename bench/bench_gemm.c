@@ -2,8 +2,13 @@
  * tuned tile, and CLBlast) against OpenBLAS
  * on the same machine, in one run, plus kernel launch overhead and the cost
  * of a synchronisation. Figures are medians of several repetitions.
- * Usage: bench_gemm [device] [reps]   (device as `clt devices` names it; default cpu:0) */
+ * Usage: bench_gemm [device] [reps] [launch | capstone]   (device as `clt
+ * devices` names it; default cpu:0): `launch` times the launches alone,
+ * `capstone` the capstone's six products only. Built without OpenBLAS (when
+ * CMake finds none) its columns and ratios read 0 and "-". */
+#ifdef CLT_BENCH_OPENBLAS
 #include <cblas.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +122,7 @@ static void bench_tiles(clt_device dev, const shape *s, int reps, double *def, d
     clt_tensor_release(c);
 }
 
+#ifdef CLT_BENCH_OPENBLAS
 static double bench_openblas(const shape *s, int reps)
 {
     size_t na = (size_t)s->m * s->k, nb = (size_t)s->k * s->n, nc = (size_t)s->m * s->n;
@@ -141,6 +147,16 @@ static double bench_openblas(const shape *s, int reps)
     free(c);
     return med;
 }
+#else
+/* Built without OpenBLAS (CMake found none: scripts/gpu-check's machine): no peer. */
+static double bench_openblas(const shape *s, int reps)
+{
+    (void)s;
+    (void)reps;
+    return 0.0;
+}
+static int openblas_get_num_threads(void) { return 0; }
+#endif
 
 /* Microseconds per forward of a Linear then ReLU at the capstone's shapes
  * (batch 256), as two ops (clt_linear_forward, clt_relu: a second pass over
@@ -220,6 +236,14 @@ static void bench_launch(clt_device dev, int reps)
     clt_tensor_release(x);
 }
 
+/* "0.97x", or "-" without the peer (no OpenBLAS, or no CLBlast figure). */
+static const char *ratio(char *buf, size_t len, double a, double b)
+{
+    if (a > 0 && b > 0) snprintf(buf, len, "%.2fx", a / b);
+    else snprintf(buf, len, "-");
+    return buf;
+}
+
 int main(int argc, char **argv)
 {
     clt_device dev = clt_cpu();
@@ -231,29 +255,29 @@ int main(int argc, char **argv)
         bench_launch(dev, reps);
         return 0;
     }
+    /* bench_gemm DEVICE REPS capstone: the capstone's six products only. */
+    int capstone = argc > 3 && strcmp(argv[3], "capstone") == 0;
     char name[64];
     CHECK(clt_device_name(dev, name, sizeof name));
     printf("cltensor GEMM vs OpenBLAS (%d threads) on %s, GFLOP/s, median of %d repetitions\n",
            openblas_get_num_threads(), name, reps);
-    printf("%-30s %5s %5s %5s %9s %9s %9s %9s %9s %8s %9s %8s\n", "shape", "M", "N", "K", "clt-cpu", "tuned", "(tile)",
-           "clblast", "openblas", "cpu/obl", "tuned/obl", "clb/obl");
+    printf("%-30s %5s %5s %5s %9s %9s %9s %9s %9s %8s %9s %8s %8s\n", "shape", "M", "N", "K", "clt-cpu", "tuned",
+           "(tile)", "clblast", "openblas", "cpu/obl", "tuned/obl", "clb/obl", "cpu/clb");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape *s = &shapes[i];
+        if (capstone && strncmp(s->name, "fwd", 3) != 0 && strncmp(s->name, "bwd", 3) != 0) continue;
         /* CLBlast runs about 0.1x OpenBLAS here: past 1024^3 it would take minutes. */
         double flop = 2.0 * s->m * s->n * s->k, cpu, tuned;
         double clb = flop <= 2.2e9 ? bench_clt(dev, s, "clblast", reps) : 0.0;
         int tm, tn;
         bench_tiles(dev, s, reps, &cpu, &tuned, &tm, &tn);
-        char tile[16];
+        char tile[16], cl[16] = "-", r[4][16];
         snprintf(tile, sizeof tile, "%dx%d", tm, tn);
         double obl = bench_openblas(s, reps);
-        char cl[16] = "-", clr[16] = "-";
-        if (clb > 0) {
-            snprintf(cl, sizeof cl, "%.1f", clb);
-            snprintf(clr, sizeof clr, "%.2fx", clb / obl);
-        }
-        printf("%-30s %5d %5d %5d %9.1f %9.1f %9s %9s %9.1f %7.2fx %8.2fx %8s\n", s->name, s->m, s->n, s->k, cpu, tuned,
-               tile, cl, obl, cpu / obl, tuned / obl, clr);
+        if (clb > 0) snprintf(cl, sizeof cl, "%.1f", clb);
+        printf("%-30s %5d %5d %5d %9.1f %9.1f %9s %9s %9.1f %8s %9s %8s %8s\n", s->name, s->m, s->n, s->k, cpu, tuned,
+               tile, cl, obl, ratio(r[0], 16, cpu, obl), ratio(r[1], 16, tuned, obl), ratio(r[2], 16, clb, obl),
+               ratio(r[3], 16, cpu, clb));
         fflush(stdout);
     }
     bench_fused(dev, reps);
