@@ -84,7 +84,7 @@ function idxHeader(dims) {
 // half-written file under the final name.
 function writeAtomic(file, parts) {
   const tmp = `${file}.tmp.${process.pid}`;
-  const fd = fs.openSync(tmp, 'w');
+  const fd = fs.openSync(tmp, 'wx', 0o644); // a new file, never an existing one or a link
   try {
     for (const p of parts) fs.writeSync(fd, p);
     fs.fsyncSync(fd);
