@@ -5,10 +5,12 @@
 #include "../core/env.h"
 #include "trace.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 typedef struct clt__context_group {
     cl_context context;
@@ -192,12 +194,18 @@ static void install(slot_table *t, cl_uint np)
  * added as a separate device over the first CPU, in a context of its own;
  * with CLT_CPU_AS_GPU=only it is not, so no CPU device exists (as on a GPU
  * machine without pocl). */
+static int discovery_errno; /* errno after the ICD loader's discovery, for no_platform_reason */
+
 static void enumerate(void)
 {
     cl_uint np = 0;
-    if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0) return;
+    errno = 0;
+    cl_int err = clGetPlatformIDs(0, NULL, &np);
+    discovery_errno = errno;
+    if (err != CL_SUCCESS || np == 0) return;
     cl_platform_id *plats = calloc(np, sizeof *plats);
     if (!plats || clGetPlatformIDs(np, plats, NULL) != CL_SUCCESS) {
+        if (!plats) discovery_errno = ENOMEM;
         free(plats);
         return;
     }
@@ -222,6 +230,47 @@ const clt__slot *clt__slot_get(int slot)
 {
     if (slot < 0 || slot >= clt__slot_count()) return NULL;
     return &slots[slot];
+}
+
+/* Below these a resource limit, rather than a missing ICD, is the likely
+ * reason discovery found nothing: the ICD loader and its driver map large
+ * libraries (pocl its LLVM compiler: about 500 MiB of address space) and
+ * open files of their own. */
+#define LOW_MEMORY_LIMIT (4ull << 30)
+#define LOW_FILE_LIMIT 64
+
+/* Why no OpenCL device exists, for messages: the address-space, data or
+ * open-file limit when one is set and low (or loading failed for lack of
+ * memory or descriptors), else the missing ICD. */
+static void no_platform_reason(char *buf, size_t len)
+{
+    static const struct {
+        int resource;
+        const char *what, *flag;
+    } memory[] = {{RLIMIT_AS, "address-space", "ulimit -v"}, {RLIMIT_DATA, "data-segment", "ulimit -d"}};
+    struct rlimit rl;
+    int e = discovery_errno;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rl.rlim_cur < LOW_FILE_LIMIT || e == EMFILE)) {
+        snprintf(buf, len, "no OpenCL platform could be loaded under the open-file limit of %llu (ulimit -n): the "
+                 "ICD loader and its driver open files of their own; raise the limit",
+                 (unsigned long long)rl.rlim_cur);
+        return;
+    }
+    for (size_t i = 0; i < sizeof memory / sizeof memory[0]; i++) {
+        if (getrlimit(memory[i].resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) continue;
+        if (rl.rlim_cur < LOW_MEMORY_LIMIT || e == ENOMEM) {
+            snprintf(buf, len, "no OpenCL platform could be loaded under the %s limit of %llu MiB (%s): the ICD "
+                     "loader and its driver need more (pocl maps its LLVM compiler); raise the limit",
+                     memory[i].what, (unsigned long long)(rl.rlim_cur >> 20), memory[i].flag);
+            return;
+        }
+    }
+    if (e == ENFILE) {
+        snprintf(buf, len, "no OpenCL platform could be loaded: the system's open-file table is full (ENFILE)");
+        return;
+    }
+    snprintf(buf, len, "no OpenCL platform was found (is an ICD such as pocl-opencl-icd installed?)");
 }
 
 static int find_real(clt_device dev);
@@ -283,9 +332,11 @@ clt_status clt__resolve(clt_device dev, int *slot)
     }
     char name[32];
     clt_device_name(dev, name, sizeof name);
-    if (clt__slot_count() == 0)
-        return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: no OpenCL platform was found "
-                         "(is an ICD such as pocl-opencl-icd installed?)", name);
+    if (clt__slot_count() == 0) {
+        char why[400];
+        no_platform_reason(why, sizeof why);
+        return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: %s", name, why);
+    }
     if (dev.type == CLT_DEVICE_PINNED)
         return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: pinned memory has one device, \"pinned\"", name);
     if (dev.type == CLT_DEVICE_PLAN)
@@ -489,6 +540,11 @@ clt_status clt_device_list_info(int i, clt_device_info *out)
 {
     if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_list_info: out is NULL");
     const clt__slot *s = i < clt_device_list_count() ? clt__slot_get(i) : NULL;
+    if (!s && clt_device_list_count() == 0) {
+        char why[400];
+        no_platform_reason(why, sizeof why);
+        return clt__fail(CLT_ERR_NO_DEVICE, "no OpenCL device: %s", why);
+    }
     if (!s)
         return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
                          clt_device_list_count());

@@ -21,7 +21,10 @@ int clt_cmd_devices(int argc, char **argv)
     printf("cltensor %s\n", clt_version(NULL, NULL, NULL));
     int n = clt_device_list_count();
     if (n == 0) {
-        fprintf(stderr, "clt devices: no OpenCL device found (install an ICD, e.g. pocl-opencl-icd)\n");
+        /* The library says why: a missing ICD, or a resource limit. */
+        clt_device_info none;
+        clt_device_list_info(0, &none);
+        fprintf(stderr, "clt devices: %s\n", clt_last_error());
         return 1;
     }
     for (int i = 0; i < n; i++) {

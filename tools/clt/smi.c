@@ -225,7 +225,10 @@ int clt_cmd_smi(int argc, char **argv)
         }
     }
     if (clt_device_list_count() == 0) {
-        fprintf(stderr, "clt smi: no OpenCL device found (install an ICD, e.g. pocl-opencl-icd)\n");
+        /* The library says why: a missing ICD, or a resource limit. */
+        clt_device_info none;
+        clt_device_list_info(0, &none);
+        fprintf(stderr, "clt smi: %s\n", clt_last_error());
         return 1;
     }
     if (!watch) return show(bytes);

@@ -1,0 +1,157 @@
+/* Messages under resource limits name the limit (src/device/device.c,
+ * no_platform_reason): a child of this binary lowers RLIMIT_AS or
+ * RLIMIT_NOFILE before its first device use, and finds no device; the
+ * message (from clt_device_list_info and from resolving cpu:0) names the
+ * limit and its value, not a missing ICD. `clt devices` under `ulimit -v`
+ * says the same. With no limit and no ICD (OCL_ICD_VENDORS an empty
+ * folder) the message still says to install one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "support.h"
+
+static char dir[256];
+static char out[1 << 16];
+
+#define run(...) clt_test_shell(out, sizeof out, __VA_ARGS__)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ASAN 1
+#endif
+#endif
+#ifndef ASAN
+#define ASAN 0
+#endif
+
+static void setup(void) { clt_test_make_temp_dir(dir, sizeof dir, "limits"); }
+static void teardown(void) { clt_test_remove_dir(dir); }
+
+/* This process's mapped size in bytes (VmSize), 0 when unknown. */
+static unsigned long long vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb << 10;
+}
+
+/* The child: lowers the limit that `which` names, then asks for devices.
+ * Prints the two messages; exits 0 when there was no device. */
+static int child(const char *which)
+{
+    struct rlimit rl;
+    if (strcmp(which, "as") == 0) {
+        rl.rlim_cur = rl.rlim_max = vm_size() + (64ull << 20);
+        if (setrlimit(RLIMIT_AS, &rl) != 0) return 3;
+    } else if (strcmp(which, "nofile") == 0) {
+        rl.rlim_cur = rl.rlim_max = 3;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 3;
+    }
+    int n = clt_device_list_count();
+    clt_device_info info;
+    clt_status s = clt_device_list_info(0, &info);
+    printf("count %d\nlist: %s\n", n, s == CLT_OK ? "ok" : clt_last_error());
+    clt_tensor *t = NULL;
+    int64_t shape[1] = {4};
+    s = clt_empty(&t, (clt_cpu)(), CLT_FLOAT32, 1, shape);
+    printf("create: %s\n", s == CLT_OK ? "ok" : clt_last_error());
+    clt_tensor_release(t);
+    fflush(stdout);
+    return n == 0 ? 0 : 4;
+}
+
+/* Runs the child for `which` with extra environment; its output in out. */
+static int run_child(const char *which, const char *env_var)
+{
+    const char *set[] = {env_var, NULL};
+    char **env = clt_test_environ_with(set);
+    char log[300];
+    snprintf(log, sizeof log, "%s/child.log", dir);
+    char arg[64];
+    snprintf(arg, sizeof arg, "--limits-child=%s", which);
+    int code = clt_test_run_self(arg, env, log, 120);
+    free(env);
+    char *text = clt_test_read_file(log);
+    snprintf(out, sizeof out, "%s", text);
+    free(text);
+    return code;
+}
+
+static void expect_twice(const char *want, const char *unwanted)
+{
+    const char *list = strstr(out, "list: "), *create = strstr(out, "create: ");
+    ck_assert_msg(list && create, "child said:\n%s", out);
+    ck_assert_msg(strstr(list, want) && strstr(create, want), "\"%s\" missing from:\n%s", want, out);
+    if (unwanted) ck_assert_msg(!strstr(out, unwanted), "\"%s\" in:\n%s", unwanted, out);
+}
+
+START_TEST(test_address_space_limit_is_named)
+{
+    clt_test_skip_if(ASAN, "no-asan", "AddressSanitizer reserves more address space than the limit");
+    int code = run_child("as", NULL);
+    ck_assert_msg(code == 0, "child exit %d:\n%s", code, out);
+    expect_twice("under the address-space limit of ", "is an ICD");
+    expect_twice("MiB (ulimit -v)", NULL);
+}
+END_TEST
+
+START_TEST(test_open_file_limit_is_named)
+{
+    int code = run_child("nofile", NULL);
+    ck_assert_msg(code == 0, "child exit %d:\n%s", code, out);
+    expect_twice("under the open-file limit of 3 (ulimit -n)", "is an ICD");
+}
+END_TEST
+
+/* No limit, no ICD: the old advice stands. */
+START_TEST(test_no_icd_says_install_one)
+{
+    char var[400];
+    snprintf(var, sizeof var, "OCL_ICD_VENDORS=%s", dir);
+    int code = run_child("none", var);
+    ck_assert_msg(code == 0, "child exit %d:\n%s", code, out);
+    expect_twice("no OpenCL platform was found (is an ICD such as pocl-opencl-icd installed?)", "limit");
+    int rc = run("OCL_ICD_VENDORS=%s %s devices", dir, clt_test_clt_path());
+    ck_assert_msg(rc == 1 && strstr(out, "clt devices: no OpenCL device: no OpenCL platform was found"),
+                  "clt devices without an ICD: exit %d:\n%s", rc, out);
+}
+END_TEST
+
+/* The tool under `ulimit -v`. */
+START_TEST(test_tool_names_the_limit)
+{
+    clt_test_skip_if(ASAN, "no-asan", "AddressSanitizer reserves more address space than the limit");
+    int rc = run("ulimit -v 200000 && %s devices", clt_test_clt_path());
+    ck_assert_msg(rc == 1 && strstr(out, "clt devices: no OpenCL device: no OpenCL platform could be loaded under "
+                                         "the address-space limit of 195 MiB (ulimit -v)"),
+                  "clt devices under ulimit -v: exit %d:\n%s", rc, out);
+    clt_test_write_idx_split(dir, "train", 32, 1, 0);
+    clt_test_write_idx_split(dir, "t10k", 32, 2, 0);
+    rc = run("ulimit -v 200000 && %s train --data %s --steps 1", clt_test_clt_path(), dir);
+    ck_assert_msg(rc == 1 && strstr(out, "address-space limit of 195 MiB (ulimit -v)") && !strstr(out, "is an ICD"),
+                  "clt train under ulimit -v: exit %d:\n%s", rc, out);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strncmp(argv[1], "--limits-child=", 15) == 0) return child(argv[1] + 15);
+    Suite *s = suite_create("limits");
+    TCase *tc = tcase_create("limits");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_address_space_limit_is_named);
+    tcase_add_test(tc, test_open_file_limit_is_named);
+    tcase_add_test(tc, test_no_icd_says_install_one);
+    tcase_add_test(tc, test_tool_names_the_limit);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}
