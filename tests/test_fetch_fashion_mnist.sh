@@ -113,6 +113,8 @@ grep -q 'is writable by its group or others (mode 777)' "$work/out" || fail "077
 if fetch "$work/t/open/data"; then fail "a folder under a 0777 parent passed: $(out)"; fi
 grep -q 'without the sticky bit' "$work/out" || fail "0777 parent said: $(out)"
 [ -z "$(ls -A "$work/t/open")" ] || fail "a folder was made under a 0777 parent"
+if fetch "$work/t/open/a/b/data"; then fail "a folder deep under a 0777 parent passed: $(out)"; fi
+[ -z "$(ls -A "$work/t/open")" ] || fail "folders were made under a 0777 parent"
 chmod 1777 "$work/t/open"
 fetch "$work/t/open/data" || fail "a folder under a sticky 1777 parent: $(out)"
 rm -rf "$work/t/open"
