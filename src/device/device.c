@@ -158,7 +158,9 @@ static void add_twins(slot_table *t)
         clt__slot *s = &t->tab[t->n++];
         *s = t->tab[i];
         s->plans_for = i;
-        snprintf(s->name, sizeof s->name, "plan:%s", t->tab[i].name);
+        char real[sizeof s->name];
+        memcpy(real, t->tab[i].name, sizeof real);
+        snprintf(s->name, sizeof s->name, "plan:%.*s", (int)sizeof s->name - 6, real);
     }
 }
 
