@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "support.h"
-#include "trainer/accumulate.h"
+#include "trainer/step.h"
 
 static clt_dataset data;
 
@@ -146,7 +146,7 @@ START_TEST(test_momentum)
         ck_assert_ok(clt_zeros(&sum, dev, CLT_FLOAT32, 1, &one));
         for (int step = 0; step < 3; step++) {
             ck_assert_ok(clt_model_zero_grad(m));
-            ck_assert_ok(clt__accumulate(m, x, y, run ? 4 : 1, rows, sum, 0));
+            ck_assert_ok(clt__accumulate(m, NULL, x, y, run ? 4 : 1, rows, sum, 0));
             ck_assert_ok(clt_optimizer_step(opt));
         }
         result[run] = params_of(m);

@@ -10,7 +10,7 @@
 #include "support.h"
 #include "device/device_internal.h"
 #include "ops/ops_internal.h"
-#include "trainer/accumulate.h"
+#include "trainer/step.h"
 
 static char out[1 << 16];
 #define run(...) clt_test_shell(out, sizeof out, __VA_ARGS__)
@@ -140,7 +140,7 @@ START_TEST(test_accumulated_plan_exact)
             free(xs);
             ck_assert_ok(clt_zeros(&y, dev, CLT_INT32, 1, &n));
             ck_assert_ok(clt_model_zero_grad(m));
-            ck_assert_ok(clt__accumulate(m, x, y, 4, n, loss_sum, 0));
+            ck_assert_ok(clt__accumulate(m, NULL, x, y, 4, n, loss_sum, 0));
             ck_assert_ok(clt_optimizer_step(opt));
             clt_tensor_release(x);
             clt_tensor_release(y);

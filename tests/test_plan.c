@@ -36,7 +36,7 @@ static clt_tensor *batch_labels(int64_t rows, int classes)
     return t;
 }
 
-/* The trainer's step (src/trainer/trainer.c train_step). */
+/* The trainer's step (src/trainer/step.c clt__train_step). */
 static clt_status train_step(clt_model *m, clt_optimizer *opt, clt_tensor *x, clt_tensor *y)
 {
     clt_tensor *logits = NULL, *loss = NULL, *dlogits = NULL;

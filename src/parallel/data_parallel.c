@@ -10,7 +10,7 @@
 
 #include "../core/error.h"
 #include "../ops/half.h"
-#include "../trainer/accumulate.h"
+#include "../trainer/step.h"
 #include "../trainer/engine.h"
 #include "cltensor/ops.h"
 #include "cltensor/parallel.h"
@@ -31,7 +31,7 @@ typedef struct replica {
     clt_model *model;     /* [0] is the caller's model */
     clt_loader *loader;   /* this replica's shard of every global batch */
     clt_tensor *loss_sum; /* sum of per-example losses this epoch, on the device */
-    clt_tensor *x, *y, *logits, *loss, *dlogits;
+    clt__step_tensors t;  /* the current shard and its step's tensors */
     int64_t n;            /* examples in the current shard */
 } replica;
 
@@ -51,12 +51,7 @@ typedef struct dp_state {
 
 static void batch_release(replica *r)
 {
-    clt_tensor_release(r->x);
-    clt_tensor_release(r->y);
-    clt_tensor_release(r->logits);
-    clt_tensor_release(r->loss);
-    clt_tensor_release(r->dlogits);
-    r->x = r->y = r->logits = r->loss = r->dlogits = NULL;
+    clt__step_tensors_release(&r->t);
     r->n = 0;
 }
 
@@ -165,19 +160,10 @@ static clt_status dp_step(dp_state *d, int64_t global_n, double clip, int *stop)
     for (int i = 0; i < d->k; i++) {
         replica *r = &d->r[i];
         if (r->n == 0) continue;
-        if (d->accumulate > 1) {
-            /* Each micro-batch's gradient scaled by its rows / global_n, as the shards'. */
-            CLT_TRY(clt_model_zero_grad(r->model));
-            CLT_TRY(clt__accumulate(r->model, r->x, r->y, d->accumulate, global_n, r->loss_sum, 0));
-            continue;
-        }
-        CLT_TRY(clt_model_forward(r->model, r->x, &r->logits));
-        CLT_TRY(clt_cross_entropy_loss_grad(&r->loss, &r->dlogits, r->logits, r->y));
-        /* dlogits is the shard's mean gradient; n/N makes the sum over shards the global mean. */
-        CLT_TRY(clt_scale_(r->dlogits, (float)((double)r->n / (double)global_n)));
-        CLT_TRY(clt_model_zero_grad(r->model));
-        CLT_TRY(clt_model_backward(r->model, r->dlogits, NULL));
-        CLT_TRY(clt_axpy_(r->loss_sum, (float)r->n, r->loss));
+        /* Each (micro-)batch's dout is its mean loss's gradient; scaled by its
+         * rows / global_n, the sum over shards is the global mean's. */
+        clt__step_options so = {.accumulate = d->accumulate, .denom = global_n};
+        CLT_TRY(clt__step_gradients(r->model, &r->t, r->loss_sum, &so));
     }
     CLT_TRY(reduce_gradients(d, stop));
     if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(primary, clip, NULL));
@@ -197,7 +183,7 @@ static clt_status local_loss(dp_state *d, double *sum)
     *sum = 0;
     for (int i = 0; i < d->k; i++) {
         double v;
-        CLT_TRY(clt__fit_item(d->r[i].loss_sum, &v, "clt_parallel_fit (reading the loss)"));
+        CLT_TRY(clt__step_read(d->r[i].loss_sum, &v, "clt_parallel_fit (reading the loss)"));
         *sum += v;
     }
     return CLT_OK;
@@ -226,9 +212,9 @@ static clt_status dp_next(void *ctx, int64_t *n, int *stop)
     *n = 0;
     for (int i = 0; s == CLT_OK && i < d->k; i++) {
         replica *r = &d->r[i];
-        s = clt_loader_next(r->loader, &r->x, &r->y);
-        if (s == CLT_OK && !r->x) done = 1;
-        r->n = r->x ? clt_tensor_dim(r->x, 0) : 0;
+        s = clt_loader_next(r->loader, &r->t.x, &r->t.y);
+        if (s == CLT_OK && !r->t.x) done = 1;
+        r->n = r->t.x ? clt_tensor_dim(r->t.x, 0) : 0;
     }
     if (s == CLT_OK && !done) {
         int64_t start = d->batch * d->batch_size;

@@ -470,7 +470,7 @@ static const clt__layer *first_linear(const clt__layer *l, int n)
 }
 
 /* Examples in micro-batch k of `micro` over a batch of `batch`: the first
- * batch % micro get one more (clt__micro_rows, src/trainer/accumulate.c, splits so). */
+ * batch % micro get one more (clt__micro_rows, src/trainer/step.c, splits so). */
 static int64_t micro_rows(int64_t batch, int micro, int k)
 {
     return batch / micro + (k < batch % micro ? 1 : 0);

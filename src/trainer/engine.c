@@ -13,7 +13,6 @@
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../core/file.h"
-#include "../tensor/tensor_internal.h"
 #include "board.h"
 #include "checkpoint.h"
 #include "progress.h"
@@ -23,15 +22,6 @@ static volatile sig_atomic_t stop_flag;
 void clt_trainer_request_stop(void) { stop_flag = 1; }
 
 int clt__fit_stop_requested(void) { return stop_flag != 0; }
-
-clt_status clt__fit_item(const clt_tensor *t, double *out, const char *api)
-{
-    if (clt_tensor_dtype(t) != CLT_FLOAT32 || clt_tensor_numel(t) != 1) return clt_item(t, out);
-    float v = 0;
-    CLT_TRY(clt__read_host(t, &v, sizeof v, api));
-    *out = v;
-    return CLT_OK;
-}
 
 clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_trainer_options *o, int lead)
 {

@@ -41,10 +41,6 @@ typedef struct clt__fit_backend {
 /* Checks what every backend needs of the options and the data (op names the
  * message); lead (the process that writes files) also checks the output paths,
  * so that a bad one is refused before any work instead of failing an epoch. */
-/* *out = the one-element float32 tensor t, a synchronization point reported
- * as `api` (the public call, and what it reads: "clt_trainer_fit (reading
- * the loss)"), not as clt_item. */
-clt_status clt__fit_item(const clt_tensor *t, double *out, const char *api);
 clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_trainer_options *o, int lead);
 
 /* The optimizer the options ask for, on model. */

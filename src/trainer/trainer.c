@@ -1,6 +1,6 @@
-/* The Trainer: device choice (num_gpus as a ceiling, CPU fallback),
- * evaluation, and the one-device backend of the fit engine (engine.c),
- * whose step keeps the loss on the device. */
+/* The Trainer: device choice (num_gpus as a ceiling, CPU fallback) and the
+ * one-device backend of the fit engine (engine.c), whose step (step.c)
+ * keeps the loss on the device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +9,8 @@
 #include "../core/error.h"
 #include "cltensor/ops.h"
 #include "cltensor/trainer.h"
-#include "accumulate.h"
 #include "engine.h"
-#include "progress.h"
+#include "step.h"
 
 /* No log and no progress bar: by default a fit prints nothing; a program that
  * wants the epoch lines sets opt.log (clt train sets stdout), and opt.progress
@@ -38,115 +37,6 @@ static clt_device training_device(const clt_trainer_options *o)
     if (o->use_device) return o->device;
     int n = clt_num_gpus();
     return (o->num_gpus < n ? o->num_gpus : n) > 0 ? clt_gpu(0) : clt_cpu();
-}
-
-typedef struct step_tensors {
-    clt_tensor *x, *y, *logits, *loss, *dlogits;
-} step_tensors;
-
-static void step_release(step_tensors *t)
-{
-    clt_tensor_release(t->x);
-    clt_tensor_release(t->y);
-    clt_tensor_release(t->logits);
-    clt_tensor_release(t->loss);
-    clt_tensor_release(t->dlogits);
-    memset(t, 0, sizeof *t);
-}
-
-/* Names the step's phase in a memory record (clt_memory_record_mark);
- * step 0 marks nothing. */
-static void mark(clt_model *m, int64_t step, const char *phase)
-{
-    char label[64];
-    if (!step) return;
-    snprintf(label, sizeof label, "step %lld %s", (long long)step, phase);
-    clt_memory_record_mark(clt_model_device(m), label);
-}
-
-/* Forward, loss and backward of one (micro-)batch, accumulating into the
- * gradients; adds loss * rows to loss_sum on the device. */
-static clt_status micro_batch(clt_model *m, step_tensors *t, clt_tensor *loss_sum, int64_t step)
-{
-    mark(m, step, "forward");
-    CLT_TRY(clt_model_forward(m, t->x, &t->logits));
-    mark(m, step, "loss");
-    CLT_TRY(clt_cross_entropy_loss_grad(&t->loss, &t->dlogits, t->logits, t->y));
-    mark(m, step, "backward");
-    CLT_TRY(clt_model_backward(m, t->dlogits, NULL));
-    return clt_axpy_(loss_sum, (float)clt_tensor_dim(t->x, 0), t->loss);
-}
-
-/* One optimizer step: zero the gradients, forward and backward over the
- * batch (in `accumulate` micro-batches when > 1), clip, update. A step
- * number > 0 marks its phases for a memory record. */
-static clt_status train_step(clt_model *m, clt_optimizer *opt, step_tensors *t, clt_tensor *loss_sum, double clip,
-                             int accumulate, int64_t step)
-{
-    CLT_TRY(clt_model_zero_grad(m));
-    if (accumulate > 1) {
-        CLT_TRY(clt__accumulate(m, t->x, t->y, accumulate, clt_tensor_dim(t->x, 0), loss_sum, step));
-    } else {
-        CLT_TRY(micro_batch(m, t, loss_sum, step));
-    }
-    mark(m, step, "optimizer");
-    if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(m, clip, NULL));
-    CLT_TRY(clt_optimizer_step(opt));
-    mark(m, step, "frees"); /* the step's tensors, released by the caller */
-    return CLT_OK;
-}
-
-clt_status clt_trainer_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit, double *loss,
-                                double *accuracy)
-{
-    if (!model || !ds || !loss || !accuracy)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trainer_evaluate: NULL argument");
-    if (batch_size < 1)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trainer_evaluate: batch_size %lld", (long long)batch_size);
-    clt_device dev = clt_model_device(model);
-    clt_loader_options lo = clt_loader_default_options();
-    lo.batch_size = batch_size;
-    lo.shuffle = 0;
-    lo.limit = limit;
-    lo.flatten = 1;
-    clt_loader *loader;
-    CLT_TRY(clt_loader_create(&loader, ds, dev, &lo));
-    int was_training = clt_model_training(model);
-    clt_model_set_training(model, 0);
-    int64_t one = 1;
-    clt_tensor *loss_sum = NULL, *correct = NULL;
-    clt_status s = clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one);
-    if (s == CLT_OK) s = clt_zeros(&correct, dev, CLT_FLOAT32, 1, &one);
-    int64_t seen = 0;
-    while (s == CLT_OK) {
-        step_tensors t = {0};
-        clt_tensor *pred = NULL, *hits = NULL;
-        s = clt_loader_next(loader, &t.x, &t.y);
-        if (s != CLT_OK || !t.x) break;
-        int64_t b = clt_tensor_dim(t.x, 0);
-        s = clt_model_forward(model, t.x, &t.logits);
-        if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&t.loss, NULL, t.logits, t.y);
-        if (s == CLT_OK) s = clt_axpy_(loss_sum, (float)b, t.loss);
-        if (s == CLT_OK) s = clt_argmax_rows(&pred, t.logits);
-        if (s == CLT_OK) s = clt_count_equal(&hits, pred, t.y);
-        if (s == CLT_OK) s = clt_add_(correct, hits);
-        clt_tensor_release(pred);
-        clt_tensor_release(hits);
-        step_release(&t);
-        seen += b;
-    }
-    double total = 0, right = 0;
-    if (s == CLT_OK) s = clt__fit_item(loss_sum, &total, "clt_trainer_evaluate (reading the loss)");
-    if (s == CLT_OK) s = clt__fit_item(correct, &right, "clt_trainer_evaluate (reading the correct count)");
-    if (s == CLT_OK) {
-        *loss = seen ? total / (double)seen : NAN;
-        *accuracy = seen ? right / (double)seen : NAN;
-    }
-    clt_tensor_release(loss_sum);
-    clt_tensor_release(correct);
-    clt_loader_free(loader);
-    clt_model_set_training(model, was_training);
-    return s;
 }
 
 /* ---- The one-device backend ---- */
@@ -200,23 +90,24 @@ static clt_status one_step(void *ctx, int64_t *n, int *stop)
 {
     (void)stop;
     one_device *d = ctx;
-    step_tensors t = {0};
+    clt__step_tensors t = {0};
     *n = 0;
     clt_status s = clt_loader_next(d->loader, &t.x, &t.y);
     if (s == CLT_OK && t.x) {
         *n = clt_tensor_dim(t.x, 0);
         int recording = d->record_until > d->steps;
-        s = train_step(d->model, d->opt, &t, d->loss_sum, d->clip, d->accumulate, recording ? d->steps + 1 : 0);
+        clt__step_options so = {.accumulate = d->accumulate, .mark = recording ? d->steps + 1 : 0};
+        s = clt__train_step(d->model, d->opt, &t, d->loss_sum, d->clip, &so);
         d->steps++;
     }
-    step_release(&t);
+    clt__step_tensors_release(&t);
     if (d->record_until && d->steps >= d->record_until) s = record_finish(d, s);
     return s;
 }
 
 static clt_status one_loss(void *ctx, double *sum)
 {
-    return clt__fit_item(((one_device *)ctx)->loss_sum, sum, "clt_trainer_fit (reading the loss)");
+    return clt__step_read(((one_device *)ctx)->loss_sum, sum, "clt_trainer_fit (reading the loss)");
 }
 
 static clt_status one_running(void *ctx, int64_t seen, double *mean)

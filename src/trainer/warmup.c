@@ -6,11 +6,11 @@
 
 #include "../core/clock.h"
 #include "../core/error.h"
-#include "engine.h"
 #include "../device/device_internal.h"
 #include "../kernels/program.h"
 #include "cltensor/ops.h"
 #include "cltensor/warmup.h"
+#include "step.h"
 
 /* The model's layers rebuilt on its device, in its dtype, recompute setting and
  * loss scaling, with fresh parameters; *in and *classes: the first Linear's
@@ -58,41 +58,8 @@ static clt_status scratch_copy(const clt_model *m, clt_model **out, int64_t *in,
     return CLT_OK;
 }
 
-typedef struct step_data {
-    clt_tensor *x, *y, *logits, *loss, *dlogits, *pred, *hits, *loss_sum;
-} step_data;
-
-static void step_data_release(step_data *d)
-{
-    clt_tensor *all[] = {d->x, d->y, d->logits, d->loss, d->dlogits, d->pred, d->hits, d->loss_sum};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) clt_tensor_release(all[i]);
-    memset(d, 0, sizeof *d);
-}
-
-/* What clt_trainer_fit's step and clt_trainer_evaluate's batch do, once each. */
-static clt_status run_step(clt_model *c, clt_optimizer *opt, step_data *d, double clip)
-{
-    double ignored;
-    CLT_TRY(clt_model_forward(c, d->x, &d->logits));
-    CLT_TRY(clt_cross_entropy_loss_grad(&d->loss, &d->dlogits, d->logits, d->y));
-    CLT_TRY(clt_model_zero_grad(c));
-    CLT_TRY(clt_model_backward(c, d->dlogits, NULL));
-    if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(c, clip, NULL));
-    CLT_TRY(clt_optimizer_step(opt));
-    CLT_TRY(clt_axpy_(d->loss_sum, 1.0f, d->loss));
-    CLT_TRY(clt__fit_item(d->loss_sum, &ignored, "clt_model_warmup (reading the loss)"));
-    clt_tensor_release(d->logits);
-    clt_tensor_release(d->loss);
-    d->logits = d->loss = NULL;
-    clt_model_set_training(c, 0);
-    CLT_TRY(clt_model_forward(c, d->x, &d->logits));
-    CLT_TRY(clt_cross_entropy_loss_grad(&d->loss, NULL, d->logits, d->y));
-    CLT_TRY(clt_argmax_rows(&d->pred, d->logits));
-    CLT_TRY(clt_count_equal(&d->hits, d->pred, d->y));
-    CLT_TRY(clt_add_(d->loss_sum, d->hits));
-    return clt__fit_item(d->loss_sum, &ignored, "clt_model_warmup (reading the loss)");
-}
-
+/* What clt_trainer_fit's step and clt_trainer_evaluate's batch do, once
+ * each: the trainer's own step and evaluation step (step.c), on zeros. */
 static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kind kind, double clip)
 {
     clt_model *c;
@@ -102,13 +69,23 @@ static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kin
     clt_optimizer *opt = NULL;
     clt_status s = kind == CLT_OPTIMIZER_ADAM ? clt_optimizer_create_adam(&opt, c, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
                                               : clt_optimizer_create_sgd(&opt, c, 0.1f, 0.0f, 0.0f);
-    step_data d = {0};
+    clt__step_tensors t = {0};
+    clt_tensor *loss_sum = NULL, *correct = NULL;
     int64_t xs[] = {batch, in}, one = 1;
-    if (s == CLT_OK) s = clt_zeros(&d.x, dev, CLT_FLOAT32, 2, xs);
-    if (s == CLT_OK) s = clt_zeros(&d.y, dev, CLT_INT32, 1, &batch);
-    if (s == CLT_OK) s = clt_zeros(&d.loss_sum, dev, CLT_FLOAT32, 1, &one);
-    if (s == CLT_OK) s = run_step(c, opt, &d, clip);
-    step_data_release(&d);
+    double ignored;
+    if (s == CLT_OK) s = clt_zeros(&t.x, dev, CLT_FLOAT32, 2, xs);
+    if (s == CLT_OK) s = clt_zeros(&t.y, dev, CLT_INT32, 1, &batch);
+    if (s == CLT_OK) s = clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one);
+    if (s == CLT_OK) s = clt_zeros(&correct, dev, CLT_FLOAT32, 1, &one);
+    clt__step_options so = {0};
+    if (s == CLT_OK) s = clt__train_step(c, opt, &t, loss_sum, clip, &so);
+    if (s == CLT_OK) s = clt__step_read(loss_sum, &ignored, "clt_model_warmup (reading the loss)");
+    clt_model_set_training(c, 0);
+    if (s == CLT_OK) s = clt__eval_step(c, NULL, t.x, t.y, loss_sum, correct);
+    if (s == CLT_OK) s = clt__step_read(loss_sum, &ignored, "clt_model_warmup (reading the loss)");
+    clt__step_tensors_release(&t);
+    clt_tensor_release(loss_sum);
+    clt_tensor_release(correct);
     clt_optimizer_free(opt);
     clt_model_free(c);
     return s;
