@@ -9,6 +9,10 @@ src=$1
 fail() { echo "FAIL: $*"; exit 1; }
 grep -q '^scripts/configure train "$build"' "$src/scripts/train" || fail "scripts/train does not use scripts/configure train"
 grep -q '^scripts/configure "$config_purpose" "$build"' "$src/scripts/test" || fail "scripts/test does not use scripts/configure"
+# `cmake --install` needs every target it installs built: scripts/train builds them all.
+for t in $(sed -n 's/^install(TARGETS \([^)]*\)/\1/p' "$src/CMakeLists.txt" | grep -oE '\b(clt|cltensor_[a-z]+)\b'); do
+  grep -qE -- "--target .*\\b$t\\b" "$src/scripts/train" || fail "scripts/train does not build $t, which cmake --install installs"
+done
 dir=$(mktemp -d /tmp/clt-test-scripts-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 want=$(ls "$src"/tests/test_*.c | wc -l)
