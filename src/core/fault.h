@@ -37,8 +37,13 @@ int clt__fault(clt__fault_kind kind);
  * 0, or -1 for a malformed spec (which leaves no plan). */
 int clt__fault_set(const char *spec);
 
-/* 1 when spec is a well-formed plan (CLT_FAULT's grammar). */
+/* 1 when spec is a well-formed plan (CLT_FAULT's grammar; fault_spec.c). */
 int clt__fault_valid(const char *spec);
+
+/* Reads spec into new_at and new_sticky (CLT__FAULT_KINDS each: the event
+ * that fails first, 0 for none, and whether every later one fails too); 1
+ * when it is well formed. */
+int clt__fault_parse(const char *spec, long long *new_at, int *new_sticky);
 
 /* Events of kind counted since the last clt__fault_set. */
 int64_t clt__fault_count(clt__fault_kind kind);
