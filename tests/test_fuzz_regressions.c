@@ -13,9 +13,11 @@
 #define CLT_FUZZ_NO_ENTRY
 #include "fuzz/fuzz_args.c"
 #include "fuzz/fuzz_clblast_params.c"
+#include "fuzz/fuzz_csv.c"
 #include "fuzz/fuzz_env.c"
 #include "fuzz/fuzz_idx.c"
 #include "fuzz/fuzz_model_shape.c"
+#include "fuzz/fuzz_npy.c"
 #include "fuzz/fuzz_resume.c"
 #include "fuzz/fuzz_safetensors.c"
 #include "fuzz/fuzz_smi.c"
@@ -79,6 +81,12 @@ static void replay(const char *target, fuzz_fn fn)
 START_TEST(test_replay_idx) { replay("idx", fuzz_idx); }
 END_TEST
 
+START_TEST(test_replay_csv) { replay("csv", fuzz_csv); }
+END_TEST
+
+START_TEST(test_replay_npy) { replay("npy", fuzz_npy); }
+END_TEST
+
 START_TEST(test_replay_safetensors) { replay("safetensors", fuzz_safetensors); }
 END_TEST
 
@@ -105,6 +113,8 @@ int main(void)
     Suite *s = suite_create("fuzz_regressions");
     TCase *tc = clt_test_tcase("replay");
     tcase_add_test(tc, test_replay_idx);
+    tcase_add_test(tc, test_replay_csv);
+    tcase_add_test(tc, test_replay_npy);
     tcase_add_test(tc, test_replay_safetensors);
     tcase_add_test(tc, test_replay_args);
     tcase_add_test(tc, test_replay_clblast_params);

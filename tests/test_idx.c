@@ -162,7 +162,7 @@ START_TEST(test_hostile_files)
     expect_refused((const uint8_t *)"\0\0\x08", 3, F, "too short");
     expect_refused((const uint8_t *)"PK\x03\x04....", 8, F, "not an IDX file");
     expect_refused((const uint8_t *)"\0\0\x42\x01\0\0\0\0", 8, F, "unknown IDX element type 0x42");
-    expect_refused((const uint8_t *)"\0\0\x0d\x01\0\0\0\0", 8, CLT_ERR_UNSUPPORTED, "0x0d");
+    expect_refused((const uint8_t *)"\0\0\x0d\x01\0\0\0\x01", 8, F, "call for 4 data bytes, the file holds 0");
     expect_refused((const uint8_t *)"\0\0\x08\x00", 4, F, "0 dimensions");
     expect_refused((const uint8_t *)"\0\0\x08\x09", 4, F, "9 dimensions");
     expect_refused((const uint8_t *)"\0\0\x08\x03\0\0\0\x02\0\0", 10, F, "inside the 3 dimension sizes");

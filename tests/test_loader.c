@@ -337,7 +337,7 @@ START_TEST(test_fashion_mnist_files)
     snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", dir);
     snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte", dir);
     ck_assert_status(clt_dataset_load_idx(&got, labels, images), CLT_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(clt_last_error(), "3 dimensions"));
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "2 dimensions or more"));
     unlink(labels);
     ck_assert_status(clt_fashion_mnist_load(&got, dir, CLT_SPLIT_TRAIN), CLT_ERR_IO);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "train-labels-idx1-ubyte"));

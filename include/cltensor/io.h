@@ -109,28 +109,42 @@ CLT_API clt_status clt_safetensors_read_into(const clt_safetensors *f, const cha
 
 /* ---- IDX ----
  * Layout: bytes 0 0 T D (T the element type, D the number of dimensions),
- * D big-endian uint32 sizes, then the elements. Only unsigned bytes
- * (T = 0x08) are supported: labels are (N), images (N, rows, cols). Files may
- * be gzip-compressed or raw; both are read transparently. */
+ * D big-endian uint32 sizes, then the elements, big-endian. Every element
+ * type is read: 0x08 unsigned bytes, 0x09 signed bytes, 0x0B int16, 0x0C
+ * int32, 0x0D float32, 0x0E float64 (MNIST labels are (N), images
+ * (N, rows, cols) of bytes). Files may be gzip-compressed or raw; both are
+ * read transparently. */
 
 #define CLT_IDX_MAX_DIMS 8
+
+#define CLT_IDX_UBYTE 0x08
+#define CLT_IDX_BYTE 0x09
+#define CLT_IDX_SHORT 0x0B
+#define CLT_IDX_INT 0x0C
+#define CLT_IDX_FLOAT 0x0D
+#define CLT_IDX_DOUBLE 0x0E
 
 typedef struct clt_idx {
     int ndim;
     int64_t dims[CLT_IDX_MAX_DIMS];
-    size_t nbytes;   /* product of dims */
-    uint8_t *data;   /* nbytes elements, owned; freed by clt_idx_free */
+    size_t nbytes;   /* product of dims times elem_size */
+    uint8_t *data;   /* the elements in host byte order, owned; freed by clt_idx_free */
+    int type;        /* CLT_IDX_UBYTE ... CLT_IDX_DOUBLE */
+    int elem_size;   /* bytes per element: 1, 1, 2, 4, 4, 8 */
 } clt_idx;
 
-/* Reads a whole IDX file of unsigned bytes. Validates the magic, the number
- * of dimensions (1..CLT_IDX_MAX_DIMS), their product (overflow in 64 bits),
- * that the data is exactly that long (no truncation, no trailing bytes) and,
- * for gzip, the stream's integrity. Memory grows with the data actually read,
- * never to a size the header merely claims.
+/* Reads a whole IDX file. Validates the magic, the element type, the number
+ * of dimensions (1..CLT_IDX_MAX_DIMS), their byte size (overflow in 64
+ * bits), that the data is exactly that long (no truncation, no trailing
+ * bytes) and, for gzip, the stream's integrity. Memory grows with the data
+ * actually read, never to a size the header merely claims.
  * Errors: CLT_ERR_IO (cannot open or read), CLT_ERR_FORMAT (malformed,
- * naming the file and the problem), CLT_ERR_UNSUPPORTED (another element
- * type). On failure *out is zeroed and holds nothing. */
+ * naming the file and the problem, an unknown element type among them). On
+ * failure *out is zeroed and holds nothing. */
 CLT_API clt_status clt_idx_read(const char *path, clt_idx *out);
+
+/* Element i of a read file as a double (any element type). */
+CLT_API double clt_idx_get(const clt_idx *idx, int64_t i);
 
 /* Frees the data and zeroes the struct; NULL does nothing. */
 CLT_API void clt_idx_free(clt_idx *idx);

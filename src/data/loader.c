@@ -17,7 +17,7 @@
 #define MAX_STAGING_BYTES ((int64_t)256 << 20)
 
 typedef struct staging {
-    clt_tensor *x, *y; /* pinned: (most, pixels) float32 and (most) int32 */
+    clt_tensor *x, *y; /* pinned: (most, pixels) float32 and (most) int32 or (most, outputs) float32 */
 } staging;
 
 struct clt_loader {
@@ -25,6 +25,7 @@ struct clt_loader {
     clt_device dev;
     clt_loader_options opt;
     int64_t n, num_batches, pixels;
+    int64_t outputs;  /* regression targets per example; 0 for class ids */
     int64_t epoch, next_batch;
     int64_t *order;  /* example indices of the current epoch */
     staging *stage;  /* the ring: nstages buffers, the next one to try at next_stage */
@@ -40,11 +41,12 @@ static clt_status add_stage(clt_loader *l)
     staging *grown = realloc(l->stage, (size_t)(l->nstages + 1) * sizeof *grown);
     if (!grown) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_loader_next: out of host memory for a staging buffer");
     l->stage = grown;
-    int64_t xshape[2] = {l->most, l->pixels}, yshape[1] = {l->most};
+    int64_t xshape[2] = {l->most, l->pixels}, yshape[2] = {l->most, l->outputs};
     staging st = {NULL, NULL};
     clt_device pinned = clt__pinned_beside(l->dev);
     clt_status s = clt_empty(&st.x, pinned, CLT_FLOAT32, 2, xshape);
-    if (s == CLT_OK) s = clt_empty(&st.y, pinned, CLT_INT32, 1, yshape);
+    if (s == CLT_OK)
+        s = l->outputs ? clt_empty(&st.y, pinned, CLT_FLOAT32, 2, yshape) : clt_empty(&st.y, pinned, CLT_INT32, 1, yshape);
     if (s != CLT_OK) {
         clt_tensor_release(st.x);
         clt_tensor_release(st.y);
@@ -130,9 +132,12 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
     *out = NULL;
     CLT_TRY(clt__need(op, "ds", ds));
     CLT_TRY(clt__need(op, "opt", opt));
-    if (ds->n < 0 || (ds->n > 0 && (!ds->images || !ds->labels)) || ds->rows < 1 || ds->cols < 1 ||
-        ds->rows > INT32_MAX / ds->cols)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the dataset is empty or malformed (%lld images of %lldx%lld)",
+    int regress = ds->task == CLT_TASK_REGRESS;
+    int have_x = ds->images || ds->x, have_y = regress ? ds->values && ds->outputs >= 1 : ds->labels || ds->classes;
+    if (ds->n < 0 || (ds->n > 0 && (!have_x || !have_y)) || ds->rows < 1 || ds->cols < 1 ||
+        ds->rows > INT32_MAX / ds->cols || (regress && ds->outputs > INT32_MAX / 4) ||
+        (ds->task != CLT_TASK_CLASSIFY && !regress))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the dataset is empty or malformed (%lld examples of %lldx%lld)",
                          op, (long long)ds->n, (long long)ds->rows, (long long)ds->cols);
     if (opt->batch_size < 1)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch size %lld (must be >= 1)", op,
@@ -152,6 +157,7 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
      * near INT64_MAX (a batch larger than the data is one batch of all). */
     l->num_batches = l->n / opt->batch_size + (l->n % opt->batch_size != 0);
     l->pixels = ds->rows * ds->cols;
+    l->outputs = regress ? ds->outputs : 0;
     int64_t most = opt->batch_size < l->n ? opt->batch_size : l->n; /* the largest batch */
     l->order = malloc((size_t)(l->n ? l->n : 1) * sizeof *l->order);
     if (!l->order) {
@@ -159,7 +165,7 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld examples", op, (long long)l->n);
     }
     l->most = most;
-    int64_t stage_bytes = most * (l->pixels + 1) * 4;
+    int64_t stage_bytes = most * (l->pixels + (l->outputs ? l->outputs : 1)) * 4;
     int64_t max_stages = MAX_STAGING_BYTES / (stage_bytes ? stage_bytes : 1);
     l->max_stages = max_stages < FIRST_STAGES ? FIRST_STAGES : max_stages > 4096 ? 4096 : (int)max_stages;
     for (int i = 0; i < FIRST_STAGES; i++) {
@@ -213,17 +219,26 @@ clt_status clt_loader_set_position(clt_loader *l, int64_t epoch, int64_t batch)
 
 /* Fills xs/ys with this rank's share of global batch b and returns its
  * size. Reads only the loader's fixed state and the epoch's order. */
-static int64_t prepare(const clt_loader *l, int64_t b, float *xs, int32_t *ys)
+static int64_t prepare(const clt_loader *l, int64_t b, float *xs, void *ys)
 {
+    const clt_dataset *ds = l->ds;
     int64_t start = b * l->opt.batch_size;
     int64_t len = l->n - start < l->opt.batch_size ? l->n - start : l->opt.batch_size;
     int64_t lo = len * l->opt.rank / l->opt.world, hi = len * (l->opt.rank + 1) / l->opt.world;
     for (int64_t k = lo; k < hi; k++) {
         int64_t idx = l->order[start + k];
-        const uint8_t *img = l->ds->images + idx * l->pixels;
         float *dst = xs + (k - lo) * l->pixels;
-        for (int64_t p = 0; p < l->pixels; p++) dst[p] = l->scale[img[p]];
-        ys[k - lo] = l->ds->labels[idx];
+        if (ds->images) {
+            const uint8_t *img = ds->images + idx * l->pixels;
+            for (int64_t p = 0; p < l->pixels; p++) dst[p] = l->scale[img[p]];
+        } else {
+            memcpy(dst, ds->x + idx * l->pixels, (size_t)l->pixels * sizeof *dst);
+        }
+        if (l->outputs)
+            memcpy((float *)ys + (k - lo) * l->outputs, ds->values + idx * l->outputs,
+                   (size_t)l->outputs * sizeof(float));
+        else
+            ((int32_t *)ys)[k - lo] = ds->labels ? ds->labels[idx] : ds->classes[idx];
     }
     return hi - lo;
 }
@@ -254,10 +269,16 @@ clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y)
     CLT_TRY(take_stage(l, &st));
     void *xs = clt__pinned_ptr(st->x), *ys = clt__pinned_ptr(st->y);
     int64_t count = prepare(l, l->next_batch, xs, ys);
-    int64_t xshape[4] = {count, 1, l->ds->rows, l->ds->cols}, flat[2] = {count, l->pixels};
-    int64_t yshape[1] = {count};
-    clt_status s = l->opt.flatten ? send(st->x, count, 2, flat, l->dev, x) : send(st->x, count, 4, xshape, l->dev, x);
-    if (s == CLT_OK) s = send(st->y, count, 1, yshape, l->dev, y);
+    int64_t xshape[1 + CLT_DATASET_MAX_DIMS] = {count, 1, l->ds->rows, l->ds->cols}, flat[2] = {count, l->pixels};
+    int xdims = 4;
+    if (l->ds->example_ndim > 2 && l->ds->example_ndim <= CLT_DATASET_MAX_DIMS) {
+        xdims = 1 + l->ds->example_ndim;
+        memcpy(xshape + 1, l->ds->example_shape, (size_t)l->ds->example_ndim * sizeof *xshape);
+    }
+    int64_t yshape[2] = {count, l->outputs};
+    clt_status s = l->opt.flatten ? send(st->x, count, 2, flat, l->dev, x)
+                                  : send(st->x, count, xdims, xshape, l->dev, x);
+    if (s == CLT_OK) s = send(st->y, count, l->outputs ? 2 : 1, yshape, l->dev, y);
     if (s != CLT_OK) {
         clt_tensor_release(*x);
         clt_tensor_release(*y);

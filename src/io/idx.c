@@ -16,7 +16,7 @@
 #include "../core/file.h"
 #include "../core/input.h"
 
-#define IDX_UBYTE 0x08
+#define IDX_UBYTE CLT_IDX_UBYTE
 /* Memory grows from this size as data arrives. */
 #define IDX_FIRST_CHUNK (1u << 20)
 
@@ -55,6 +55,65 @@ static int64_t read_some(gzFile gz, void *buf, size_t n)
     return total < n && err != Z_OK ? -1 : (int64_t)total;
 }
 
+/* Bytes per element of an IDX element type; 0 for an unknown one. */
+static int elem_size(int type)
+{
+    switch (type) {
+    case CLT_IDX_UBYTE:
+    case CLT_IDX_BYTE: return 1;
+    case CLT_IDX_SHORT: return 2;
+    case CLT_IDX_INT:
+    case CLT_IDX_FLOAT: return 4;
+    case CLT_IDX_DOUBLE: return 8;
+    default: return 0;
+    }
+}
+
+/* IDX elements are big-endian; the reader hands them out in host order. */
+static void to_host_order(clt_idx *idx)
+{
+    uint16_t one = 1;
+    uint8_t first;
+    memcpy(&first, &one, 1);
+    if (idx->elem_size == 1 || first == 0) return;
+    int k = idx->elem_size;
+    for (size_t i = 0; i + (size_t)k <= idx->nbytes; i += (size_t)k)
+        for (int a = 0, b = k - 1; a < b; a++, b--) {
+            uint8_t t = idx->data[i + a];
+            idx->data[i + a] = idx->data[i + b];
+            idx->data[i + b] = t;
+        }
+}
+
+double clt_idx_get(const clt_idx *idx, int64_t i)
+{
+    const uint8_t *p = idx->data + (size_t)i * (size_t)idx->elem_size;
+    switch (idx->type) {
+    case CLT_IDX_UBYTE: return *p;
+    case CLT_IDX_BYTE: return (int8_t)*p;
+    case CLT_IDX_SHORT: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case CLT_IDX_INT: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case CLT_IDX_FLOAT: {
+        float v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    default: {
+        double v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    }
+}
+
 static clt_status read_header(gzFile gz, const char *path, clt_idx *out)
 {
     uint8_t magic[4];
@@ -66,13 +125,8 @@ static clt_status read_header(gzFile gz, const char *path, clt_idx *out)
     if (magic[0] != 0 || magic[1] != 0)
         return clt__fail(CLT_ERR_FORMAT, "%s: not an IDX file (magic %02x %02x %02x %02x, expected 00 00 08 nn)",
                          path, magic[0], magic[1], magic[2], magic[3]);
-    if (magic[2] != IDX_UBYTE) {
-        static const uint8_t known[] = {0x09, 0x0b, 0x0c, 0x0d, 0x0e};
-        if (memchr(known, magic[2], sizeof known))
-            return clt__fail(CLT_ERR_UNSUPPORTED, "%s: IDX element type 0x%02x; only unsigned bytes (0x08) are read",
-                             path, magic[2]);
-        return clt__fail(CLT_ERR_FORMAT, "%s: unknown IDX element type 0x%02x", path, magic[2]);
-    }
+    int size = elem_size(magic[2]);
+    if (size == 0) return clt__fail(CLT_ERR_FORMAT, "%s: unknown IDX element type 0x%02x", path, magic[2]);
     int ndim = magic[3];
     if (ndim < 1 || ndim > CLT_IDX_MAX_DIMS)
         return clt__fail(CLT_ERR_FORMAT, "%s: %d dimensions; an IDX file here has 1 to %d", path, ndim,
@@ -88,13 +142,15 @@ static clt_status read_header(gzFile gz, const char *path, clt_idx *out)
     /* Every dimension counts, a zero one as 1 (core/checked.h), so that no
      * product of dimensions a reader forms later can overflow. */
     int64_t numel, total;
-    if (clt__shape_bytes(ndim, out->dims, 1, &numel, &total) != 0) {
+    if (clt__shape_bytes(ndim, out->dims, size, &numel, &total) != 0) {
         char dims[200];
         format_dims(dims, sizeof dims, ndim, out->dims);
         return clt__fail(CLT_ERR_FORMAT, "%s: dimensions %s multiply past 64 bits", path, dims);
     }
     out->ndim = ndim;
     out->nbytes = (size_t)total;
+    out->type = magic[2];
+    out->elem_size = size;
     return CLT_OK;
 }
 
@@ -142,6 +198,7 @@ static clt_status read_data(gzFile gz, const char *path, clt_idx *out)
                          want, dims);
     }
     out->data = data;
+    to_host_order(out);
     return CLT_OK;
 }
 

@@ -36,7 +36,7 @@ clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_tr
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: max_steps, train_limit and val_limit must not be negative", op);
     if (o->optimizer != CLT_OPTIMIZER_SGD && o->optimizer != CLT_OPTIMIZER_ADAM)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown optimizer %d", op, (int)o->optimizer);
-    if (train->n < 1 || !train->images || !train->labels)
+    if (train->n < 1 || (!train->images && !train->x) || (!train->labels && !train->classes && !train->values))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the training set has no examples (%lld images): nothing to train on",
                          op, (long long)train->n);
     if (o->accumulate < 0 || o->accumulate > o->batch_size)

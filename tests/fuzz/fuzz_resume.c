@@ -29,7 +29,8 @@ static const char *resume_path(void)
 /* RESUME_EXAMPLES images of class i % 10, each lighting its own band. */
 static clt_dataset resume_dataset(void)
 {
-    clt_dataset ds = {RESUME_EXAMPLES, 28, 28, malloc(RESUME_EXAMPLES * 784), malloc(RESUME_EXAMPLES), 10};
+    clt_dataset ds = {.n = RESUME_EXAMPLES, .rows = 28, .cols = 28, .images = malloc(RESUME_EXAMPLES * 784),
+                      .labels = malloc(RESUME_EXAMPLES), .num_classes = 10};
     FUZZ_REQUIRE(ds.images && ds.labels);
     memset(ds.images, 0, RESUME_EXAMPLES * 784);
     for (int i = 0; i < RESUME_EXAMPLES; i++) {
