@@ -1,4 +1,5 @@
-/* Fused softmax cross-entropy against a double-precision C reference. */
+/* The fused losses, softmax cross-entropy and mean squared error, against
+ * double-precision C references. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,187 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ---- Mean squared error ---- */
+
+/* Mean of squared (and absolute) errors, each column's error times scale[c]
+ * when scale is not NULL; grad = 2 (pred - target) / (rows * cols). */
+static double ref_mse(const float *p, const float *t, int64_t rows, int64_t cols, const float *scale, double *mae,
+                      float *grad)
+{
+    double sq = 0, ab = 0, n = (double)rows * (double)cols;
+    for (int64_t i = 0; i < rows * cols; i++) {
+        double d = (double)p[i] - (double)t[i], e = scale ? d * scale[i % cols] : d;
+        sq += e * e;
+        ab += fabs(e);
+        if (grad) grad[i] = (float)(2.0 * d / n);
+    }
+    if (mae) *mae = ab / n;
+    return sq / n;
+}
+
+/* clt_mse_loss (and clt_regression_errors with scale) on pred and target;
+ * a 1-D target when flat_target and cols is 1. */
+static void run_mse(const float *p, const float *t, int64_t rows, int64_t cols, int flat_target, const float *scale,
+                    double *loss, double *mse, double *mae, float *grad)
+{
+    int64_t sp[] = {rows, cols}, st[] = {rows}, ss[] = {cols};
+    clt_tensor *tp, *tt, *tl, *tg = NULL, *tm, *ta, *tsc = NULL;
+    ck_assert_ok(clt_from_host(&tp, dev(), CLT_FLOAT32, 2, sp, p));
+    if (flat_target) ck_assert_ok(clt_from_host(&tt, dev(), CLT_FLOAT32, 1, st, t));
+    else ck_assert_ok(clt_from_host(&tt, dev(), CLT_FLOAT32, 2, sp, t));
+    if (scale) ck_assert_ok(clt_from_host(&tsc, dev(), CLT_FLOAT32, 1, ss, scale));
+    ck_assert_ok(clt_mse_loss(&tl, grad ? &tg : NULL, tp, tt));
+    ck_assert_int_eq(clt_tensor_ndim(tl), 0);
+    ck_assert_ok(clt_item(tl, loss));
+    if (grad) {
+        ck_assert_int_eq(clt_tensor_dim(tg, 0), rows);
+        ck_assert_int_eq(clt_tensor_dim(tg, 1), cols);
+        ck_assert_ok(clt_to_host(tg, grad, (size_t)(rows * cols) * sizeof *grad));
+    }
+    ck_assert_ok(clt_regression_errors(&tm, &ta, tp, tt, tsc));
+    ck_assert_ok(clt_item(tm, mse));
+    ck_assert_ok(clt_item(ta, mae));
+    clt_tensor *tonly;
+    double mae_only;
+    ck_assert_ok(clt_regression_errors(NULL, &tonly, tp, tt, tsc));
+    ck_assert_ok(clt_item(tonly, &mae_only));
+    ck_assert(mae_only == *mae || (isnan(mae_only) && isnan(*mae)));
+    clt_tensor_release(tonly);
+    clt_tensor_release(tp);
+    clt_tensor_release(tt);
+    clt_tensor_release(tl);
+    clt_tensor_release(tg);
+    clt_tensor_release(tm);
+    clt_tensor_release(ta);
+    clt_tensor_release(tsc);
+}
+
+START_TEST(test_mse_matches_reference)
+{
+    static const int64_t shapes[][2] = {{1, 1}, {13, 1}, {37, 3}, {300, 10}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int64_t rows = shapes[k][0], cols = shapes[k][1], n = rows * cols;
+        float *p = malloc((size_t)n * sizeof *p), *t = malloc((size_t)n * sizeof *t);
+        float *want = malloc((size_t)n * sizeof *want), *got = malloc((size_t)n * sizeof *got);
+        float scale[10];
+        clt_test_fill_uniform(p, n, 11 + (uint64_t)k, -3, 3);
+        clt_test_fill_uniform(t, n, 21 + (uint64_t)k, -3, 3);
+        clt_test_fill_uniform(scale, cols, 31 + (uint64_t)k, 0.1f, 5);
+        for (int with_scale = 0; with_scale < 2; with_scale++) {
+            double ref_mae, ref_scaled_mae, loss, mse, mae;
+            double ref = ref_mse(p, t, rows, cols, NULL, &ref_mae, want);
+            double ref_scaled = ref_mse(p, t, rows, cols, scale, &ref_scaled_mae, NULL);
+            run_mse(p, t, rows, cols, cols == 1 && (k & 1), with_scale ? scale : NULL, &loss, &mse, &mae, got);
+            ck_assert_msg(fabs(loss - ref) < 1e-5 * fmax(1, ref), "mse (%lld, %lld): %.9g, expected %.9g",
+                          (long long)rows, (long long)cols, loss, ref);
+            ck_assert_double_lt(clt_test_max_rel_err(got, want, n), 1e-6);
+            double want_mse = with_scale ? ref_scaled : ref, want_mae = with_scale ? ref_scaled_mae : ref_mae;
+            ck_assert_msg(fabs(mse - want_mse) < 1e-5 * fmax(1, want_mse), "errors mse %.9g, expected %.9g", mse,
+                          want_mse);
+            ck_assert_msg(fabs(mae - want_mae) < 1e-5 * fmax(1, want_mae), "mae %.9g, expected %.9g", mae, want_mae);
+        }
+        free(p);
+        free(t);
+        free(want);
+        free(got);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* The gradient is the loss's: central differences of the double reference. */
+START_TEST(test_mse_gradient_matches_finite_differences)
+{
+    enum { B = 4, K = 3 };
+    float p[B * K], t[B * K], got[B * K];
+    clt_test_fill_uniform(p, B * K, 5, -2, 2);
+    clt_test_fill_uniform(t, B * K, 6, -2, 2);
+    double loss, mse, mae;
+    run_mse(p, t, B, K, 0, NULL, &loss, &mse, &mae, got);
+    ck_assert(mse == loss);
+    for (int i = 0; i < B * K; i++) {
+        float saved = p[i], hi = saved + 1e-2f, lo = saved - 1e-2f;
+        p[i] = hi;
+        double up = ref_mse(p, t, B, K, NULL, NULL, NULL);
+        p[i] = lo;
+        double down = ref_mse(p, t, B, K, NULL, NULL, NULL);
+        p[i] = saved;
+        double fd = (up - down) / ((double)hi - (double)lo);
+        ck_assert_msg(fabs(got[i] - fd) < 1e-5, "dpred[%d] = %g, finite difference %g", i, (double)got[i], fd);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* A NaN prediction makes the loss NaN (no silent skip); a perfect one is 0. */
+START_TEST(test_mse_nan_and_zero)
+{
+    float p[3] = {1, 2, 3}, t[3] = {1, 2, 3}, g[3];
+    double loss, mse, mae;
+    run_mse(p, t, 3, 1, 1, NULL, &loss, &mse, &mae, g);
+    ck_assert(loss == 0 && mse == 0 && mae == 0);
+    for (int i = 0; i < 3; i++) ck_assert(g[i] == 0);
+    p[1] = NAN;
+    run_mse(p, t, 3, 1, 0, NULL, &loss, &mse, &mae, g);
+    ck_assert(isnan(loss) && isnan(mae));
+    ck_assert(g[0] == 0 && isnan(g[1]));
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_mse_errors)
+{
+    int64_t s23[] = {2, 3}, s32[] = {3, 2}, s2[] = {2}, s21[] = {2, 1}, s3[] = {3};
+    clt_tensor *p, *t32, *ti, *col, *flat, *sc2, *sc3, *loss = (clt_tensor *)1, *grad = (clt_tensor *)1;
+    clt_tensor *mae = (clt_tensor *)1;
+    ck_assert_ok(clt_zeros(&p, dev(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&t32, dev(), CLT_FLOAT32, 2, s32));
+    ck_assert_ok(clt_zeros(&ti, dev(), CLT_INT32, 2, s23));
+    ck_assert_ok(clt_zeros(&col, dev(), CLT_FLOAT32, 2, s21));
+    ck_assert_ok(clt_zeros(&flat, dev(), CLT_FLOAT32, 1, s2));
+    ck_assert_ok(clt_zeros(&sc2, dev(), CLT_FLOAT32, 1, s2));
+    ck_assert_ok(clt_zeros(&sc3, dev(), CLT_FLOAT32, 1, s3));
+    ck_assert_status(clt_mse_loss(NULL, NULL, p, p), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_mse_loss(&loss, &grad, NULL, p), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(loss);
+    ck_assert_ptr_null(grad);
+    ck_assert_status(clt_mse_loss(&loss, NULL, p, ti), CLT_ERR_UNSUPPORTED);
+    /* equal element counts are not enough */
+    ck_assert_status(clt_mse_loss(&loss, NULL, p, t32), CLT_ERR_SHAPE);
+    ck_assert_msg(strstr(clt_last_error(), "(2, 3)") && strstr(clt_last_error(), "(3, 2)"), "%s", clt_last_error());
+    /* a 1-D target only for one column */
+    ck_assert_status(clt_mse_loss(&loss, NULL, p, flat), CLT_ERR_SHAPE);
+    ck_assert_ok(clt_mse_loss(&loss, NULL, col, flat));
+    clt_tensor_release(loss);
+    ck_assert_status(clt_regression_errors(NULL, NULL, p, p, NULL), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_regression_errors(NULL, &mae, p, p, sc2), CLT_ERR_SHAPE);
+    ck_assert_ptr_null(mae);
+    ck_assert_msg(strstr(clt_last_error(), "3 columns"), "%s", clt_last_error());
+    ck_assert_ok(clt_regression_errors(NULL, &mae, p, p, sc3));
+    clt_tensor_release(mae);
+    clt_tensor *pp[] = {p, t32, ti, col, flat, sc2, sc3};
+    for (size_t i = 0; i < sizeof pp / sizeof pp[0]; i++) clt_tensor_release(pp[i]);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+START_TEST(test_mse_empty_batch)
+{
+    int64_t s[] = {0, 2};
+    clt_tensor *p, *loss, *grad;
+    ck_assert_ok(clt_empty(&p, dev(), CLT_FLOAT32, 2, s));
+    ck_assert_ok(clt_mse_loss(&loss, &grad, p, p));
+    double v;
+    ck_assert_ok(clt_item(loss, &v));
+    ck_assert(isnan(v)); /* as PyTorch: the mean over no elements */
+    ck_assert_int_eq(clt_tensor_numel(grad), 0);
+    clt_tensor_release(p);
+    clt_tensor_release(loss);
+    clt_tensor_release(grad);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loss");
@@ -217,5 +399,12 @@ int main(void)
     tcase_add_test(tc, test_empty_batch);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
+    TCase *mse = clt_test_tcase("mse");
+    tcase_add_test(mse, test_mse_matches_reference);
+    tcase_add_test(mse, test_mse_gradient_matches_finite_differences);
+    tcase_add_test(mse, test_mse_nan_and_zero);
+    tcase_add_test(mse, test_mse_errors);
+    tcase_add_test(mse, test_mse_empty_batch);
+    suite_add_tcase(s, mse);
     return clt_test_run(s);
 }

@@ -216,6 +216,13 @@ CLT_API clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, doubl
 CLT_API clt_status clt_cross_entropy_loss_grad(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                                        const clt_tensor *labels);
 
+/* Mean squared error loss layer (PyTorch's MSELoss): pred (B,K), target
+ * (B,K) float32 or (B) when K is 1; *loss the mean over the B*K elements
+ * and, in the same fused pass, *dpred = 2 (pred - target) / (B*K) when
+ * dpred is not NULL, tagged CLT_MEM_ACTIVATIONS. See clt_mse_loss. */
+CLT_API clt_status clt_mse_loss_grad(clt_tensor **loss, clt_tensor **dpred, const clt_tensor *pred,
+                                     const clt_tensor *target);
+
 /* ---- Parameters ------------------------------------------------------- */
 
 /* Number of parameter elements N, all tensors together (4N bytes of weights

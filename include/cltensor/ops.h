@@ -85,6 +85,20 @@ CLT_API clt_status clt_count_equal(clt_tensor **out, const clt_tensor *a, const 
 CLT_API clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                                      const clt_tensor *labels);
 
+/* Mean squared error, fused with its gradient: pred is (B,K) float32 and
+ * target (B,K) float32, or (B) when K is 1. *loss is a one-element tensor,
+ * the mean of (pred - target)^2 over the B*K elements (PyTorch's MSELoss).
+ * When dpred is not NULL, *dpred (B,K) is 2 (pred - target) / (B*K),
+ * computed in the same pass. An empty batch gives NaN. */
+CLT_API clt_status clt_mse_loss(clt_tensor **loss, clt_tensor **dpred, const clt_tensor *pred, const clt_tensor *target);
+/* The mean squared and mean absolute errors of pred against target (shaped
+ * as for clt_mse_loss), one pass: each a one-element tensor (either output
+ * may be NULL, not both). With scale (K) float32 not NULL, column c's error
+ * is multiplied by scale[c] first: a standardised prediction's errors in
+ * its target's units. */
+CLT_API clt_status clt_regression_errors(clt_tensor **mse, clt_tensor **mae, const clt_tensor *pred,
+                                         const clt_tensor *target, const clt_tensor *scale);
+
 /* Optimizer updates, one fused kernel over a parameter (or a flat buffer
  * of parameters). SGD as PyTorch: g = grad + weight_decay * param;
  * buf = momentum * buf + g (buf may be NULL when momentum is 0; on the

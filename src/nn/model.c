@@ -720,6 +720,13 @@ clt_status clt_cross_entropy_loss_grad(clt_tensor **loss, clt_tensor **dlogits, 
     return CLT_OK;
 }
 
+clt_status clt_mse_loss_grad(clt_tensor **loss, clt_tensor **dpred, const clt_tensor *pred, const clt_tensor *target)
+{
+    CLT_TRY(clt_mse_loss(loss, dpred, pred, target));
+    if (dpred) clt_tensor_set_category(*dpred, CLT_MEM_ACTIVATIONS);
+    return CLT_OK;
+}
+
 int64_t clt_model_num_parameter_elements(const clt_model *m) { return m ? m->nparams : 0; }
 
 int clt_model_num_parameter_tensors(const clt_model *m) { return m ? m->nnamed : 0; }

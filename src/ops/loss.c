@@ -1,4 +1,5 @@
-/* Softmax cross-entropy, fused with its gradient. */
+/* The losses, each fused with its gradient: softmax cross-entropy and the
+ * mean squared error (with the mean absolute error as a metric). */
 #include "ops_internal.h"
 
 clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
@@ -46,4 +47,87 @@ clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, co
     *loss = out;
     if (dlogits) *dlogits = grad;
     return CLT_OK;
+}
+
+/* The regression errors of pred against target in one launch (mse_f32):
+ * the per-row sums of squared and absolute errors (each column's error times
+ * scale[c] when scale is not NULL), reduced to their means over every
+ * element, and the gradient of the MSE when dpred is not NULL. */
+static clt_status regression(const char *op, clt_tensor **mse, clt_tensor **mae, clt_tensor **dpred,
+                             const clt_tensor *pred, const clt_tensor *target, const clt_tensor *scale)
+{
+    CLT_TRY(clt__need_f32(op, "pred", pred));
+    CLT_TRY(clt__need_f32(op, "target", target));
+    CLT_TRY(clt__same_device(op, pred, target));
+    CLT_TRY(clt__need_2d(op, "pred", pred));
+    cl_ulong rows = (cl_ulong)pred->shape[0], cols = (cl_ulong)pred->shape[1];
+    /* A (B) target stands for (B, 1), as one value per row. */
+    int column = target->ndim == 1 && cols == 1 && (cl_ulong)target->shape[0] == rows;
+    if (!column) CLT_TRY(clt__same_shape(op, pred, target));
+    if (scale) {
+        CLT_TRY(clt__need_f32(op, "scale", scale));
+        CLT_TRY(clt__same_device(op, pred, scale));
+        if (scale->ndim != 1 || (cl_ulong)scale->shape[0] != cols) {
+            char sp[128], ss[128];
+            return clt__fail(CLT_ERR_SHAPE, "%s: pred %s has %llu columns but scale is %s; it must be (%llu)", op,
+                             clt__shape_str(pred, sp, sizeof sp), (unsigned long long)cols,
+                             clt__shape_str(scale, ss, sizeof ss), (unsigned long long)cols);
+        }
+    }
+    int slot = pred->st->slot;
+    int64_t rshape[] = {(int64_t)rows};
+    clt_tensor *sq = NULL, *ab = NULL, *grad = NULL, *out2 = NULL, *out1 = NULL;
+    clt_status s = clt__tensor_new(&sq, slot, CLT_FLOAT32, 1, rshape);
+    if (s == CLT_OK) s = clt__tensor_new(&ab, slot, CLT_FLOAT32, 1, rshape);
+    if (s == CLT_OK && mse) s = clt__tensor_new(&out2, slot, CLT_FLOAT32, 0, NULL);
+    if (s == CLT_OK && mae) s = clt__tensor_new(&out1, slot, CLT_FLOAT32, 0, NULL);
+    if (s == CLT_OK && dpred) s = clt__tensor_new(&grad, slot, CLT_FLOAT32, 2, pred->shape);
+    if (s == CLT_OK) {
+        clt__buf pb = clt__tensor_buf(pred), tb = clt__tensor_buf(target), qb = clt__tensor_buf(sq),
+                 ab_ = clt__tensor_buf(ab);
+        /* What the kernel is not asked to touch is stood in for by sq. */
+        clt__buf gb = grad ? clt__tensor_buf(grad) : qb, sb = scale ? clt__tensor_buf(scale) : qb;
+        cl_int want_grad = grad != NULL, want_scale = scale != NULL;
+        clt__arg args[] = {CLT_ARG(pb.mem), CLT_ARG(pb.off), CLT_ARG(tb.mem), CLT_ARG(tb.off), CLT_ARG(rows),
+                           CLT_ARG(cols), CLT_ARG(qb.mem), CLT_ARG(qb.off), CLT_ARG(ab_.mem), CLT_ARG(ab_.off),
+                           CLT_ARG(gb.mem), CLT_ARG(gb.off), CLT_ARG(want_grad), CLT_ARG(sb.mem), CLT_ARG(sb.off),
+                           CLT_ARG(want_scale)};
+        s = clt__launch1(slot, "loss", "mse_f32", 16, args, (size_t)rows, sq);
+        if (s == CLT_OK) clt__same_write(ab, sq);
+        if (s == CLT_OK && grad) clt__same_write(grad, sq);
+    }
+    float elements = (float)rows * (float)cols;
+    if (s == CLT_OK && out2) s = clt__reduce_sum(out2, sq, elements);
+    if (s == CLT_OK && out1) s = clt__reduce_sum(out1, ab, elements);
+    clt_tensor_release(sq);
+    clt_tensor_release(ab);
+    if (s != CLT_OK) {
+        clt_tensor_release(out2);
+        clt_tensor_release(out1);
+        clt_tensor_release(grad);
+        return s;
+    }
+    if (mse) *mse = out2;
+    if (mae) *mae = out1;
+    if (dpred) *dpred = grad;
+    return CLT_OK;
+}
+
+clt_status clt_mse_loss(clt_tensor **loss, clt_tensor **dpred, const clt_tensor *pred, const clt_tensor *target)
+{
+    const char *op = "clt_mse_loss";
+    CLT_TRY(clt__need(op, "loss", loss));
+    *loss = NULL;
+    if (dpred) *dpred = NULL;
+    return regression(op, loss, NULL, dpred, pred, target, NULL);
+}
+
+clt_status clt_regression_errors(clt_tensor **mse, clt_tensor **mae, const clt_tensor *pred, const clt_tensor *target,
+                                 const clt_tensor *scale)
+{
+    const char *op = "clt_regression_errors";
+    if (mse) *mse = NULL;
+    if (mae) *mae = NULL;
+    if (!mse && !mae) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: mse and mae are both NULL", op);
+    return regression(op, mse, mae, NULL, pred, target, scale);
 }
