@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Before check.h, whose fail() macro would rename the tool's fail(). */
+/* The targets without their libFuzzer entry points. */
 #define CLT_FUZZ_NO_ENTRY
 #include "fuzz/fuzz_args.c"
 #include "fuzz/fuzz_clblast_params.c"

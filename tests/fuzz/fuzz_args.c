@@ -1,7 +1,12 @@
-/* libFuzzer target: the option parser of `clt train` and `clt eval`. The
- * parser is static in tools/clt/train.c, so the file is included whole:
- * the fuzzer always runs the tool's own code, with no second copy. */
-#include "../../tools/clt/train.c"
+/* libFuzzer target: the option parser of `clt train` and `clt eval`, the
+ * tool's own tools/clt/train_options.c, linked in (tests/fuzz/CMakeLists.txt
+ * and tests/CMakeLists.txt for test_fuzz_regressions): no second copy. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../tools/clt/train_options.h"
 
 #include "fuzz_file.h"
 
@@ -23,7 +28,7 @@ static int fuzz_args(const uint8_t *data, size_t size)
     for (char *p = text; p < text + size - 1 && argc < FUZZ_MAX_ARGS; p += strlen(p) + 1) argv[argc++] = p;
     argv[argc] = NULL;
     train_args a;
-    int rc = parse_args(argc, argv, &a, eval);
+    int rc = clt_tool_train_parse_args(argc, argv, &a, eval);
     FUZZ_REQUIRE(rc == 0 || rc == 2 || rc == -1);
     if (rc == 0) {
         /* Whatever the parser accepts is usable as is. */

@@ -1,9 +1,8 @@
 /* `clt train --distributed`: one process per device under mpirun, with
  * gradients summed by MPI_Allreduce (the library takes any clt_collective;
  * this one is MPI's). Static functions in a header, included by train.c
- * alone, so that whatever includes train.c (the argument fuzzer) builds
- * without MPI. Without MPI at build time the start fails with a message
- * saying so. */
+ * alone. Without MPI at build time the start fails with a message saying
+ * so. */
 #ifndef CLT_TOOL_DISTRIBUTED_H
 #define CLT_TOOL_DISTRIBUTED_H
 
@@ -14,8 +13,6 @@
 
 #ifdef CLT_HAVE_MPI
 #include <mpi.h>
-
-#define CLT_TOOL_MPI_NOTE ""
 
 /* Sums in place over MPI_COMM_WORLD, in chunks that fit MPI's int counts. */
 static clt_status mpi_allreduce_sum(void *ctx, float *buf, int64_t n)
@@ -55,9 +52,6 @@ static int clt_tool_mpi_start(clt_collective *comm)
 static void clt_tool_mpi_stop(void) { MPI_Finalize(); }
 
 #else
-
-/* What `clt train --help` adds to --distributed. */
-#define CLT_TOOL_MPI_NOTE " (unavailable: built without MPI)"
 
 static int clt_tool_mpi_start(clt_collective *comm)
 {

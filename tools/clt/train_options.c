@@ -1,0 +1,327 @@
+/* The option parser of clt train and clt eval (train_options.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cltensor.h>
+
+#include "train_options.h"
+
+/* What `clt train --help` adds to --distributed. */
+#ifdef CLT_HAVE_MPI
+#define CLT_TOOL_MPI_NOTE ""
+#else
+#define CLT_TOOL_MPI_NOTE " (unavailable: built without MPI)"
+#endif
+
+static const char *train_usage =
+    "usage: clt train [options]\n"
+    "\n"
+    "Trains the chapter's ResMLPClassifier on Fashion-MNIST and evaluates it on\n"
+    "the test split after each epoch.\n"
+    "\n"
+    "  --data DIR              Fashion-MNIST's IDX files (default data/fashion-mnist; docs/data.md says\n"
+    "                          where to get them)\n"
+    "  --epochs N              epochs (default 1)\n"
+    "  --batch-size B          global batch size (default 256)\n"
+    "  --lr LR                 learning rate (default 0.1)\n"
+    "  --optimizer sgd|adam    optimizer (default sgd)\n"
+    "  --hiddens H             hidden width (default 256, or the --load file's)\n"
+    "  --blocks K              residual blocks (default 2, or the --load file's)\n"
+    "  --num-gpus N            use up to N GPUs, data parallel when N > 1; the CPU when there is none\n"
+    "                          (default 1)\n"
+    "  --distributed           one process per device under mpirun: rank r trains on gpu:<r % GPUs>"
+    CLT_TOOL_MPI_NOTE "\n"
+    "  --device D              train on D: cpu, gpu:i, or P:D from `clt devices` (default: CLT_DEVICE\n"
+    "                          when set, unless --num-gpus N > 1 or --distributed)\n"
+    "  --recompute N|auto      activation checkpointing (recompute): N residual blocks per segment,\n"
+    "                          auto about sqrt(blocks); default 0, off\n"
+    "  --plan                  print the predicted peak memory of a training step, whether\n"
+    "                          it fits the device (or its memory cap), the largest batch\n"
+    "                          that fits with and without checkpointing; train nothing\n"
+    "  --fp16                  float16 weights and activations, float32 master weights\n"
+    "  --accumulate N          gradient accumulation: each step sums N micro-batches of about\n"
+    "                          batch-size/N examples, equal to one step on the whole batch\n"
+    "  --fit                   before training, pick the fewest micro-batches (then no\n"
+    "                          checkpointing, then the segment size) predicted to fit the\n"
+    "                          device or its cap, print the choice; fail when nothing fits\n"
+    "  --fit=any               the same, and float16 when no float32 configuration fits\n"
+    "  --seed S                initialisation and shuffling seed (default 0)\n"
+    "  --no-shuffle            batches in file order\n"
+    "  --steps N               stop after N optimizer steps\n"
+    "  --train-limit N         train on the first N examples only\n"
+    "  --val-limit N           evaluate on the first N test examples only\n"
+    "  --load FILE             start from a safetensors checkpoint (PyTorch names)\n"
+    "  --resume FILE           continue an interrupted run from its --save checkpoint (any number of\n"
+    "                          devices, --distributed too; same options as the run that saved it)\n"
+    "  --save FILE             write a safetensors checkpoint (with the optimizer state) at every\n"
+    "                          epoch's end and on Ctrl-C, for --resume\n"
+    "  --metrics FILE          per-epoch metrics as CSV\n"
+    "  --plot FILE             per-epoch losses and accuracy as an SVG chart\n"
+    "  --trace FILE            a Chrome trace-event timeline of every command\n"
+    "  --memory-plot FILE      record the memory of the first 2 steps and draw it as an SVG\n"
+    "                          (allocated by category, reserved, the cap, the peak and its phase)\n";
+
+static const char *eval_usage =
+    "usage: clt eval --load FILE [--data DIR] [--hiddens H --blocks K] [--device D] [--batch-size B]\n"
+    "\n"
+    "Prints the test loss and accuracy of a ResMLP checkpoint. The architecture\n"
+    "is read from the checkpoint; --hiddens and --blocks, when given, must agree.\n"
+    "The device is --device, else CLT_DEVICE when set, else gpu:0 when there is one, else cpu.\n";
+
+/* The option handlers print their own message, prefixed with the command
+ * ("clt train: ..."), and return 0 to refuse the value. */
+static int parse_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || errno || v < lo) {
+        fprintf(stderr, "clt %s: %s needs an integer >= %lld, not '%s'\n", cmd, opt, (long long)lo, text);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* An integer option clamped to `hi` (a ceiling the tool applies silently). */
+static int parse_clamped(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi, int *out)
+{
+    int64_t n;
+    if (!parse_int(cmd, opt, text, lo, &n)) return 0;
+    *out = n > hi ? (int)hi : (int)n;
+    return 1;
+}
+
+static int parse_double(const char *cmd, const char *opt, const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (*text == '\0' || *end != '\0' || errno || !isfinite(v) || v <= 0) {
+        fprintf(stderr, "clt %s: %s needs a positive number, not '%s'\n", cmd, opt, text);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* One handler per option: a takes the value v (NULL for a flag). */
+typedef int (*option_fn)(train_args *a, const char *cmd, const char *opt, const char *v);
+
+static int opt_data(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->data = v; return 1; }
+static int opt_load(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->load = v; return 1; }
+static int opt_resume(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->resume = v; return 1; }
+static int opt_save(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->save = v; return 1; }
+static int opt_metrics(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->metrics = v; return 1; }
+static int opt_plot(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->plot = v; return 1; }
+static int opt_trace(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->trace = v; return 1; }
+static int opt_memory_plot(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->memory_plot = v; return 1; }
+
+static int opt_hiddens(train_args *a, const char *c, const char *o, const char *v)
+{
+    a->hiddens_given = 1;
+    return parse_int(c, o, v, 1, &a->hiddens);
+}
+
+static int opt_blocks(train_args *a, const char *c, const char *o, const char *v)
+{
+    a->blocks_given = 1;
+    return parse_int(c, o, v, 0, &a->blocks);
+}
+
+static int opt_batch_size(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_int(c, o, v, 1, &a->batch_size);
+}
+
+static int opt_device(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (clt_device_parse(v, &a->device) != CLT_OK) {
+        fprintf(stderr, "clt %s: %s: %s\n", c, o, clt_last_error());
+        return 0;
+    }
+    a->have_device = 1;
+    return 1;
+}
+
+static int opt_epochs(train_args *a, const char *c, const char *o, const char *v)
+{
+    int64_t n;
+    if (!parse_int(c, o, v, 1, &n)) return 0;
+    if (n > 1000000) {
+        fprintf(stderr, "clt %s: %s %lld is too many\n", c, o, (long long)n);
+        return 0;
+    }
+    a->epochs = (int)n;
+    return 1;
+}
+
+static int opt_num_gpus(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_clamped(c, o, v, 0, 1024, &a->num_gpus);
+}
+
+static int opt_lr(train_args *a, const char *c, const char *o, const char *v) { return parse_double(c, o, v, &a->lr); }
+
+static int opt_optimizer(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (strcmp(v, "sgd") == 0) a->optimizer = CLT_OPTIMIZER_SGD;
+    else if (strcmp(v, "adam") == 0) a->optimizer = CLT_OPTIMIZER_ADAM;
+    else {
+        fprintf(stderr, "clt %s: %s takes sgd or adam, not '%s'\n", c, o, v);
+        return 0;
+    }
+    return 1;
+}
+
+static int opt_recompute(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (strcmp(v, "auto") == 0) {
+        a->recompute_blocks = CLT_RECOMPUTE_AUTO;
+        return 1;
+    }
+    return parse_clamped(c, o, v, 0, 1000000, &a->recompute_blocks);
+}
+
+/* The option's old spelling, refused with the new one named. */
+static int opt_checkpoint_segments(train_args *a, const char *c, const char *o, const char *v)
+{
+    (void)a, (void)v;
+    fprintf(stderr, "clt %s: %s is now --recompute N (activation checkpointing: N residual blocks per segment, "
+                    "or auto)\n", c, o);
+    return 0;
+}
+
+static int opt_seed(train_args *a, const char *c, const char *o, const char *v)
+{
+    int64_t n;
+    if (!parse_int(c, o, v, 0, &n)) return 0;
+    a->seed = (uint64_t)n;
+    return 1;
+}
+
+static int opt_steps(train_args *a, const char *c, const char *o, const char *v) { return parse_int(c, o, v, 1, &a->steps); }
+
+static int opt_train_limit(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_int(c, o, v, 1, &a->train_limit);
+}
+
+static int opt_val_limit(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_int(c, o, v, 1, &a->val_limit);
+}
+
+static int opt_distributed(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->distributed = 1; return 1; }
+static int opt_plan(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->plan = 1; return 1; }
+static int opt_fit(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fit = 1; return 1; }
+static int opt_fit_any(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fit = 2; return 1; }
+
+static int opt_accumulate(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_clamped(c, o, v, 1, 1 << 30, &a->accumulate);
+}
+
+static int opt_fp16(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fp16 = 1; return 1; }
+static int opt_no_shuffle(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->shuffle = 0; return 1; }
+
+/* Every option of clt train; `eval` marks those clt eval takes too. Order
+ * does not matter: a name appears once. */
+static const struct option_spec {
+    const char *name;
+    int value; /* 1: takes the next argument */
+    int eval;
+    option_fn apply;
+} options[] = {
+    {"--data", 1, 1, opt_data},
+    {"--load", 1, 1, opt_load},
+    {"--hiddens", 1, 1, opt_hiddens},
+    {"--blocks", 1, 1, opt_blocks},
+    {"--batch-size", 1, 1, opt_batch_size},
+    {"--device", 1, 1, opt_device},
+    {"--resume", 1, 0, opt_resume},
+    {"--save", 1, 0, opt_save},
+    {"--metrics", 1, 0, opt_metrics},
+    {"--plot", 1, 0, opt_plot},
+    {"--trace", 1, 0, opt_trace},
+    {"--memory-plot", 1, 0, opt_memory_plot},
+    {"--epochs", 1, 0, opt_epochs},
+    {"--num-gpus", 1, 0, opt_num_gpus},
+    {"--lr", 1, 0, opt_lr},
+    {"--optimizer", 1, 0, opt_optimizer},
+    {"--recompute", 1, 0, opt_recompute},
+    {"--checkpoint-segments", 0, 0, opt_checkpoint_segments},
+    {"--seed", 1, 0, opt_seed},
+    {"--steps", 1, 0, opt_steps},
+    {"--train-limit", 1, 0, opt_train_limit},
+    {"--val-limit", 1, 0, opt_val_limit},
+    {"--distributed", 0, 0, opt_distributed},
+    {"--plan", 0, 0, opt_plan},
+    {"--fp16", 0, 0, opt_fp16},
+    {"--accumulate", 1, 0, opt_accumulate},
+    {"--fit", 0, 0, opt_fit},
+    {"--fit=any", 0, 0, opt_fit_any},
+    {"--no-shuffle", 0, 0, opt_no_shuffle},
+};
+
+static const struct option_spec *find_option(const char *name, int eval)
+{
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+        if (strcmp(options[i].name, name) == 0 && (options[i].eval || !eval)) return &options[i];
+    return NULL;
+}
+
+static void defaults(train_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->data = "data/fashion-mnist";
+    a->epochs = 1;
+    a->num_gpus = 1;
+    a->shuffle = 1;
+    a->batch_size = 256;
+    a->hiddens = 256;
+    a->blocks = 2;
+    a->lr = 0.1;
+}
+
+/* What the options say together (after all of them are read). */
+static int check_args(const train_args *a, const char *cmd, int eval)
+{
+    if (a->load && a->resume) {
+        fprintf(stderr, "clt %s: --load and --resume exclude each other (--resume restores the optimizer too)\n", cmd);
+        return 2;
+    }
+    if (eval && !a->load) {
+        fprintf(stderr, "clt %s: --load FILE is required\n%s", cmd, eval_usage);
+        return 2;
+    }
+    return 0;
+}
+
+/* Returns 0 to go on, -1 after --help, else the exit status (2). */
+int clt_tool_train_parse_args(int argc, char **argv, train_args *a, int eval)
+{
+    const char *cmd = eval ? "eval" : "train";
+    defaults(a);
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            fputs(eval ? eval_usage : train_usage, stdout);
+            return -1;
+        }
+        const struct option_spec *spec = find_option(o, eval);
+        const char *v = spec && spec->value && i + 1 < argc ? argv[i + 1] : NULL;
+        if (!spec || (spec->value && !v)) {
+            if (spec) fprintf(stderr, "clt %s: %s needs a value\n%s", cmd, o, eval ? eval_usage : train_usage);
+            else fprintf(stderr, "clt %s: unknown option '%s'\n%s", cmd, o, eval ? eval_usage : train_usage);
+            return 2;
+        }
+        if (!spec->apply(a, cmd, o, v)) return 2;
+        i += spec->value;
+    }
+    return check_args(a, cmd, eval);
+}
+

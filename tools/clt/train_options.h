@@ -1,0 +1,28 @@
+/* The options of `clt train` and `clt eval`: what they hold, and the one
+ * parser that reads them (tools/clt/train_options.c). The argument fuzzer
+ * (tests/fuzz/fuzz_args.c) links the same file. */
+#ifndef CLT_TOOL_TRAIN_OPTIONS_H
+#define CLT_TOOL_TRAIN_OPTIONS_H
+
+#include <stdint.h>
+
+#include <cltensor.h>
+
+/* Every option's value, or its default. */
+typedef struct train_args {
+    const char *data, *load, *save, *metrics, *plot, *trace, *resume, *memory_plot;
+    int epochs, num_gpus, have_device, shuffle, distributed;
+    int hiddens_given, blocks_given, recompute_blocks, plan, fp16, accumulate, fit;
+    clt_device device;
+    int64_t batch_size, hiddens, blocks, steps, train_limit, val_limit;
+    double lr;
+    uint64_t seed;
+    clt_optimizer_kind optimizer;
+} train_args;
+
+/* Reads argv[1..argc) for `clt train` (eval 0) or `clt eval` (eval 1) into
+ * a, after the defaults. Prints its own messages, prefixed with the command.
+ * Returns 0 to go on, -1 after --help (printed), else the exit status (2). */
+int clt_tool_train_parse_args(int argc, char **argv, train_args *a, int eval);
+
+#endif
