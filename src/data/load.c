@@ -146,8 +146,8 @@ static clt_status set_targets(clt_dataset *out, labels *lb, const clt_data_optio
             if (!lb->is_num[i])
                 s = clt__fail(CLT_ERR_FORMAT, "%s: %s: '%.40s' is not a number (the target of a regression)", lb->path,
                               at, lb->text[i]);
-            else if (!isfinite(lb->num[i]))
-                s = clt__fail(CLT_ERR_FORMAT, "%s: %s: the target %g is not a finite number", lb->path, at,
+            else if (!isfinite(lb->num[i]) || !isfinite((float)lb->num[i]))
+                s = clt__fail(CLT_ERR_FORMAT, "%s: %s: the target %g is not a finite float32 number", lb->path, at,
                               lb->num[i]);
         }
         if (s == CLT_OK && opt->like && opt->like->outputs != 1)
