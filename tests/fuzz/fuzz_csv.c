@@ -1,41 +1,8 @@
 /* libFuzzer target: clt_dataset_load on arbitrary bytes, which it reads as
  * CSV text (or gzip-compressed CSV). */
-#include <cltensor.h>
-#include <math.h>
-#include <string.h>
+#include "fuzz_dataset.h"
 
-#include "fuzz_file.h"
-
-static int fuzz_csv(const uint8_t *data, size_t size)
-{
-    clt_dataset ds;
-    clt_data_options o = clt_data_default_options();
-    clt_status s = clt_dataset_load(&ds, fuzz_file(data, size), &o);
-    if (s == CLT_OK) {
-        /* What the reader returns must agree with itself. */
-        int64_t w = clt_dataset_width(&ds);
-        FUZZ_REQUIRE(ds.n >= 1 && w >= 1);
-        FUZZ_REQUIRE((ds.x != NULL) != (ds.images != NULL));
-        for (int64_t i = 0; ds.x && i < ds.n * w; i++) FUZZ_REQUIRE(isfinite(ds.x[i]));
-        if (ds.task == CLT_TASK_CLASSIFY) {
-            FUZZ_REQUIRE(ds.num_classes >= 1);
-            for (int64_t i = 0; i < ds.n; i++) {
-                int c = ds.classes ? ds.classes[i] : ds.labels[i];
-                FUZZ_REQUIRE(c >= 0 && c < ds.num_classes);
-            }
-            for (int c = 0; ds.class_names && c < ds.num_classes; c++) FUZZ_REQUIRE(ds.class_names[c]);
-        } else {
-            FUZZ_REQUIRE(ds.task == CLT_TASK_REGRESS && ds.outputs >= 1 && ds.values);
-            for (int64_t i = 0; i < ds.n * ds.outputs; i++) FUZZ_REQUIRE(isfinite(ds.values[i]));
-        }
-        clt_dataset_free(&ds);
-    } else {
-        FUZZ_REQUIRE(s == CLT_ERR_FORMAT || s == CLT_ERR_UNSUPPORTED || s == CLT_ERR_INVALID_ARGUMENT);
-        FUZZ_REQUIRE(clt_last_error()[0] != '\0');
-        FUZZ_REQUIRE(ds.n == 0 && ds.x == NULL && ds.images == NULL);
-    }
-    return 0;
-}
+static int fuzz_csv(const uint8_t *data, size_t size) { return fuzz_dataset_load(data, size); }
 
 #ifndef CLT_FUZZ_NO_ENTRY
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
