@@ -36,7 +36,24 @@ static clt_tensor *batch_labels(int64_t rows, int classes)
     return t;
 }
 
-/* The trainer's step (src/trainer/step.c clt__train_step). */
+/* The trainer's running loss sum, made after the optimizer as the trainer
+ * makes it (one per model: the tests free it with the model). */
+static clt_tensor *loss_sum;
+
+static void make_loss_sum(void)
+{
+    int64_t one = 1;
+    clt_tensor_release(loss_sum);
+    ck_assert_ok(clt_zeros(&loss_sum, dev(), CLT_FLOAT32, 1, &one));
+}
+
+static void free_loss_sum(void)
+{
+    clt_tensor_release(loss_sum);
+    loss_sum = NULL;
+}
+
+/* The trainer's step (src/trainer/step.c clt__train_step), its loss added to the sum. */
 static clt_status train_step(clt_model *m, clt_optimizer *opt, clt_tensor *x, clt_tensor *y)
 {
     clt_tensor *logits = NULL, *loss = NULL, *dlogits = NULL;
@@ -44,6 +61,7 @@ static clt_status train_step(clt_model *m, clt_optimizer *opt, clt_tensor *x, cl
     if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y);
     if (s == CLT_OK) s = clt_model_zero_grad(m);
     if (s == CLT_OK) s = clt_model_backward(m, dlogits, NULL);
+    if (s == CLT_OK) s = clt_axpy_(loss_sum, (float)clt_tensor_dim(x, 0), loss);
     if (s == CLT_OK) s = clt_optimizer_step(opt);
     clt_tensor_release(logits);
     clt_tensor_release(loss);
@@ -81,6 +99,7 @@ static void check_step(clt_model *m, int64_t in, int classes, int segments, clt_
     else
         ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.01f, 0.9f, 0.0f));
     ck_assert_ok(clt_model_set_recompute(m, segments));
+    make_loss_sum();
     int64_t n = clt_model_num_parameter_elements(m), es = dt == CLT_FLOAT16 ? 2 : 4;
     const int64_t batches[] = {64, 256, 1024};
     for (int k = 0; k < 3; k++) {
@@ -109,6 +128,7 @@ static void check_step(clt_model *m, int64_t in, int classes, int segments, clt_
         ck_assert_int_eq(p.peak, peak);
         ck_assert_int_eq(p.peak_activations, peak_act);
     }
+    free_loss_sum();
     clt_optimizer_free(opt);
 }
 
@@ -140,6 +160,7 @@ START_TEST(test_exercise1_packed_rows)
     ck_assert_ok(clt_model_create_mlp(&m, dev(), 1024, 2, hiddens, 10, 0));
     clt_optimizer *opt;
     ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.01f, 0.0f, 0.0f));
+    make_loss_sum();
     const int64_t batches[] = {45, 2048};
     for (int k = 0; k < 2; k++) {
         clt_plan_options o = clt_plan_default_options();
@@ -152,6 +173,7 @@ START_TEST(test_exercise1_packed_rows)
         ck_assert_msg(p.peak == peak, "batch %lld: predicted %lld bytes, measured %lld", (long long)batches[k],
                       (long long)p.peak, (long long)peak);
     }
+    free_loss_sum();
     clt_optimizer_free(opt);
     clt_model_free(m);
     clt_test_assert_no_live_tensors();
@@ -195,6 +217,40 @@ START_TEST(test_exercise1_half)
         check_step(m, 48, 10, sizes[k], CLT_FLOAT16, kinds[k % 2]);
         clt_model_free(m);
     }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* The planner runs the model's own layers on a planning device, so any
+ * model is planned exactly, with nothing in the planner about its layers:
+ * MLPs of several depths and widths (float32 with SGD and momentum, one in
+ * float16 with Adam), and a model assembled layer by layer in an order no
+ * helper builds (Flatten, a Linear, two ReLUs in a row, two residual
+ * blocks, a Linear, a ReLU after the logits' Linear). */
+START_TEST(test_any_model)
+{
+    const int64_t h1[] = {17}, h2[] = {300, 5}, h5[] = {64, 96, 64, 128, 64};
+    const int64_t *hiddens[] = {h1, h2, h5};
+    const int depth[] = {1, 2, 5};
+    for (int k = 0; k < 3; k++) {
+        clt_model *m;
+        ck_assert_ok(clt_model_create_mlp(&m, dev(), 40, depth[k], hiddens[k], 7, 0));
+        check_step(m, 40, 7, 0, k == 2 ? CLT_FLOAT16 : CLT_FLOAT32, k == 2 ? CLT_OPTIMIZER_ADAM : CLT_OPTIMIZER_SGD);
+        clt_model_free(m);
+    }
+    clt_model *m;
+    ck_assert_ok(clt_model_create(&m, "odd"));
+    ck_assert_ok(clt_model_add_flatten(m));
+    ck_assert_ok(clt_model_add_linear(m, 24, 48));
+    ck_assert_ok(clt_model_add_relu(m));
+    ck_assert_ok(clt_model_add_relu(m));
+    ck_assert_ok(clt_model_add_residual(m, 48));
+    ck_assert_ok(clt_model_add_residual(m, 48));
+    ck_assert_ok(clt_model_add_linear(m, 48, 5));
+    ck_assert_ok(clt_model_add_relu(m));
+    ck_assert_ok(clt_model_init(m, dev(), 3));
+    check_step(m, 24, 5, 1, CLT_FLOAT32, CLT_OPTIMIZER_ADAM);
+    clt_model_free(m);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -287,6 +343,7 @@ static clt_status trainer_step(clt_model *m, clt_optimizer *opt, int64_t rows)
     if (s == CLT_OK) s = clt_cross_entropy_loss_grad(&loss, &dlogits, logits, y);
     if (s == CLT_OK) s = clt_model_zero_grad(m);
     if (s == CLT_OK) s = clt_model_backward(m, dlogits, NULL);
+    if (s == CLT_OK) s = clt_axpy_(loss_sum, (float)rows, loss);
     if (s == CLT_OK) s = clt_optimizer_step(opt);
     clt_tensor_release(x);
     clt_tensor_release(y);
@@ -310,9 +367,12 @@ static clt_status from_scratch(int64_t cap, int segments, int half, int64_t batc
     if (s == CLT_OK && half) s = clt_model_to_dtype(m, CLT_FLOAT16);
     if (s == CLT_OK) s = clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0);
     if (s == CLT_OK) s = clt_model_set_recompute(m, segments);
+    int64_t one = 1;
+    if (s == CLT_OK) s = clt_zeros(&loss_sum, dev(), CLT_FLOAT32, 1, &one);
     for (int k = 0; k < 2 && s == CLT_OK; k++) s = trainer_step(m, opt, batch);
     if (s == CLT_OK) s = clt_synchronize(dev());
     *reserved = clt_memory_max_reserved(dev());
+    free_loss_sum();
     clt_optimizer_free(opt);
     clt_model_free(m);
     ck_assert_ok(clt_memory_set_cap(dev(), 0));
@@ -540,6 +600,7 @@ int main(void)
     tcase_add_test(tc, test_exercise1_resmlp);
     tcase_add_test(tc, test_exercise1_packed_rows);
     tcase_add_test(tc, test_exercise1_half);
+    tcase_add_test(tc, test_any_model);
     tcase_add_test(tc, test_half_halves);
     tcase_add_test(tc, test_exercise1_unfused);
     tcase_add_test(tc, test_exercise2_cap);

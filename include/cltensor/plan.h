@@ -3,9 +3,12 @@
  * allocator reports (clt_memory_max_allocated): exact tensor sizes, the
  * trainer's order of operations, and what each layer keeps for backward.
  *
- * The step is the trainer's: the batch (x and int32 labels) is on the device;
- * zero_grad; forward; softmax cross-entropy; backward; optimizer step, with
- * gradients and optimizer state already created by an earlier step. In
+ * The step is the trainer's own, run on the planning device of o->device
+ * (clt_plan_device): the batch (x and int32 labels) on the device beside the
+ * trainer's running loss sum; zero_grad; forward; softmax cross-entropy;
+ * backward; optimizer step, with gradients and optimizer state already
+ * created by an earlier step. One plan at a time per device: the planning
+ * device must hold nothing (CLT_ERR_BUSY otherwise). In
  * float16 it is the mixed-precision step of `clt train --fp16`: float16
  * weights, gradients and activations, float32 master weights and optimizer
  * state, loss scaling, and the float32 scratch of each conversion. */
@@ -53,9 +56,9 @@ typedef struct clt_plan {
                                product's operands and its overflow flag */
     int64_t peak;           /* the sum of the above: clt_memory_max_allocated over the step */
     int64_t peak_activations; /* clt_memory_max_allocated_category(CLT_MEM_ACTIVATIONS) */
-    int64_t reserved;       /* clt_memory_max_reserved: the caching allocator's segments, replayed from
-                               the model's creation through two steps (the first makes the gradients and
-                               optimizer state) with no cap */
+    int64_t reserved;       /* clt_memory_max_reserved: the caching allocator's segments, from the
+                               model's creation through two steps (the first makes the gradients and
+                               optimizer state) with no cap, as run on the planning device */
     int64_t input_features; /* per example, the first Linear's input width */
     int recompute_blocks;   /* residual blocks in the longest recomputed segment, 0 when off */
 } clt_plan;
@@ -69,8 +72,9 @@ CLT_API clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, 
 
 /* The largest batch size that trains under a memory cap of budget bytes (0
  * when not even one example does), searched up to max_batch: the model's
- * creation and two steps replayed through the allocator's segments, pools
- * and cache releases, with none of its requests going past the cap. */
+ * creation and two steps run on the planning device (clt_plan_device)
+ * capped at the budget, through the allocator's segments, pools and cache
+ * releases, with none of its requests going past the cap. */
 CLT_API clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
                               int64_t *batch);
 
@@ -91,10 +95,10 @@ typedef struct clt_plan_fit_result {
  * that fits wins, in this order: fewest micro-batches, then no
  * recompute, then the blocks per segment with the lowest predicted peak
  * (every recomputed block's forward runs twice, whatever the size). A
- * configuration fits when the replay (clt_plan_max_batch's: creation and two
+ * configuration fits when the run (clt_plan_max_batch's: creation and two
  * steps, reserved segments and cache releases) stays under the budget less
- * a margin of 2 MiB plus 1/32 of the budget, for what the replay does not
- * see (the trainer's running loss sum, other tensors of the program).
+ * a margin of 2 MiB plus 1/32 of the budget, for what the run does not
+ * hold (the segments the trainer's warm-up leaves, other tensors of the program).
  * CLT_ERR_OUT_OF_MEMORY when none fits, its message giving the budget, the
  * margin, and what the weights, gradients, optimizer state and batch need. */
 CLT_API clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t budget, int allow_fp16,

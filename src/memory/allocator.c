@@ -1,7 +1,8 @@
 /* The caching allocator: one per device. Freed blocks go back to a cache and
  * serve later requests; the driver is asked only on a miss. Where a request
  * goes, and which segments go back when the cap is hit, is book.c's policy,
- * which the memory planner replays; this file holds the driver's side. */
+ * which a planning device (clt_plan_device) runs without a driver; this
+ * file holds the driver's side. */
 #include "allocator.h"
 
 #include <pthread.h>
@@ -31,6 +32,7 @@ typedef struct clt__allocator {
     int slot;
     clt__book book;
     clt_memory_stats stats;
+    int64_t at_peak[CLT_MEM_CATEGORY_COUNT]; /* category_allocated when peak_allocated was reached */
     clt_memory_record *record; /* clt_memory_record_start's, else NULL */
 } clt__allocator;
 
@@ -115,8 +117,11 @@ static void count_alloc(clt__allocator *a, clt__block *b)
 {
     clt_memory_stats *s = &a->stats;
     s->allocated += (int64_t)b->requested;
-    if (s->allocated > s->peak_allocated) s->peak_allocated = s->allocated;
     s->category_allocated[b->cat] += (int64_t)b->requested;
+    if (s->allocated > s->peak_allocated) {
+        s->peak_allocated = s->allocated;
+        memcpy(a->at_peak, s->category_allocated, sizeof a->at_peak);
+    }
     if (s->category_allocated[b->cat] > s->category_peak[b->cat])
         s->category_peak[b->cat] = s->category_allocated[b->cat];
 }
@@ -365,6 +370,17 @@ clt_status clt_memory_get_stats(clt_device dev, clt_memory_stats *out)
     return CLT_OK;
 }
 
+clt_status clt__memory_at_peak(clt_device dev, int64_t *bytes)
+{
+    clt_status st;
+    clt__allocator *a = allocator_for(dev, &st);
+    if (!a) return st;
+    pthread_mutex_lock(&a->lock);
+    memcpy(bytes, a->at_peak, sizeof a->at_peak);
+    pthread_mutex_unlock(&a->lock);
+    return CLT_OK;
+}
+
 static clt_memory_stats stats_of(clt_device dev)
 {
     clt_memory_stats s;
@@ -394,6 +410,7 @@ clt_status clt_memory_reset_peak(clt_device dev)
     if (!a) return st;
     pthread_mutex_lock(&a->lock);
     a->stats.peak_allocated = a->stats.allocated;
+    memcpy(a->at_peak, a->stats.category_allocated, sizeof a->at_peak);
     a->stats.peak_reserved = a->stats.reserved;
     for (int c = 0; c < CLT_MEM_CATEGORY_COUNT; c++) a->stats.category_peak[c] = a->stats.category_allocated[c];
     clt__publish_update(a->slot, &a->stats);

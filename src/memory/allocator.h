@@ -33,6 +33,11 @@ clt_status clt__alloc_set_record(int slot, clt_memory_record *rec, clt_memory_re
  * (nothing when it does not record). */
 void clt__alloc_with_record(int slot, void (*fn)(clt_memory_record *, const clt_memory_stats *, void *), void *arg);
 
+/* bytes[CLT_MEM_CATEGORY_COUNT] = what each category held when the
+ * device's allocated peak (clt_memory_max_allocated, since the last
+ * clt_memory_reset_peak) was reached. */
+clt_status clt__memory_at_peak(clt_device dev, int64_t *bytes);
+
 /* 1 under CLT_ALLOC_EXACT=1: every tensor its own driver buffer of exactly its size. */
 int clt__alloc_exact(void);
 

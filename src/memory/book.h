@@ -1,5 +1,6 @@
 /* Internal: the caching allocator's placement policy with no driver in it,
- * so that the memory planner replays exactly what the allocator does.
+ * shared by device buffers and by a planning device's (clt_plan_device),
+ * which the memory planner runs on.
  * Sizes round up to 512 bytes. Requests up to 1 MiB come from a small pool
  * carved out of 2 MiB segments; larger ones from a large pool of 20 MiB
  * segments (10 MiB and up get a segment of their own, rounded to 2 MiB).

@@ -71,6 +71,46 @@ void clt_model_free(clt_model *m)
     free(m);
 }
 
+/* Copies of n layer descriptions, without their tensors; NULL when host
+ * memory runs out. */
+static clt__layer *layers_copy(const clt__layer *src, int n)
+{
+    clt__layer *l = calloc((size_t)(n > 0 ? n : 1), sizeof *l);
+    for (int i = 0; l && i < n; i++) {
+        l[i] = src[i];
+        l[i].w = l[i].b = l[i].dw = l[i].db = l[i].saved = l[i].seg_input = NULL;
+        memset(&l[i].packed, 0, sizeof l[i].packed);
+        l[i].seg_pos = l[i].seg_len = l[i].seg_internal = 0;
+        l[i].body = NULL;
+        if (src[i].body && !(l[i].body = layers_copy(src[i].body, src[i].nbody))) {
+            l[i].nbody = 0;
+            layers_free(l, i + 1);
+            free(l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
+clt_status clt__model_layout(clt_model **out, const clt_model *m)
+{
+    CLT_TRY(clt_model_create(out, m->prefix));
+    clt_model *c = *out;
+    c->layers = layers_copy(m->layers, m->nlayers);
+    if (!c->layers) {
+        clt_model_free(c);
+        *out = NULL;
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "copying a model's layers: out of host memory");
+    }
+    c->nlayers = c->cap = m->nlayers;
+    c->features = m->features;
+    c->recompute_blocks = m->recompute_blocks;
+    c->loss_scale = m->loss_scale;
+    c->scale_dynamic = m->scale_dynamic;
+    c->clean_steps = m->clean_steps;
+    return CLT_OK;
+}
+
 /* Appends a layer named "<prefix>.<index>" (just "<index>" with an empty prefix) to the model. */
 static clt_status add_layer(clt_model *m, const char *op, clt__layer_kind kind, clt__layer **out)
 {

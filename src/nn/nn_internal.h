@@ -99,6 +99,13 @@ int clt__segment_size(int size, int run);
 /* Releases every kept tensor of the layers. */
 void clt__seq_drop(clt__layer *layers, int n);
 
+/* A new model with m's layers (kinds, sizes, names), prefix, recompute
+ * setting and loss scaler, not initialised: clt_model_init places it on a
+ * device of the caller's (the memory planner's planning device). Copies the
+ * layer descriptions whatever their kind, so that a new layer needs nothing
+ * here. */
+clt_status clt__model_layout(clt_model **out, const clt_model *m);
+
 /* The argument check of the calls that need a built model: clt__need
  * (src/core/error.h) for NULL ("op: what is NULL"), then CLT_ERR_INVALID_ARGUMENT
  * unless clt_model_init has given it parameters. */
