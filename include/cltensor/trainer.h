@@ -23,6 +23,15 @@ typedef struct clt_checkpoint_info {
     int64_t batch;             /* batches taken of the next epoch (a run stopped mid-epoch) */
 } clt_checkpoint_info;
 
+/* How the learning rate changes over the optimizer steps (clt_trainer_options). */
+typedef enum clt_lr_schedule {
+    CLT_LR_CONSTANT = 0, /* lr throughout (after any warm-up) */
+    CLT_LR_STEP = 1,     /* lr * lr_gamma^floor(u / lr_step_size), u the steps after the warm-up */
+    CLT_LR_COSINE = 2    /* lr * (1 + cos(pi * u / (T - W))) / 2, PyTorch's CosineAnnealingLR over the T - W steps
+                            after W warm-up steps, T the run's steps (max_steps, or max_epochs times the
+                            batches of an epoch, whichever is fewer) */
+} clt_lr_schedule;
+
 typedef struct clt_trainer_options {
     int max_epochs;            /* epochs to run, >= 1 */
     int num_gpus;              /* a ceiling: min(num_gpus, clt_num_gpus()) GPUs; with none, cpu() */
@@ -59,6 +68,21 @@ typedef struct clt_trainer_options {
     int memory_plot_steps;     /* 0: 2 */
     int progress;              /* -1: a bar on stderr when it is a terminal; 0: never; 1: always */
     FILE *log;                 /* a line per epoch; NULL: silent */
+    float momentum;            /* SGD's momentum (PyTorch's); 0: none. Adam refuses it (its betas are 0.9, 0.999) */
+    float weight_decay;        /* L2 penalty: weight_decay * param added to the gradient, as PyTorch's SGD and
+                                  Adam weight_decay; 0: none */
+    clt_lr_schedule lr_schedule; /* CLT_LR_CONSTANT (0) */
+    int64_t warmup_steps;      /* the first W steps take lr * (t + 1) / W at step t (from 0); 0: none */
+    int64_t lr_step_size;      /* CLT_LR_STEP: steps between two multiplications by lr_gamma (>= 1) */
+    double lr_gamma;           /* CLT_LR_STEP: the factor, in (0, 1]; 0 means 0.1 */
+    int early_stopping;        /* patience: after this many epochs in a row without a lower validation loss
+                                  than the best, stop; at the end the model's parameters become the best
+                                  epoch's. save_path is then written at an epoch that is the best so far
+                                  (and where a run stops mid-epoch, to resume from), so it holds the best
+                                  model. A resumed run's best and patience start afresh. 0: off. Needs val
+                                  data, and one process (clt_parallel_fit over ranks refuses it) */
+    const clt_standardizer *standardizer; /* the one the data were standardised with, or NULL: a regression's
+                                  val_mse and val_mae are then in its target's units (times y_std) */
 } clt_trainer_options;
 
 /* One epoch, batch 256, SGD lr 0.1, shuffled with seed 0, num_gpus 1, no
@@ -70,12 +94,15 @@ typedef struct clt_trainer_result {
     int epochs;                /* completed */
     int64_t steps;
     double train_loss;         /* mean over the last epoch's examples */
-    double val_loss, val_accuracy; /* NaN without validation data */
+    double val_loss, val_accuracy; /* NaN without validation data; val_accuracy NaN for a regression */
     double seconds;            /* training time over all epochs, evaluation excluded */
     double images_per_second;
     char device[32];           /* where it trained, e.g. "gpu:0" */
     int stopped;               /* 1 when clt_trainer_request_stop ended training early */
     int64_t skipped_steps;     /* steps a float16 run skipped (gradients overflowed), of `steps` */
+    double val_mse, val_mae;   /* a regression's validation errors (NaN for classes or without val data) */
+    int best_epoch;            /* with early_stopping: the epoch whose parameters the model holds; else 0 */
+    int early_stopped;         /* 1 when early_stopping's patience ran out before max_epochs */
 } clt_trainer_result;
 
 /* Trains model on train (and evaluates on val after each epoch; val may be
@@ -100,10 +127,29 @@ CLT_API clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, c
 CLT_API void clt_trainer_request_stop(void);
 
 /* Mean loss and accuracy of model over the first `limit` examples of ds (all
- * when 0), in inference mode, on the model's device. Two synchronization
- * points in all, at the end. */
+ * when 0), in inference mode, on the model's device. The loss is ds's:
+ * cross-entropy for classes, MSE for a regression (whose accuracy is NaN).
+ * Two synchronization points in all, at the end. */
 CLT_API clt_status clt_trainer_evaluate(clt_model *model, const clt_dataset *ds, int64_t batch_size, int64_t limit,
                                 double *loss, double *accuracy);
+
+/* Everything an evaluation measures. */
+typedef struct clt_evaluation {
+    int64_t examples;          /* evaluated */
+    double loss;               /* mean loss (cross-entropy, or MSE of the values as the model sees them) */
+    double accuracy;           /* classes: the fraction predicted right; NaN for a regression */
+    double mse, mae;           /* a regression's mean squared and absolute errors over every value, in the
+                                  target's units when a standardizer is given; NaN for classes */
+} clt_evaluation;
+
+/* clt_trainer_evaluate with every measure. standardizer (may be NULL) is the
+ * one ds was standardised with: a regression's errors are multiplied by its
+ * y_std (per target column) to be in the target's units. Errors: those of
+ * clt_trainer_evaluate, and CLT_ERR_SHAPE when the standardizer's targets
+ * are not ds's outputs. */
+CLT_API clt_status clt_trainer_evaluate_metrics(clt_model *model, const clt_dataset *ds, int64_t batch_size,
+                                                int64_t limit, const clt_standardizer *standardizer,
+                                                clt_evaluation *out);
 
 /* ---- Checkpoints ----
  * Parameters are saved under PyTorch's state_dict names ("net.1.weight",

@@ -47,6 +47,7 @@ typedef struct dp_state {
     int64_t local_seen;        /* examples this process took this epoch (the progress bar's) */
     double clip;
     int accumulate;            /* micro-batches per shard (gradient accumulation); 0 or 1: none */
+    const clt__loss *loss;     /* the training set's */
 } dp_state;
 
 static void batch_release(replica *r)
@@ -162,7 +163,7 @@ static clt_status dp_step(dp_state *d, int64_t global_n, double clip, int *stop)
         if (r->n == 0) continue;
         /* Each (micro-)batch's dout is its mean loss's gradient; scaled by its
          * rows / global_n, the sum over shards is the global mean's. */
-        clt__step_options so = {.accumulate = d->accumulate, .denom = global_n};
+        clt__step_options so = {.loss = d->loss, .accumulate = d->accumulate, .denom = global_n};
         CLT_TRY(clt__step_gradients(r->model, &r->t, r->loss_sum, &so));
     }
     CLT_TRY(reduce_gradients(d, stop));
@@ -292,6 +293,7 @@ static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *tra
     for (int i = 0; i < d->k; i++) CLT_TRY(clt_model_set_recompute(d->r[i].model, opt->recompute_blocks));
     CLT_TRY(ensure_gradients(model, train->rows * train->cols));
     CLT_TRY(clt__fit_optimizer(&d->opt, model, opt));
+    d->loss = clt__loss_for(train);
     clt_loader_options lo = clt__fit_loader_options(opt);
     lo.world = d->world * d->k;
     int64_t one = 1;

@@ -1,5 +1,6 @@
 /* Per-epoch metrics as CSV and as an SVG line chart of train loss,
- * validation loss and validation accuracy (the chapter's ProgressBoard). */
+ * validation loss and validation accuracy, or a regression's validation
+ * mean absolute error (the chapter's ProgressBoard). */
 #include "board.h"
 
 #include <errno.h>
@@ -28,8 +29,10 @@ clt_status clt__board_add(clt__board *b, const clt__epoch_row *row)
 
 void clt__board_clear(clt__board *b)
 {
+    int regression = b->regression;
     free(b->rows);
     memset(b, 0, sizeof *b);
+    b->regression = regression;
 }
 
 /* Text built in memory, then written by the safe writer (src/core/file.h):
@@ -68,7 +71,8 @@ clt_status clt__board_write_csv(const clt__board *b, const char *path)
 {
     text t;
     CLT_TRY(text_open(&t));
-    fprintf(t.f, "epoch,steps,train_loss,val_loss,val_accuracy,seconds,images_per_second\n");
+    fprintf(t.f, "epoch,steps,train_loss,val_loss,%s,seconds,images_per_second\n",
+            b->regression ? "val_mse,val_mae" : "val_accuracy");
     for (int i = 0; i < b->count; i++) {
         const clt__epoch_row *r = &b->rows[i];
         fprintf(t.f, "%d,%lld,", r->epoch, (long long)r->steps);
@@ -76,7 +80,13 @@ clt_status clt__board_write_csv(const clt__board *b, const char *path)
         fputc(',', t.f);
         put_number(t.f, r->val_loss);
         fputc(',', t.f);
-        put_number(t.f, r->val_accuracy);
+        if (b->regression) {
+            put_number(t.f, r->val_mse);
+            fputc(',', t.f);
+            put_number(t.f, r->val_mae);
+        } else {
+            put_number(t.f, r->val_accuracy);
+        }
         fprintf(t.f, ",%.3f,%.1f\n", r->seconds, r->images_per_second);
     }
     return text_commit(&t, path);
@@ -103,10 +113,12 @@ clt_status clt__board_write_svg(const clt__board *b, const char *path)
         {"val_loss", "#ff7f0e", "6,4", offsetof(clt__epoch_row, val_loss)},
         {"val_acc", "#2ca02c", "2,3", offsetof(clt__epoch_row, val_accuracy)},
     };
+    series shown[3] = {all[0], all[1], all[2]};
+    if (b->regression) shown[2] = (series){"val_mae", "#2ca02c", "2,3", offsetof(clt__epoch_row, val_mae)};
     double ymax = 1.0;
     for (int i = 0; i < b->count; i++)
-        for (size_t s = 0; s < sizeof all / sizeof all[0]; s++) {
-            double v = value_of(&b->rows[i], all[s].field);
+        for (size_t s = 0; s < sizeof shown / sizeof shown[0]; s++) {
+            double v = value_of(&b->rows[i], shown[s].field);
             if (isfinite(v) && v > ymax) ymax = v;
         }
     ymax = ceil(ymax * 10) / 10;
@@ -129,11 +141,11 @@ clt_status clt__board_write_svg(const clt__board *b, const char *path)
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", x, H - BOTTOM + 18, e);
     }
     fprintf(f, "<text x=\"%.0f\" y=\"%d\" text-anchor=\"middle\">epoch</text>\n", LEFT + pw / 2, H - 12);
-    for (size_t s = 0; s < sizeof all / sizeof all[0]; s++) {
+    for (size_t s = 0; s < sizeof shown / sizeof shown[0]; s++) {
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"%s\" points=\"",
-                all[s].color, all[s].dash);
+                shown[s].color, shown[s].dash);
         for (int i = 0; i < b->count; i++) {
-            double v = value_of(&b->rows[i], all[s].field);
+            double v = value_of(&b->rows[i], shown[s].field);
             if (!isfinite(v)) continue;
             double x = LEFT + (xmax > 1 ? pw * i / (xmax - 1) : pw / 2);
             fprintf(f, "%.1f,%.1f ", x, TOP + ph - ph * v / ymax);
@@ -141,8 +153,8 @@ clt_status clt__board_write_svg(const clt__board *b, const char *path)
         fprintf(f, "\"/>\n");
         double ly = TOP + 20 + 20.0 * (double)s;
         fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"2\" "
-                   "stroke-dasharray=\"%s\"/>\n", LEFT + pw + 12, ly, LEFT + pw + 42, ly, all[s].color, all[s].dash);
-        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n", LEFT + pw + 48, ly + 4, all[s].name);
+                   "stroke-dasharray=\"%s\"/>\n", LEFT + pw + 12, ly, LEFT + pw + 42, ly, shown[s].color, shown[s].dash);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n", LEFT + pw + 48, ly + 4, shown[s].name);
     }
     fprintf(f, "</svg>\n");
     return text_commit(&t, path);
@@ -164,10 +176,11 @@ clt_status clt__board_read_csv(clt__board *b, const char *path, int max_epoch)
     if (!f) return CLT_OK;
     char line[512];
     clt_status s = CLT_OK;
-    int header = 1;
+    int header = 1, regression = 0;
     while (s == CLT_OK && fgets(line, sizeof line, f)) {
         if (header) {
             header = 0;
+            regression = strstr(line, "val_mse") != NULL;
             continue;
         }
         char *p = line;
@@ -176,7 +189,13 @@ clt_status clt__board_read_csv(clt__board *b, const char *path, int max_epoch)
         r.steps = (int64_t)field(&p);
         r.train_loss = field(&p);
         r.val_loss = field(&p);
-        r.val_accuracy = field(&p);
+        r.val_accuracy = r.val_mse = r.val_mae = NAN;
+        if (regression) {
+            r.val_mse = field(&p);
+            r.val_mae = field(&p);
+        } else {
+            r.val_accuracy = field(&p);
+        }
         r.seconds = field(&p);
         r.images_per_second = field(&p);
         if (r.epoch >= 1 && r.epoch <= max_epoch) s = clt__board_add(b, &r);

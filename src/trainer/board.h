@@ -12,6 +12,7 @@ typedef struct clt__epoch_row {
     double train_loss;    /* mean over the epoch's examples */
     double val_loss;      /* NaN when there is no validation data */
     double val_accuracy;  /* in [0, 1], NaN when there is none */
+    double val_mse, val_mae; /* a regression's validation errors, NaN when there are none */
     double seconds;       /* wall time of the epoch's training */
     double images_per_second;
 } clt__epoch_row;
@@ -19,6 +20,7 @@ typedef struct clt__epoch_row {
 typedef struct clt__board {
     clt__epoch_row *rows;
     int count, cap;
+    int regression; /* 1: the columns and lines are val_mse and val_mae, not val_accuracy */
 } clt__board;
 
 clt_status clt__board_add(clt__board *b, const clt__epoch_row *row);

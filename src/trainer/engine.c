@@ -16,6 +16,7 @@
 #include "board.h"
 #include "checkpoint.h"
 #include "progress.h"
+#include "schedule.h"
 
 static volatile sig_atomic_t stop_flag;
 
@@ -39,6 +40,17 @@ clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_tr
     if (train->n < 1 || (!train->images && !train->x) || (!train->labels && !train->classes && !train->values))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the training set has no examples (%lld images): nothing to train on",
                          op, (long long)train->n);
+    if (!(o->momentum >= 0 && o->momentum < 1))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: momentum is %g; it must lie in [0, 1)", op, o->momentum);
+    if (o->momentum > 0 && o->optimizer == CLT_OPTIMIZER_ADAM)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "%s: momentum %g is SGD's; Adam has its betas (0.9, 0.999) instead", op, o->momentum);
+    if (!(o->weight_decay >= 0) || !isfinite(o->weight_decay))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: weight_decay is %g; it must be >= 0", op, o->weight_decay);
+    if (o->early_stopping < 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: early_stopping is %d; it must not be negative", op,
+                         o->early_stopping);
+    CLT_TRY(clt__schedule_check(op, o));
     if (o->accumulate < 0 || o->accumulate > o->batch_size)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: accumulate is %d; it must be 0 to batch_size (%lld)", op,
                          o->accumulate, (long long)o->batch_size);
@@ -50,8 +62,9 @@ clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_tr
 
 clt_status clt__fit_optimizer(clt_optimizer **out, clt_model *model, const clt_trainer_options *o)
 {
-    return o->optimizer == CLT_OPTIMIZER_ADAM ? clt_optimizer_create_adam(out, model, o->lr, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
-                                              : clt_optimizer_create_sgd(out, model, o->lr, 0.0f, 0.0f);
+    return o->optimizer == CLT_OPTIMIZER_ADAM
+               ? clt_optimizer_create_adam(out, model, o->lr, 0.9f, 0.999f, 1e-8f, o->weight_decay, 0)
+               : clt_optimizer_create_sgd(out, model, o->lr, o->momentum, o->weight_decay);
 }
 
 clt_loader_options clt__fit_loader_options(const clt_trainer_options *o)
@@ -73,7 +86,14 @@ typedef struct engine {
     clt__progress progress;
     clt_trainer_result r;
     int64_t total_examples;
+    int64_t total_steps;       /* the run's steps, for a cosine schedule */
     int stop;                  /* every rank agreed to stop (or this one asked, without ranks) */
+    /* Early stopping: the best epoch's parameters (a copy on the model's device), its loss, and
+     * the epochs since. */
+    clt_tensor *best;
+    double best_loss;
+    int bad_epochs;
+    int at_best;               /* 1: the model's parameters are best's (no step since) */
 } engine;
 
 /* Where an epoch starts: a checkpoint's partial epoch, or its beginning. */
@@ -130,9 +150,12 @@ static clt_status run_epoch(engine *e, int64_t epoch, const position *at, epoch_
     while (s == CLT_OK && !steps_done(e) && !stop_asked(e)) {
         int stop = clt__fit_stop_requested();
         int64_t n = 0;
-        s = b->step(b->ctx, &n, &stop);
+        if (clt__schedule_active(e->o))
+            s = clt_optimizer_set_lr(b->opt, (float)clt__schedule_lr(e->o, e->r.steps, e->total_steps));
+        if (s == CLT_OK) s = b->step(b->ctx, &n, &stop);
         if (s != CLT_OK || n == 0) break;
         seen += n;
+        e->at_best = 0;
         e->r.steps++;
         end->steps++;
         batch++;
@@ -175,13 +198,45 @@ static void log_row(const engine *e, const clt__epoch_row *row, const epoch_end 
     fprintf(f, "epoch %d/%d", row->epoch, e->o->max_epochs);
     if (!complete) fprintf(f, " (stopped after batch %lld of %lld)", (long long)end->batch, (long long)e->b->batches);
     fprintf(f, ": train loss %.4f", row->train_loss);
-    if (e->val) fprintf(f, ", val loss %.4f, val acc %.4f", row->val_loss, row->val_accuracy);
+    if (e->val && e->board.regression)
+        fprintf(f, ", val loss %.4f, val mse %.4g, val mae %.4g", row->val_loss, row->val_mse, row->val_mae);
+    else if (e->val)
+        fprintf(f, ", val loss %.4f, val acc %.4f", row->val_loss, row->val_accuracy);
     fprintf(f, ", %.2f s, %.0f images/s on %s%s", row->seconds, row->images_per_second, e->b->device, e->b->log_suffix);
     if (end->skipped)
         fprintf(f, "; %lld of %lld steps skipped (float16 gradients overflowed)", (long long)end->skipped,
                 (long long)end->steps);
     fputc('\n', f);
     fflush(f); /* a log to a file or pipe shows each epoch as it ends */
+}
+
+/* Early stopping after a whole epoch's validation loss: *best is 1 when it is the lowest so far
+ * (its parameters are kept); patience epochs in a row without one stop the run. */
+static clt_status track_best(engine *e, int64_t epoch, double loss, int *best)
+{
+    *best = isfinite(loss) && (!e->best || loss < e->best_loss);
+    if (!*best) {
+        if (++e->bad_epochs >= e->o->early_stopping) {
+            e->r.early_stopped = 1;
+        }
+        return CLT_OK;
+    }
+    clt_tensor *params = clt_model_parameters(e->b->model);
+    if (e->best) CLT_TRY(clt_copy_(e->best, params));
+    else CLT_TRY(clt_copy_to(&e->best, params, clt_model_device(e->b->model)));
+    e->best_loss = loss;
+    e->bad_epochs = 0;
+    e->at_best = 1;
+    e->r.best_epoch = (int)epoch;
+    return CLT_OK;
+}
+
+/* After an early-stopped (or ended) run: the model takes the best epoch's parameters. */
+static clt_status restore_best(engine *e)
+{
+    if (!e->best || e->at_best) return CLT_OK;
+    CLT_TRY(clt_copy_(clt_model_parameters(e->b->model), e->best));
+    return e->b->sync ? e->b->sync(e->b->ctx) : CLT_OK;
 }
 
 /* An epoch that ran (whole, or up to the step limit): evaluation, its row, files, checkpoint. */
@@ -191,25 +246,39 @@ static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
     const clt_trainer_options *o = e->o;
     int complete = end->batch >= b->batches;
     int64_t examples = examples_before(b, o, end->batch);
-    clt__epoch_row row = {.epoch = (int)epoch, .steps = e->r.steps, .val_loss = NAN, .val_accuracy = NAN};
+    clt__epoch_row row = {.epoch = (int)epoch, .steps = e->r.steps, .val_loss = NAN, .val_accuracy = NAN,
+                          .val_mse = NAN, .val_mae = NAN};
     row.train_loss = examples ? end->loss_sum / (double)examples : NAN;
     row.seconds = end->seconds;
     row.images_per_second = row.seconds > 0 ? (double)examples / row.seconds : 0;
     clt_status s = CLT_OK;
-    if (e->val && b->lead)
-        s = clt_trainer_evaluate(b->model, e->val, o->batch_size, o->val_limit, &row.val_loss, &row.val_accuracy);
+    if (e->val && b->lead) {
+        clt_evaluation ev;
+        s = clt_trainer_evaluate_metrics(b->model, e->val, o->batch_size, o->val_limit, o->standardizer, &ev);
+        if (s == CLT_OK) {
+            row.val_loss = ev.loss;
+            row.val_accuracy = ev.accuracy;
+            row.val_mse = ev.mse;
+            row.val_mae = ev.mae;
+        }
+    }
     clt_model_set_training(b->model, 1);
+    int best = 1; /* without early stopping every epoch is saved */
+    if (s == CLT_OK && o->early_stopping && complete) s = track_best(e, epoch, row.val_loss, &best);
     if (s == CLT_OK) s = clt__board_add(&e->board, &row);
     if (s == CLT_OK) log_row(e, &row, end, complete);
     e->r.epochs = complete ? (int)epoch : (int)epoch - 1;
     e->r.train_loss = row.train_loss;
     e->r.val_loss = row.val_loss;
     e->r.val_accuracy = row.val_accuracy;
+    e->r.val_mse = row.val_mse;
+    e->r.val_mae = row.val_mae;
     if (s == CLT_OK && b->lead && o->metrics_path) s = clt__board_write_csv(&e->board, o->metrics_path);
     if (s == CLT_OK && b->lead && o->plot_path) s = clt__board_write_svg(&e->board, o->plot_path);
     /* A step limit's stop is part of the run (same seed, same checkpoint bytes), so its elapsed
      * time goes to the metrics row only, where a resumed run finds it (resume()). */
-    if (s == CLT_OK) s = complete ? save(e, epoch, 0, 0, 0) : save(e, epoch - 1, end->batch, end->loss_sum, 0);
+    if (s == CLT_OK && best)
+        s = complete ? save(e, epoch, 0, 0, 0) : save(e, epoch - 1, end->batch, end->loss_sum, 0);
     return s;
 }
 
@@ -250,7 +319,15 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
 {
     engine e = {.b = b, .o = o, .val = val};
     snprintf(e.r.device, sizeof e.r.device, "%s", b->device);
-    e.r.val_loss = e.r.val_accuracy = NAN;
+    e.r.val_loss = e.r.val_accuracy = e.r.val_mse = e.r.val_mae = NAN;
+    e.board.regression = val && val->task == CLT_TASK_REGRESS;
+    if (o->early_stopping && !val)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: early_stopping needs validation data (val is NULL)", b->op);
+    if (o->early_stopping && b->collective)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "%s: early_stopping works in one process, not over the ranks of a collective", b->op);
+    e.total_steps = b->batches * (int64_t)o->max_epochs;
+    if (o->max_steps && o->max_steps < e.total_steps) e.total_steps = o->max_steps;
     int show_bar = b->lead && (o->progress < 0 ? isatty(fileno(stderr)) : o->progress);
     clt__progress_init(&e.progress, show_bar ? stderr : NULL, b->device);
     position at = {0};
@@ -268,7 +345,7 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
     clt__progress_end(&e.progress);
     if (s == CLT_OK && b->lead) clt__progress_warmup_log(o->log, b->device, &warm);
     for (int64_t epoch = done + 1; s == CLT_OK && epoch <= o->max_epochs; epoch++) {
-        if (steps_done(&e)) break;
+        if (steps_done(&e) || e.r.early_stopped) break;
         if (stop_asked(&e)) {
             e.r.stopped = 1;
             break;
@@ -289,8 +366,10 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
         }
         s = finish_epoch(&e, epoch, &end);
     }
+    if (s == CLT_OK && !e.r.stopped) s = restore_best(&e);
     e.r.images_per_second = e.r.seconds > 0 ? (double)e.total_examples / e.r.seconds : 0;
     if (out) *out = e.r;
+    clt_tensor_release(e.best);
     clt__board_clear(&e.board);
     stop_flag = 0; /* a request that came too late to act on does not stop the next fit */
     return s;

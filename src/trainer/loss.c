@@ -13,4 +13,11 @@ static clt_status argmax_hits(clt_tensor **hits, const clt_tensor *logits, const
     return s;
 }
 
-const clt__loss clt__loss_cross_entropy = {"cross-entropy", clt_cross_entropy_loss_grad, argmax_hits};
+const clt__loss clt__loss_cross_entropy = {"cross-entropy", clt_cross_entropy_loss_grad, argmax_hits, NULL};
+
+const clt__loss clt__loss_mse = {"mse", clt_mse_loss, NULL, clt_regression_errors};
+
+const clt__loss *clt__loss_for(const clt_dataset *ds)
+{
+    return ds && ds->task == CLT_TASK_REGRESS ? &clt__loss_mse : &clt__loss_cross_entropy;
+}

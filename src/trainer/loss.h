@@ -6,6 +6,7 @@
 #ifndef CLT_TRAINER_LOSS_H
 #define CLT_TRAINER_LOSS_H
 
+#include "cltensor/data.h"
 #include "cltensor/nn.h"
 
 typedef struct clt__loss {
@@ -18,10 +19,24 @@ typedef struct clt__loss {
      * predicts right (evaluation's accuracy). NULL: the loss has no
      * accuracy. */
     clt_status (*correct)(clt_tensor **hits, const clt_tensor *out, const clt_tensor *y);
+    /* *mse and *mae: one-element float32 tensors, the batch's mean squared
+     * and mean absolute errors, each column's error multiplied by scale's
+     * (K) first when scale is not NULL (clt_regression_errors). NULL: the
+     * loss has no such errors. */
+    clt_status (*errors)(clt_tensor **mse, clt_tensor **mae, const clt_tensor *out, const clt_tensor *y,
+                         const clt_tensor *scale);
 } clt__loss;
 
 /* Softmax cross-entropy of logits (B, C) against int32 labels (B); correct:
  * the rows whose largest logit is the label's. */
 extern const clt__loss clt__loss_cross_entropy;
+
+/* Mean squared error of predictions (B, K) against float32 values (B, K)
+ * (PyTorch's MSELoss), with the regression errors and no accuracy. */
+extern const clt__loss clt__loss_mse;
+
+/* The loss a dataset trains with: MSE for CLT_TASK_REGRESS, else
+ * cross-entropy. NULL gives cross-entropy. */
+const clt__loss *clt__loss_for(const clt_dataset *ds);
 
 #endif

@@ -96,16 +96,22 @@ clt_status clt__train_step(clt_model *m, clt_optimizer *opt, clt__step_tensors *
     return CLT_OK;
 }
 
-clt_status clt__eval_step(clt_model *m, const clt__loss *loss, clt_tensor *x, clt_tensor *y, clt_tensor *loss_sum,
-                          clt_tensor *correct)
+clt_status clt__eval_step(clt_model *m, const clt__loss *loss, clt_tensor *x, clt_tensor *y, const clt__eval_sums *sums)
 {
     loss = loss_or_default(loss);
-    clt_tensor *out = NULL, *mean = NULL, *hits = NULL;
+    float rows = (float)clt_tensor_dim(x, 0);
+    clt_tensor *out = NULL, *mean = NULL, *hits = NULL, *mse = NULL, *mae = NULL;
     clt_status s = clt_model_forward(m, x, &out);
     if (s == CLT_OK) s = loss->loss_grad(&mean, NULL, out, y);
-    if (s == CLT_OK) s = clt_axpy_(loss_sum, (float)clt_tensor_dim(x, 0), mean);
-    if (s == CLT_OK && correct && loss->correct) s = loss->correct(&hits, out, y);
-    if (s == CLT_OK && hits) s = clt_add_(correct, hits);
+    if (s == CLT_OK) s = clt_axpy_(sums->loss, rows, mean);
+    if (s == CLT_OK && sums->correct && loss->correct) s = loss->correct(&hits, out, y);
+    if (s == CLT_OK && hits) s = clt_add_(sums->correct, hits);
+    if (s == CLT_OK && (sums->mse || sums->mae) && loss->errors)
+        s = loss->errors(sums->mse ? &mse : NULL, sums->mae ? &mae : NULL, out, y, sums->scale);
+    if (s == CLT_OK && mse) s = clt_axpy_(sums->mse, rows, mse);
+    if (s == CLT_OK && mae) s = clt_axpy_(sums->mae, rows, mae);
+    clt_tensor_release(mse);
+    clt_tensor_release(mae);
     clt_tensor_release(hits);
     clt_tensor_release(out);
     clt_tensor_release(mean);

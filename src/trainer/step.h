@@ -24,7 +24,7 @@ void clt__step_tensors_release(clt__step_tensors *t);
 
 /* How a step runs. */
 typedef struct clt__step_options {
-    const clt__loss *loss; /* NULL: cross-entropy */
+    const clt__loss *loss; /* NULL: cross-entropy (clt__loss_for gives a dataset's) */
     int accumulate;        /* micro-batches per step; 0 or 1: one pass */
     /* > 0: the examples the gradients are the mean over (every micro-batch's,
      * and every shard's of data parallel): each (micro-)batch's dout is scaled
@@ -68,11 +68,19 @@ clt_status clt__step_gradients(clt_model *m, clt__step_tensors *t, clt_tensor *l
 clt_status clt__train_step(clt_model *m, clt_optimizer *opt, clt__step_tensors *t, clt_tensor *loss_sum, double clip,
                            const clt__step_options *o);
 
+/* What an evaluation adds up on the device, each a one-element float32
+ * tensor: loss (required), correct (the rows predicted right), mse and mae
+ * (rows times the batch's mean squared and absolute errors, each column's
+ * error multiplied by scale's first when scale is not NULL); those NULL, or
+ * that the loss lacks, are left alone. */
+typedef struct clt__eval_sums {
+    clt_tensor *loss, *correct, *mse, *mae;
+    const clt_tensor *scale;
+} clt__eval_sums;
+
 /* One evaluation batch (the model as it is set, in inference): out =
- * forward(x), loss_sum += rows * loss, and, where the loss has an accuracy
- * and correct is not NULL, correct += the rows predicted right. */
-clt_status clt__eval_step(clt_model *m, const clt__loss *loss, clt_tensor *x, clt_tensor *y, clt_tensor *loss_sum,
-                          clt_tensor *correct);
+ * forward(x), and its sums added to sums. */
+clt_status clt__eval_step(clt_model *m, const clt__loss *loss, clt_tensor *x, clt_tensor *y, const clt__eval_sums *sums);
 
 /* *out = the one-element float32 tensor t (a loss sum, a count), a
  * synchronization point reported as `api` (the public call, and what it

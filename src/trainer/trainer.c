@@ -51,6 +51,7 @@ typedef struct one_device {
     int64_t steps, record_until; /* steps taken by this fit; recording memory until record_until (0: not) */
     const char *memory_plot;
     const clt_trainer_options *record_opt; /* a recording to start at the first epoch (after the warm-up) */
+    const clt__loss *loss;     /* the training set's */
 } one_device;
 
 /* memory_plot_path: records the first steps' memory on the training device. */
@@ -96,7 +97,7 @@ static clt_status one_step(void *ctx, int64_t *n, int *stop)
     if (s == CLT_OK && t.x) {
         *n = clt_tensor_dim(t.x, 0);
         int recording = d->record_until > d->steps;
-        clt__step_options so = {.accumulate = d->accumulate, .mark = recording ? d->steps + 1 : 0};
+        clt__step_options so = {.loss = d->loss, .accumulate = d->accumulate, .mark = recording ? d->steps + 1 : 0};
         s = clt__train_step(d->model, d->opt, &t, d->loss_sum, d->clip, &so);
         d->steps++;
     }
@@ -145,7 +146,8 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
 {
     if (!model || !train || !opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_trainer_fit: NULL argument");
     CLT_TRY(clt__fit_check("clt_trainer_fit", train, opt, 1));
-    one_device d = {.model = model, .clip = opt->gradient_clip_val, .accumulate = opt->accumulate};
+    one_device d = {.model = model, .clip = opt->gradient_clip_val, .accumulate = opt->accumulate,
+                    .loss = clt__loss_for(train)};
     clt__fit_backend b = {.op = "clt_trainer_fit", .lead = 1, .begin_epoch = one_begin, .step = one_step,
                           .loss_sum = one_loss, .running_loss = one_running};
     clt_status s = one_setup(&d, &b, train, opt);

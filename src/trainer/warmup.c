@@ -81,7 +81,8 @@ static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kin
     if (s == CLT_OK) s = clt__train_step(c, opt, &t, loss_sum, clip, &so);
     if (s == CLT_OK) s = clt__step_read(loss_sum, &ignored, "clt_model_warmup (reading the loss)");
     clt_model_set_training(c, 0);
-    if (s == CLT_OK) s = clt__eval_step(c, NULL, t.x, t.y, loss_sum, correct);
+    clt__eval_sums sums = {.loss = loss_sum, .correct = correct};
+    if (s == CLT_OK) s = clt__eval_step(c, NULL, t.x, t.y, &sums);
     if (s == CLT_OK) s = clt__step_read(loss_sum, &ignored, "clt_model_warmup (reading the loss)");
     clt__step_tensors_release(&t);
     clt_tensor_release(loss_sum);
