@@ -16,7 +16,6 @@
 #include "../device/sync.h"
 #include "book.h"
 #include "publish.h"
-#include "record.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -34,6 +33,7 @@ typedef struct clt__allocator {
     clt_memory_stats stats;
     int64_t at_peak[CLT_MEM_CATEGORY_COUNT]; /* category_allocated when peak_allocated was reached */
     clt_memory_record *record; /* clt_memory_record_start's, else NULL */
+    clt__alloc_sample_fn *sample; /* record.c's, called on record after every event */
 } clt__allocator;
 
 static clt__allocator **allocators;
@@ -141,7 +141,7 @@ static void driver_release(void *allocator, void *owner)
 static void empty_cache_locked(clt__allocator *a)
 {
     clt__book_empty(&a->book);
-    if (a->record) clt__record_sample(a->record, &a->stats);
+    if (a->record) a->sample(a->record, &a->stats);
     clt__publish_update(a->slot, &a->stats);
 }
 
@@ -272,7 +272,7 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_memory_category cat, clt__blo
     }
     /* Sampled and published after a failure too: the retry may have released
      * cached segments. */
-    if (a->record) clt__record_sample(a->record, &a->stats);
+    if (a->record) a->sample(a->record, &a->stats);
     clt__publish_update(slot, &a->stats);
     pthread_mutex_unlock(&a->lock);
     return st;
@@ -295,7 +295,7 @@ void clt__free(clt__block *b, cl_event pending)
     a->stats.category_allocated[b->cat] -= (int64_t)b->requested;
     b->requested = 0;
     clt__book_give(&a->book, b);
-    if (a->record) clt__record_sample(a->record, &a->stats);
+    if (a->record) a->sample(a->record, &a->stats);
     clt__publish_update(a->slot, &a->stats);
     pthread_mutex_unlock(&a->lock);
 }
@@ -309,19 +309,22 @@ void clt__block_set_category(clt__block *b, clt_memory_category cat)
     a->stats.category_allocated[cat] += (int64_t)b->requested;
     if (a->stats.category_allocated[cat] > a->stats.category_peak[cat])
         a->stats.category_peak[cat] = a->stats.category_allocated[cat];
-    if (a->record) clt__record_sample(a->record, &a->stats);
+    if (a->record) a->sample(a->record, &a->stats);
     pthread_mutex_unlock(&a->lock);
 }
 
-clt_status clt__alloc_set_record(int slot, clt_memory_record *rec, clt_memory_record **old)
+clt_status clt__alloc_set_record(int slot, clt_memory_record *rec, clt__alloc_sample_fn *sample, clt_memory_record **old)
 {
     clt__allocator *a = get_allocator(slot);
     if (!a) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for allocator bookkeeping");
     pthread_mutex_lock(&a->lock);
     *old = a->record;
     int busy = rec && a->record;
-    if (!busy) a->record = rec;
-    if (rec && !busy) clt__record_sample(rec, &a->stats);
+    if (!busy) {
+        a->record = rec;
+        a->sample = sample;
+    }
+    if (rec && !busy) sample(rec, &a->stats);
     pthread_mutex_unlock(&a->lock);
     return busy ? clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s records already", clt__slot_get(slot)->name) : CLT_OK;
 }

@@ -24,11 +24,14 @@ size_t clt__block_offset(const clt__block *b);
 void *clt__block_host(const clt__block *b);
 int clt__block_slot(const clt__block *b);
 
-/* Recording (record.c): installs rec as the slot's record (NULL: none)
- * and samples the counters into it at once; *old receives the record it
- * replaces. A record is not replaced by another: CLT_ERR_INVALID_ARGUMENT.
- * While one is installed every event appends a sample. */
-clt_status clt__alloc_set_record(int slot, clt_memory_record *rec, clt_memory_record **old);
+/* Recording (record.c, a file above this one, registers itself here):
+ * installs rec as the slot's record (NULL: none) with sample, the function
+ * that appends the counters s to it, and samples them at once; *old
+ * receives the record it replaces. A record is not replaced by another:
+ * CLT_ERR_INVALID_ARGUMENT. While one is installed every event calls
+ * sample(rec, counters) under the allocator's lock. */
+typedef void clt__alloc_sample_fn(clt_memory_record *rec, const clt_memory_stats *s);
+clt_status clt__alloc_set_record(int slot, clt_memory_record *rec, clt__alloc_sample_fn *sample, clt_memory_record **old);
 /* Runs fn on the slot's record and counters under the allocator's lock
  * (nothing when it does not record). */
 void clt__alloc_with_record(int slot, void (*fn)(clt_memory_record *, const clt_memory_stats *, void *), void *arg);

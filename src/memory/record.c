@@ -31,7 +31,9 @@ static atomic_int recording;
 
 int clt__record_active(void) { return atomic_load_explicit(&recording, memory_order_relaxed) > 0; }
 
-void clt__record_sample(clt_memory_record *r, const clt_memory_stats *s)
+/* The allocator's hook (clt__alloc_set_record): appends a sample of s; a
+ * full record counts the samples it could not keep. */
+static void record_sample(clt_memory_record *r, const clt_memory_stats *s)
 {
     if (r->n == r->room) {
         int64_t room = r->room ? 2 * r->room : 1024;
@@ -119,7 +121,7 @@ clt_status clt_memory_record_start(clt_device dev)
     clt_status s = clt_device_name(dev, r->device, sizeof r->device);
     if (s == CLT_OK) s = clt_memory_get_stats(dev, &st);
     r->cap = st.cap;
-    if (s == CLT_OK) s = clt__alloc_set_record(slot, r, &old);
+    if (s == CLT_OK) s = clt__alloc_set_record(slot, r, record_sample, &old);
     if (s != CLT_OK) {
         clt_memory_record_free(r);
         return s;
@@ -135,7 +137,7 @@ clt_status clt_memory_record_stop(clt_device dev, clt_memory_record **out)
     int slot;
     CLT_TRY(clt__resolve(dev, &slot));
     clt_memory_record *r = NULL;
-    CLT_TRY(clt__alloc_set_record(slot, NULL, &r));
+    CLT_TRY(clt__alloc_set_record(slot, NULL, NULL, &r));
     if (!r) {
         char name[32] = "";
         clt_device_name(dev, name, sizeof name);

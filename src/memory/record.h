@@ -1,7 +1,8 @@
 /* Internal: a memory record, the allocator's counters after every event
  * (allocation, free, retag, cache release) of one device between
  * clt_memory_record_start and clt_memory_record_stop, each sample labelled
- * with the phase marked last. The allocator appends under its lock. */
+ * with the phase marked last. The allocator appends under its lock, through
+ * the sample function clt_memory_record_start registers with it. */
 #ifndef CLT_MEMORY_RECORD_H
 #define CLT_MEMORY_RECORD_H
 
@@ -14,9 +15,6 @@ int clt__record_active(void);
  * current major phase (clt_memory_record_mark); a no-op when it does not
  * record. label is copied. */
 void clt__record_minor(int slot, const char *label);
-/* The allocator's side: appends a sample of s (a full record counts the
- * samples it could not keep). */
-void clt__record_sample(clt_memory_record *r, const clt_memory_stats *s);
 
 /* For the picture (src/io/memory_svg.c): phase i's major label and where
  * its first sample is, and whether it begins a major phase. */
