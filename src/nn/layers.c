@@ -151,7 +151,9 @@ static _Thread_local int recomputing;
 static void mark_layers(const clt_model *m, const char *what, const clt__layer *a, const clt__layer *b)
 {
     int slot;
-    if (!clt__record_active() || !m || clt__resolve(clt_model_device(m), &slot) != CLT_OK) return;
+    /* The parameters' device (the model's, read here: model.c is above this file). */
+    if (!clt__record_active() || !m || !m->params || clt__resolve(clt_tensor_device(m->params), &slot) != CLT_OK)
+        return;
     char label[2 * CLT__NAME_MAX + 16];
     if (a == b) snprintf(label, sizeof label, "%s %s", what, a->name);
     else snprintf(label, sizeof label, "%s %s-%s", what, a->name, b->name);
