@@ -218,7 +218,7 @@ static void compare_half(clt_optimizer_kind kind, int k, int64_t n, int epochs, 
     o.use_device = 1;
     o.device = list[0];
     o.fp16 = 1;
-    o.save_info = (clt_checkpoint_info){"resmlp", 32, 1, 0, 0, 0};
+    o.save_info = (clt_checkpoint_info){.arch = "resmlp", .hiddens = 32, .blocks = 1};
     char dir[256], ref_path[300], par_path[300];
     clt_test_make_temp_dir(dir, sizeof dir, "dp16");
     snprintf(ref_path, sizeof ref_path, "%s/ref.safetensors", dir);

@@ -273,7 +273,7 @@ static void sweep_save(clt__fault_kind kind, int sticky)
     fixture_make(&f);
     fixture_make(&g);
     ck_assert_ok(clt_optimizer_init_state(g.opt));
-    clt_checkpoint_info info = {"resmlp", HIDDENS, 1, 1, 1, 0};
+    clt_checkpoint_info info = {.arch = "resmlp", .hiddens = HIDDENS, .blocks = 1, .epoch = 1, .steps = 1};
     ck_assert_ok(train_step(&f, NULL));
     ck_assert_ok(clt_checkpoint_save(path, f.model, f.opt, &info));
     size_t old_n, new_n;

@@ -517,7 +517,7 @@ START_TEST(test_checkpoint_keeps_scaler_and_master)
     ck_assert_ok(clt_scale_(master, 1.0001f));
     char path[] = "/tmp/clt-test-half-XXXXXX";
     close(mkstemp(path));
-    clt_checkpoint_info info = {"resmlp", 8, 1, 0, 0, 0};
+    clt_checkpoint_info info = {.arch = "resmlp", .hiddens = 8, .blocks = 1};
     ck_assert_ok(clt_checkpoint_save(path, m, opt, &info));
 
     ck_assert_ok(clt_model_create_resmlp(&back, clt_cpu(), 12, 8, 1, 3, 9));

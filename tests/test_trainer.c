@@ -157,7 +157,7 @@ START_TEST(test_checkpoint_round_trip_exact)
     char path[] = "/tmp/clt-test-ckpt-XXXXXX";
     close(mkstemp(path));
     clt_model *a = resmlp(11), *b = resmlp(12);
-    clt_checkpoint_info info = {"resmlp", 32, 1, 3, 30, 0};
+    clt_checkpoint_info info = {.arch = "resmlp", .hiddens = 32, .blocks = 1, .epoch = 3, .steps = 30};
     ck_assert_ok(clt_checkpoint_save(path, a, NULL, &info));
     int64_t h, k;
     ck_assert_ok(clt_checkpoint_resmlp_shape(path, &h, &k));

@@ -90,6 +90,11 @@ CLT_API clt_status clt_model_layer(const clt_model *m, int i, clt_layer_info *ou
 /* The parameter-name prefix given to clt_model_create ("" for none; NULL for
  * a NULL model). */
 CLT_API const char *clt_model_prefix(const clt_model *m);
+/* The input width: the first Linear's (or ResidualBlock's) inputs; the
+ * outputs: the last one's outputs. 0 for NULL or a model without such a
+ * layer. */
+CLT_API int64_t clt_model_num_inputs(const clt_model *m);
+CLT_API int64_t clt_model_num_outputs(const clt_model *m);
 
 /* Releases the parameters, gradients and any kept activations. NULL is fine.
  * An optimizer built on the model must be freed first or not used again. */

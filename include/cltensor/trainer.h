@@ -15,12 +15,23 @@
 extern "C" {
 #endif
 
-/* Metadata written beside the tensors (any field may be 0 / NULL). */
+/* Metadata written beside the tensors (any field may be 0 / NULL). The
+ * model's own layer list and parameter-name prefix are always written
+ * (cltensor.layers, cltensor.prefix), so clt_model_load can rebuild it; the
+ * fields from `task` on say what it is for. */
 typedef struct clt_checkpoint_info {
     const char *arch;          /* "resmlp" */
     int64_t hiddens, blocks;
     int64_t epoch, steps;      /* epochs completed, optimizer steps taken */
     int64_t batch;             /* batches taken of the next epoch (a run stopped mid-epoch) */
+    clt_task task;             /* CLT_TASK_CLASSIFY (0, the default) or CLT_TASK_REGRESS */
+    int num_classes;           /* names in class_names (the model's outputs); 0: none recorded */
+    const char *const *class_names; /* the classes' names, valid UTF-8, or NULL */
+    int example_ndim;          /* dimensions of one input example; 0: not recorded */
+    int64_t example_shape[CLT_DATASET_MAX_DIMS]; /* their sizes, whose product is the input width */
+    const char *target;        /* the training data's target column (a name or an index); NULL: none */
+    const clt_standardizer *standardizer; /* saved as the tensors preprocess.x_mean, preprocess.x_std (and
+                                  preprocess.y_mean, preprocess.y_std for a regression's targets); NULL: none */
 } clt_checkpoint_info;
 
 /* How the learning rate changes over the optimizer steps (clt_trainer_options). */
@@ -159,12 +170,19 @@ CLT_API clt_status clt_trainer_evaluate_metrics(clt_model *model, const clt_data
  * metadata; PyTorch ignores those when loading with strict=False. */
 
 /* Writes atomically (the old file stays whole on failure). A
- * synchronization point: reads every tensor. */
+ * synchronization point: reads every tensor. info may be NULL.
+ * Errors: CLT_ERR_INVALID_ARGUMENT (naming the field) when info describes
+ * another model: class names other than the last layer's outputs in number
+ * or not valid UTF-8, class names for a regression, an example shape whose
+ * product is not the input width, a standardizer of another width or target
+ * count; those of clt_safetensors_save. */
 CLT_API clt_status clt_checkpoint_save(const char *path, const clt_model *model, const clt_optimizer *opt,
                                const clt_checkpoint_info *info);
 /* Loads every parameter of model (and the optimizer state when opt is not
  * NULL and the file has it) after checking the whole file first: a tensor
- * the model lacks, one it has that the file lacks, a shape that differs or
+ * the model lacks (other than the preprocess.* tensors of a standardizer,
+ * which only clt_model_load reads), one it has that the file lacks, a
+ * malformed model description (see clt_model_load), a shape that differs or
  * a dtype other than F32, F16 or BF16 fails with CLT_ERR_FORMAT naming the
  * tensor. The tensors are read into new buffers (memory for a second copy
  * of the parameters and the loaded state) before anything changes, so any
@@ -173,7 +191,7 @@ CLT_API clt_status clt_checkpoint_save(const char *path, const clt_model *model,
  * they were. The loaded state replaces the optimizer's buffers (pointers
  * from clt_optimizer_state are invalid afterwards); the parameters are
  * copied into the model's own. info (may be NULL) receives the metadata's
- * numbers. */
+ * numbers (task, num_classes and example shape too); its pointers are NULL. */
 CLT_API clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_optimizer *opt,
                                clt_checkpoint_info *info);
 /* Reads a ResMLP checkpoint's architecture (hidden width and block count)
@@ -182,6 +200,52 @@ CLT_API clt_status clt_checkpoint_load(const char *path, clt_model *model, clt_o
  * than CLT_RESMLP_MAX_BLOCKS blocks. */
 #define CLT_RESMLP_MAX_BLOCKS 1000
 CLT_API clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64_t *blocks);
+
+/* ---- Self-describing models ---- */
+
+/* The most layers a saved layer list may hold. */
+#define CLT_MODEL_MAX_LAYERS 4096
+/* The most classes a saved model may name. */
+#define CLT_MODEL_MAX_CLASSES (1 << 20)
+
+/* What clt_model_load found in a file besides the parameters: what the model
+ * is for and how its inputs are prepared. Owned; clt_model_description_free. */
+typedef struct clt_model_description {
+    clt_task task;             /* CLT_TASK_CLASSIFY (also for a file that records none) or CLT_TASK_REGRESS */
+    int64_t num_inputs;        /* the input width: features per example */
+    int64_t num_outputs;       /* the last layer's outputs: classes, or values per example */
+    int num_classes;           /* num_outputs for a classifier, 0 for a regression */
+    char **class_names;        /* num_classes names (the file's, else "0", "1", ...); NULL for a regression */
+    int example_ndim;          /* an example's shape: the file's, else (num_inputs) */
+    int64_t example_shape[CLT_DATASET_MAX_DIMS];
+    char *target;              /* the training data's target column, NULL when not recorded */
+    int has_standardizer;      /* 1: the file holds preprocess.* tensors, in standardizer */
+    clt_standardizer standardizer;
+    clt_checkpoint_info info;  /* the metadata's numbers (epoch, steps, hiddens, blocks); pointers NULL */
+} clt_model_description;
+
+/* Frees what the description holds and zeroes it; NULL does nothing. */
+CLT_API void clt_model_description_free(clt_model_description *d);
+
+/* Rebuilds the model saved in path on dev, from its layer list
+ * (cltensor.layers, written by clt_checkpoint_save for any model, whether
+ * built by the tool or through the C API) or, for a file without one (a
+ * capstone checkpoint, PyTorch's ResMLPClassifier), from the ResMLP shape of
+ * its tensors (clt_checkpoint_resmlp_shape), and loads its parameters
+ * (clt_checkpoint_load; the optimizer state is ignored). The model is in
+ * inference mode (clt_model_set_training(m, 0)). desc (may be NULL)
+ * receives the description; free it with clt_model_description_free.
+ * Metadata is checked before anything is allocated: the layer list has
+ * 1..CLT_MODEL_MAX_LAYERS known layers of sizes 1..2^31-1 whose widths
+ * chain, and a parameter count equal to the file's parameter tensors'; the
+ * task is "classify" or "regress"; class names are strings, as many as the
+ * outputs; the example shape has 1..CLT_DATASET_MAX_DIMS sizes whose product
+ * is the input width; the preprocess.* tensors are F32, shaped (width) and
+ * (outputs), with finite means and positive finite deviations.
+ * Errors: CLT_ERR_FORMAT naming the file and the key or tensor; those of
+ * clt_safetensors_open and clt_checkpoint_load; device errors. On failure
+ * *out is NULL and desc zeroed. */
+CLT_API clt_status clt_model_load(clt_model **out, const char *path, clt_device dev, clt_model_description *desc);
 
 #ifdef __cplusplus
 }

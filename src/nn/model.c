@@ -795,3 +795,25 @@ int clt_model_find_parameter(const clt_model *m, const char *name)
 
 clt_tensor *clt_model_parameters(const clt_model *m) { return m ? m->params : NULL; }
 clt_tensor *clt_model_gradients(const clt_model *m) { return m ? m->grads : NULL; }
+
+/* The first (last) layer with sizes: a Linear or a ResidualBlock. */
+static const clt__layer *sized_layer(const clt_model *m, int last)
+{
+    for (int k = 0; m && k < m->nlayers; k++) {
+        const clt__layer *l = &m->layers[last ? m->nlayers - 1 - k : k];
+        if (l->kind == CLT__LINEAR || l->kind == CLT__RESIDUAL) return l;
+    }
+    return NULL;
+}
+
+int64_t clt_model_num_inputs(const clt_model *m)
+{
+    const clt__layer *l = sized_layer(m, 0);
+    return !l ? 0 : l->kind == CLT__LINEAR ? l->in : l->body[0].in;
+}
+
+int64_t clt_model_num_outputs(const clt_model *m)
+{
+    const clt__layer *l = sized_layer(m, 1);
+    return !l ? 0 : l->kind == CLT__LINEAR ? l->out : l->body[0].in;
+}

@@ -11,6 +11,7 @@
 #include "../optim/optim_internal.h"
 #include "checkpoint.h"
 #include "cltensor/io.h"
+#include "description.h"
 #include "cltensor/trainer.h"
 
 #define OPT_PREFIX "optimizer."
@@ -102,7 +103,7 @@ static clt_status collect(entry_list *l, const clt_model *m, const clt_optimizer
 {
     int np = clt_model_num_parameter_tensors(m);
     int ns = opt ? clt_optimizer_num_states(opt) : 0;
-    CLT_TRY(list_reserve(l, np * (1 + ns) + 1));
+    CLT_TRY(list_reserve(l, np * (1 + ns) + 5)); /* and a standardizer's 4 */
     for (int i = 0; i < np; i++) {
         clt_tensor *p;
         CLT_TRY(clt_model_named_parameter(m, i, &l->names[l->n], &p, NULL));
@@ -129,9 +130,18 @@ clt_status clt__checkpoint_save(const char *path, const clt_model *model, const 
     if (!path || !model) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_checkpoint_save: path or model is NULL");
     entry_list l = {0};
     clt_status s = collect(&l, model, opt);
-    char nums[6][32], scaler[3][32], sums[2][40];
-    const char *keys[13], *values[13];
-    int nm = 0;
+    char nums[6][32], scaler[3][32], sums[2][40], *described[7] = {NULL};
+    const char *keys[19], *values[19];
+    int nm = 0, nd = 0, npre = 0;
+    if (s == CLT_OK) s = clt__description_format(model, info, keys, values, described, &nd);
+    nm = nd;
+    /* The standardizer's tensors, made on the model's device, after the rest. */
+    if (s == CLT_OK && info && info->standardizer &&
+        (s = clt__standardizer_tensors(info->standardizer, clt_model_device(model), l.names + l.n, l.tensors + l.n,
+                                       &npre)) == CLT_OK) {
+        for (int i = 0; i < npre; i++) l.views[l.nviews++] = l.tensors[l.n + i];
+        l.n += npre;
+    }
     keys[nm] = "format";
     values[nm++] = "pt";
     if (info && info->arch) {
@@ -180,6 +190,7 @@ clt_status clt__checkpoint_save(const char *path, const clt_model *model, const 
         }
     }
     if (s == CLT_OK) s = clt_safetensors_save(path, l.n, l.names, l.tensors, nm, keys, values);
+    for (int i = 0; described[i]; i++) free(described[i]);
     list_free(&l);
     return s;
 }
@@ -232,6 +243,7 @@ typedef struct file_meta {
     clt_checkpoint_info info;
     clt__partial_epoch partial;
     int64_t optimizer_steps, scale_dynamic, scale_clean;
+    clt__description desc;
 } file_meta;
 
 /* What the metadata says must agree with the file's own tensors and with itself. */
@@ -262,7 +274,31 @@ static clt_status read_meta(const char *path, const clt_safetensors *f, file_met
     CLT_TRY(meta_int(path, f, "cltensor.loss_scale_clean_steps", 0, MAX_COUNT, &m->scale_clean));
     CLT_TRY(meta_real(path, f, "cltensor.epoch_loss_sum", 1e300, &m->partial.loss_sum));
     CLT_TRY(meta_real(path, f, "cltensor.epoch_seconds", 1e12, &m->partial.seconds));
-    return meta_against_tensors(path, f, m);
+    CLT_TRY(meta_against_tensors(path, f, m));
+    CLT_TRY(clt__description_read(&m->desc, path, f));
+    m->info.task = m->desc.task;
+    m->info.num_classes = m->desc.num_classes;
+    m->info.example_ndim = m->desc.example_ndim;
+    memcpy(m->info.example_shape, m->desc.example_shape, sizeof m->info.example_shape);
+    return CLT_OK;
+}
+
+/* A file's layer list must be the model's: the same tensors in another
+ * arrangement of layers would compute something else. */
+static clt_status layers_against_model(const char *path, const clt__description *d, const clt_model *m)
+{
+    if (!d->has_layers) return CLT_OK;
+    if (d->nlayers != clt_model_num_layers(m))
+        return clt__fail(CLT_ERR_FORMAT, "%s: metadata cltensor.layers has %d layers, the model %d", path, d->nlayers,
+                         clt_model_num_layers(m));
+    for (int i = 0; i < d->nlayers; i++) {
+        clt_layer_info li;
+        CLT_TRY(clt_model_layer(m, i, &li));
+        if (li.kind != d->layers[i].kind || li.in_features != d->layers[i].in || li.out_features != d->layers[i].out)
+            return clt__fail(CLT_ERR_FORMAT, "%s: metadata cltensor.layers: layer %d differs from the model's %s", path,
+                             i, li.name);
+    }
+    return CLT_OK;
 }
 
 static int same_shape(const clt_safetensors_info *fi, const clt_tensor *t)
@@ -315,6 +351,7 @@ static clt_status validate(const char *path, const clt_safetensors *f, const ent
         CLT_TRY(clt_safetensors_get_info(f, k, &fi));
         int known = 0;
         for (int i = 0; i < l->n && !known; i++) known = strcmp(l->names[i], fi.name) == 0;
+        if (!known && strncmp(fi.name, CLT__PREPROCESS_PREFIX, strlen(CLT__PREPROCESS_PREFIX)) == 0) continue;
         if (!known && !(strncmp(fi.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0 && !with_opt))
             return clt__fail(CLT_ERR_FORMAT, "%s: the file has a tensor %s that the model lacks", path, fi.name);
     }
@@ -404,6 +441,7 @@ clt_status clt__checkpoint_load(const char *path, clt_model *model, clt_optimize
     clt_status s = read_meta(path, f, &meta);
     if (s == CLT_OK) s = stage(&st, model, with_opt ? opt : NULL);
     if (s == CLT_OK) s = validate(path, f, &st.l, with_opt);
+    if (s == CLT_OK) s = layers_against_model(path, &meta.desc, model);
     for (int i = 0; s == CLT_OK && i < st.l.n; i++) s = clt_safetensors_read_into(f, st.l.names[i], st.l.tensors[i]);
     /* The commit: the scaler (checked, no device work), the one copy, then
      * what cannot fail. */
@@ -425,6 +463,7 @@ clt_status clt__checkpoint_load(const char *path, clt_model *model, clt_optimize
         info->arch = NULL;
     }
     if (s == CLT_OK && partial) *partial = meta.partial;
+    clt__description_free(&meta.desc);
     staging_free(&st);
     clt_safetensors_free(f);
     return s;
