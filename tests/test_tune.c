@@ -12,7 +12,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "core/cache.h"
 #include "device/device_internal.h"
+#include "kernels/program.h"
 #include "ops/tune.h"
 #include "support.h"
 
@@ -44,19 +46,25 @@ static clt__gemm_tile default_tile(int ta, int64_t m, int64_t n, int64_t k)
     return clt__gemm_tile_default(slot, ta, (size_t)m, (size_t)n, (size_t)k, (size_t)(ta ? m : k), 0);
 }
 
+/* Writes the tuning cache as the library does (a cache entry: header, key,
+ * checksum; src/core/cache.h): the forced cases, then extra. */
 static void write_cache(const char *extra)
 {
-    char path[1024];
+    char path[1024], text[4096];
     ck_assert_ok(clt_tune_cache_path(dev(), path, sizeof path));
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
+    size_t n = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const forced *c = &cases[i];
-        fprintf(f, "%d %d %lld %lld %lld %d %d\n", c->ta, c->tb, (long long)c->m, (long long)c->n, (long long)c->k,
-                c->tm, c->tn);
+        n += (size_t)snprintf(text + n, sizeof text - n, "%d %d %lld %lld %lld %d %d\n", c->ta, c->tb,
+                              (long long)c->m, (long long)c->n, (long long)c->k, c->tm, c->tn);
     }
-    fputs(extra, f);
-    ck_assert_int_eq(fclose(f), 0);
+    n += (size_t)snprintf(text + n, sizeof text - n, "%s", extra);
+    ck_assert_uint_lt(n, sizeof text);
+    int slot;
+    ck_assert_ok(clt__resolve(dev(), &slot));
+    uint8_t key[32];
+    clt__cache_key(slot, "tune", NULL, NULL, key);
+    ck_assert_ok(clt__cache_entry_write(path, key, text, n));
 }
 
 /* clt_gemm of a random product of the shape, against clt_test_ref_gemm. */

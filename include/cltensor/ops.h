@@ -120,7 +120,12 @@ CLT_API clt_status clt_adam_step_(clt_tensor *param, const clt_tensor *grad, clt
  * $XDG_CACHE_HOME/cltensor, else ~/.cache/cltensor); every later product of
  * that shape, in this process or another, uses it without timing. With
  * CLT_TUNE=1 the first product of each shape without an entry is tuned
- * first (a synchronization point). `clt tune` tunes a model's shapes.
+ * first (a synchronization point); with CLT_TUNE=0 products and
+ * clt_tune_lookup never read the tuning cache and use the defaults. The
+ * file is a cache entry under the rules of docs/reliability.md ("Caches are
+ * code"): one that is damaged, too large (1 MiB, 16384 shapes) or in a
+ * directory that is not the user's own is ignored with a warning
+ * (clt_set_warning_handler). `clt tune` tunes a model's shapes.
  * *tile_m and *tile_n (may be NULL) receive the winner. Fails with
  * CLT_ERR_UNSUPPORTED on GPU-class devices (GPUs, or any device under
  * CLT_DEVICE_CLASS=gpu: their products run on CLBlast), CLT_ERR_INVALID_ARGUMENT for sizes below 1, CLT_ERR_IO when

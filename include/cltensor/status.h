@@ -51,6 +51,16 @@ CLT_API clt_status clt_set_error(clt_status s, const char *fmt, ...)
 #endif
     ;
 
+/* Warnings: what cltensor works around and goes on with, such as a cache
+ * directory it does not trust or a damaged cache entry it rebuilds. The
+ * library never prints: each warning is one line of text (no newline)
+ * passed to the handler set here, in the thread that met it, with `user`.
+ * None is set at first, and warnings are then dropped; `clt` prints them on
+ * stderr as "clt: warning: ...". NULL removes the handler. The handler must
+ * not call back into cltensor. */
+typedef void (*clt_warning_handler)(const char *message, void *user);
+CLT_API void clt_set_warning_handler(clt_warning_handler handler, void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,7 @@ typedef struct clt_warmup_result {
     int programs_built;     /* kernel programs compiled from source by this call */
     int programs_loaded;    /* loaded from cltensor's binary cache by this call */
     int binaries_saved;     /* program binaries this call wrote to the cache */
+    int binaries_not_saved; /* program binaries it was to write (CLT_WARMUP_SAVE_BINARIES) and could not */
 } clt_warmup_result;
 
 /* Flags of clt_model_warmup. */
@@ -47,7 +48,10 @@ enum {
  * before its epoch clock starts. out may be NULL.
  * Errors: CLT_ERR_INVALID_ARGUMENT for a NULL or uninitialised model, a
  * model without a Linear, batch_size < 1 or an unknown optimizer; device and
- * memory errors of the step. */
+ * memory errors of the step; with CLT_WARMUP_SAVE_BINARIES, CLT_ERR_IO when
+ * a binary could not be written (a full disk, a cache directory that is not
+ * the user's own: docs/performance.md), the message counting and naming
+ * what was not saved, with *out filled in as on success. */
 CLT_API clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_optimizer_kind optimizer,
                             double gradient_clip_val, int flags, clt_warmup_result *out);
 

@@ -2,14 +2,18 @@
  * process, with program binaries cached on disk so a second process starts
  * without compiling. The cache lives in $CLT_CACHE_DIR, else
  * $XDG_CACHE_HOME/cltensor, else ~/.cache/cltensor; CLT_CACHE_DIR=off
- * disables it. Entries are keyed by a hash of the platform, device, driver,
- * build options and source, so a changed kernel or driver never loads a
- * stale binary. A program can also be built with extra options (the tile
- * sizes `clt tune` times): each option string is a program of its own.
- * On pocl a binary is written only when asked (clt__program_prepare with
- * save or clt__program_save_binaries, as `clt warmup` does): fetching it is
- * a compilation of its own (see binary_is_a_build), and pocl's own cache
- * serves the next process. */
+ * disables it, and a directory that is not the user's own is not used
+ * (src/core/cache.h). Entries are keyed by a SHA-256 of the platform,
+ * device, driver, build options and source, so a changed kernel or driver
+ * never loads a stale binary. An entry that fails a check of
+ * src/core/cache.h, that the driver refuses or does not build, or whose
+ * program lacks a kernel asked of it, is reported (clt__warn), removed and
+ * built from source; the run goes on. A program can also be built with
+ * extra options (the tile sizes `clt tune` times): each option string is a
+ * program of its own. On pocl a binary is written only when asked
+ * (clt__program_prepare with save or clt__program_save_binaries, as `clt
+ * warmup` does): fetching it is a compilation of its own (see
+ * binary_is_a_build), and pocl's own cache serves the next process. */
 #include "program.h"
 
 #include <errno.h>
@@ -22,10 +26,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/cache.h"
 #include "../core/clock.h"
-#include "../core/env.h"
 #include "../core/fault.h"
 #include "../core/file.h"
+#include "../core/sha256.h"
+#include "../core/warning.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
 #include "sources.h"
@@ -43,10 +49,12 @@ typedef struct program_variant {
     int index;
     char *options;
     cl_program program;
+    int from_cache;
 } program_variant;
 
 typedef struct slot_programs {
     cl_program *programs; /* one per source, built on first use */
+    char *from_cache;     /* per source: programs[i] came from the binary cache */
     cached_kernel *kernels;
     int nkernels, cap;
     program_variant *variants; /* built with extra options */
@@ -60,79 +68,69 @@ static clt__program_stats stats; /* under lock */
 static _Thread_local int save_all; /* clt__program_save_binaries */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* stats only: the tables lock per slot */
 
-static uint64_t fnv1a(uint64_t h, const char *s)
+static void hash_text(clt__sha256 *c, const char *text)
 {
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h ^ 0xff;
+    uint64_t n = text ? strlen(text) : 0;
+    clt__sha256_update(c, &n, sizeof n);
+    if (n) clt__sha256_update(c, text, n);
 }
 
-static int cache_dir(char *buf, size_t len)
-{
-    const char *dir = clt__env_text(CLT__ENV_CACHE_DIR);
-    if (dir && strcasecmp(dir, "off") == 0) return 0;
-    int n;
-    if (dir && *dir) n = snprintf(buf, len, "%s", dir);
-    else if ((dir = getenv("XDG_CACHE_HOME")) && *dir) n = snprintf(buf, len, "%s/cltensor", dir);
-    else if ((dir = getenv("HOME")) && *dir) n = snprintf(buf, len, "%s/.cache/cltensor", dir);
-    else return 0;
-    return n > 0 && (size_t)n < len;
-}
-
-int clt__cache_dir(char *buf, size_t len) { return cache_dir(buf, len); }
-
-static void make_dirs(char *path)
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        mkdir(path, 0755);
-        *p = '/';
-    }
-    mkdir(path, 0755);
-}
-
-uint64_t clt__device_key(int slot)
+void clt__cache_key(int slot, const char *kind, const char *options, const char *source, uint8_t key[32])
 {
     const clt__slot *s = clt__slot_get(slot);
-    char info[4][256];
+    char info[5][256];
     memset(info, 0, sizeof info);
-    clGetPlatformInfo(s->platform, CL_PLATFORM_VERSION, sizeof info[0] - 1, info[0], NULL);
-    clGetDeviceInfo(s->device, CL_DEVICE_NAME, sizeof info[1] - 1, info[1], NULL);
-    clGetDeviceInfo(s->device, CL_DRIVER_VERSION, sizeof info[2] - 1, info[2], NULL);
-    clGetDeviceInfo(s->device, CL_DEVICE_VERSION, sizeof info[3] - 1, info[3], NULL);
-    uint64_t h = 14695981039346656037ull;
-    for (int i = 0; i < 4; i++) h = fnv1a(h, info[i]);
-    return h;
+    clGetPlatformInfo(s->platform, CL_PLATFORM_NAME, sizeof info[0] - 1, info[0], NULL);
+    clGetPlatformInfo(s->platform, CL_PLATFORM_VERSION, sizeof info[1] - 1, info[1], NULL);
+    clGetDeviceInfo(s->device, CL_DEVICE_NAME, sizeof info[2] - 1, info[2], NULL);
+    clGetDeviceInfo(s->device, CL_DRIVER_VERSION, sizeof info[3] - 1, info[3], NULL);
+    clGetDeviceInfo(s->device, CL_DEVICE_VERSION, sizeof info[4] - 1, info[4], NULL);
+    clt__sha256 c;
+    clt__sha256_init(&c);
+    hash_text(&c, kind);
+    for (int i = 0; i < 5; i++) hash_text(&c, info[i]);
+    hash_text(&c, options);
+    hash_text(&c, source);
+    clt__sha256_final(&c, key);
 }
 
-static int cache_path(int slot, const char *options, const char *source, char *buf, size_t len)
+/* The cache entry of a program: its key and path. Returns clt__cache_dir's
+ * answer (1: a trusted directory, created when create; 0: no cache; -1: a
+ * directory not used), with dir holding the directory. */
+static int entry_of(int slot, const char *options, const char *source, int create, uint8_t key[32], char *dir,
+                    size_t dirlen, char *path, size_t len)
 {
-    char dir[900];
-    if (!cache_dir(dir, sizeof dir)) return 0;
-    uint64_t h = fnv1a(fnv1a(clt__device_key(slot), options), source);
-    int n = snprintf(buf, len, "%s/%016llx.bin", dir, (unsigned long long)h);
-    return n > 0 && (size_t)n < len;
+    clt__cache_key(slot, "program", options, source, key);
+    int r = clt__cache_dir(dir, dirlen, create);
+    if (r != 1) return r;
+    char hex[65];
+    clt__cache_key_hex(key, hex);
+    int n = snprintf(path, len, "%s/%.16s.bin", dir, hex);
+    return n > 0 && (size_t)n < len ? 1 : 0;
 }
 
-static unsigned char *read_file(const char *path, size_t *len)
+int clt__program_cache_entry(int slot, const char *program, const char *extra, uint8_t key[32], char *path,
+                             size_t len)
 {
-    FILE *f = clt__file_open_read(path);
-    if (!f) return NULL;
-    unsigned char *data = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
-        data = malloc((size_t)n);
-        if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
-            free(data);
-            data = NULL;
-        }
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return data;
+    int index = -1;
+    for (int i = 0; i < clt__kernel_source_count; i++)
+        if (strcmp(clt__kernel_sources[i].name, program) == 0) index = i;
+    if (index < 0) return 0;
+    char options[512], dir[900];
+    snprintf(options, sizeof options, "%s%s%s", BUILD_OPTIONS, extra ? " " : "", extra ? extra : "");
+    return entry_of(slot, options, clt__kernel_sources[index].source, 0, key, dir, sizeof dir, path, len);
+}
+
+/* An entry that cannot be used: told, counted and removed, so that the
+ * program's binary (built from source now) takes its place. */
+static void reject(const char *path, const char *program, const char *why)
+{
+    clt__warn("ignoring the kernel cache entry %s of cl/%s.cl: %s; building the program from source", path,
+              program, why);
+    clt__cache_entry_remove(path);
+    pthread_mutex_lock(&lock);
+    stats.rejected++;
+    pthread_mutex_unlock(&lock);
 }
 
 /* 1 when asking the driver for a program's binary is a compilation of its
@@ -147,9 +145,9 @@ static int binary_is_a_build(const clt__slot *s)
     return strstr(name, "Portable Computing Language") != NULL;
 }
 
-/* Writes program p's binary for device dev through the safe writer
- * (src/core/file.h), so a reader never sees half a file and a link or
- * device planted at the cache path is left alone. A program of a context with
+/* Writes program p's binary for device dev as a cache entry
+ * (src/core/cache.h, through the safe writer), so a reader never sees half
+ * a file. A program of a context with
  * several devices has one binary per device: CL_PROGRAM_BINARY_SIZES and
  * CL_PROGRAM_BINARIES are arrays of CL_PROGRAM_NUM_DEVICES entries, empty
  * for devices the program was not built for. dev's entry is the one at its
@@ -157,8 +155,8 @@ static int binary_is_a_build(const clt__slot *s)
  * is not, that one (pocl 3.1 reports a program built for the second device
  * of two in the first entry). Every entry gets a buffer: pocl writes
  * through NULL entries rather than skip them. Returns 1 when the file was
- * written. */
-static int write_binary(const char *path, cl_program p, cl_device_id dev)
+ * written, else 0 with the reason as the thread's message. */
+static int write_binary(const char *path, const uint8_t key[32], cl_program p, cl_device_id dev)
 {
     cl_uint n = 0;
     if (clGetProgramInfo(p, CL_PROGRAM_NUM_DEVICES, sizeof n, &n, NULL) != CL_SUCCESS || n == 0) return 0;
@@ -174,21 +172,10 @@ static int write_binary(const char *path, cl_program p, cl_device_id dev)
         ok = (bins[i] = malloc(sizes[i] ? sizes[i] : 1)) != NULL;
     }
     if (ok && at < 0 && nonempty == 1) at = last;
-    if (ok && at >= 0 && clGetProgramInfo(p, CL_PROGRAM_BINARIES, n * sizeof *bins, bins, NULL) == CL_SUCCESS) {
-        char dir[1024];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash) {
-            *slash = '\0';
-            make_dirs(dir);
-        }
-        /* A cache: a failure only means the next run compiles again, and
-         * must not replace the caller's last error. */
-        char saved[1024];
-        snprintf(saved, sizeof saved, "%s", clt_last_error());
-        if (clt__file_write(path, bins[at], sizes[at]) == CLT_OK) written = 1;
-        else clt__fail(CLT_OK, "%s", saved);
-    }
+    if (ok && at >= 0 && clGetProgramInfo(p, CL_PROGRAM_BINARIES, n * sizeof *bins, bins, NULL) == CL_SUCCESS)
+        written = clt__cache_entry_write(path, key, bins[at], sizes[at]) == CLT_OK;
+    else
+        clt__fail(CLT_ERR_OPENCL, "the driver gave no binary for %s", path);
     for (cl_uint i = 0; bins && i < n; i++) free(bins[i]);
     free(bins);
     free(sizes);
@@ -196,21 +183,35 @@ static int write_binary(const char *path, cl_program p, cl_device_id dev)
     return written;
 }
 
-static cl_program from_binary(cl_context ctx, const clt__slot *s, const char *options, const char *path)
+/* The program from its cache entry, built; NULL when there is none or it
+ * is rejected (reject). Nothing reaches the driver before the entry's
+ * checks pass. */
+static cl_program from_binary(cl_context ctx, const clt__slot *s, const char *program, const char *options,
+                              const char *path, const uint8_t key[32])
 {
-    size_t len = 0;
-    unsigned char *bin = read_file(path, &len);
-    if (!bin) return NULL;
+    uint8_t *file;
+    const uint8_t *bin;
+    size_t len;
+    char why[256];
+    int r = clt__cache_entry_read(path, key, CLT__CACHE_ENTRY_MAX, &file, &bin, &len, why, sizeof why);
+    if (r < 0) reject(path, program, why);
+    if (r != 1) return NULL;
     const unsigned char *bins[1] = {bin};
-    cl_int status, err;
+    cl_int status = CL_SUCCESS, err;
     cl_program p = clCreateProgramWithBinary(ctx, 1, &s->device, &len, bins, &status, &err);
-    free(bin);
+    free(file);
     if (err != CL_SUCCESS || status != CL_SUCCESS) {
         if (p) clReleaseProgram(p);
+        snprintf(why, sizeof why, "the driver refused the binary (%s)",
+                 clt__cl_error_name(err != CL_SUCCESS ? err : status));
+        reject(path, program, why);
         return NULL;
     }
-    if (clBuildProgram(p, 1, &s->device, options, NULL, NULL) != CL_SUCCESS) {
+    err = clBuildProgram(p, 1, &s->device, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
         clReleaseProgram(p);
+        snprintf(why, sizeof why, "the binary did not build (%s)", clt__cl_error_name(err));
+        reject(path, program, why);
         return NULL;
     }
     return p;
@@ -252,14 +253,41 @@ static int find_source(const char *name)
 
 static int same_options(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
 
-/* Fetches and writes a program's binary, timed. The slot's lock held (the
- * stats lock, `lock`, is taken here). */
-static void save_binary(const clt__slot *s, const char *path, cl_program p)
+/* A binary that was to be saved and was not: counted, with the reason. */
+static void not_saved(const char *program, const char *why)
 {
-    double t0 = clt__now_seconds();
-    int saved = write_binary(path, p, s->device);
     pthread_mutex_lock(&lock);
-    if (saved) stats.saved++;
+    stats.not_saved++;
+    snprintf(stats.failure, sizeof stats.failure, "cl/%s.cl: %s", program, why);
+    pthread_mutex_unlock(&lock);
+}
+
+/* Fetches and writes a program's binary to its cache entry, timed; with
+ * caching off, nothing. A failure is counted (not_saved) and leaves the
+ * caller's last error as it was: a cache that cannot be written only means
+ * the next run compiles again. The slot's lock held (the stats lock, `lock`,
+ * is taken here). */
+static void save_binary(int slot, const char *program, const char *options, const char *source, cl_program p)
+{
+    uint8_t key[32];
+    char dir[900], path[1024];
+    int r = entry_of(slot, options, source, 1, key, dir, sizeof dir, path, sizeof path);
+    if (r == 0) return;
+    if (r < 0) {
+        char why[1100];
+        snprintf(why, sizeof why, "the cache directory %s is not used (not this user's own, or writable by others)",
+                 dir);
+        not_saved(program, why);
+        return;
+    }
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", clt_last_error());
+    double t0 = clt__now_seconds();
+    int written = write_binary(path, key, p, clt__slot_get(slot)->device);
+    if (!written) not_saved(program, clt_last_error());
+    clt__fail(CLT_OK, "%s", saved);
+    pthread_mutex_lock(&lock);
+    if (written) stats.saved++;
     stats.save_seconds += clt__now_seconds() - t0;
     pthread_mutex_unlock(&lock);
 }
@@ -275,23 +303,28 @@ static cl_program built_program(const slot_programs *sp, int index, const char *
     return NULL;
 }
 
-/* Loads source `index`'s program from the binary cache, else builds it from
- * source (and saves its binary where that is cheap or asked for), counted
- * and timed in the stats. */
-static clt_status load_or_build(int slot, int index, const char *options, int save, cl_program *out)
+/* Loads source `index`'s program from the binary cache (unless
+ * use_cache is 0), else builds it from source (and saves its binary where
+ * that is cheap or asked for), counted and timed in the stats; *cached: 1
+ * when it came from the cache. */
+static clt_status load_or_build(int slot, int index, const char *options, int save, int use_cache, cl_program *out,
+                                int *cached)
 {
     const clt__slot *s = clt__slot_get(slot);
     const clt__kernel_source *src = &clt__kernel_sources[index];
     cl_context ctx;
+    *cached = 0;
     CLT_TRY(clt__slot_context(slot, &ctx));
-    char path[1024];
-    int cached = cache_path(slot, options, src->source, path, sizeof path);
-    cl_program p = cached ? from_binary(ctx, s, options, path) : NULL;
+    uint8_t key[32];
+    char dir[900], path[1024];
+    int have = use_cache && entry_of(slot, options, src->source, 0, key, dir, sizeof dir, path, sizeof path) == 1;
+    cl_program p = have ? from_binary(ctx, s, src->name, options, path, key) : NULL;
     if (p) {
         pthread_mutex_lock(&lock);
         stats.loaded++;
         pthread_mutex_unlock(&lock);
         *out = p;
+        *cached = 1;
         return CLT_OK;
     }
     double t0 = clt__now_seconds();
@@ -301,7 +334,7 @@ static clt_status load_or_build(int slot, int index, const char *options, int sa
     if (st == CLT_OK) stats.built++;
     pthread_mutex_unlock(&lock);
     if (st != CLT_OK) return st;
-    if (cached && (save || save_all || !binary_is_a_build(s))) save_binary(s, path, p);
+    if (save || save_all || !binary_is_a_build(s)) save_binary(slot, src->name, options, src->source, p);
     *out = p;
     return CLT_OK;
 }
@@ -314,7 +347,14 @@ static clt_status get_program(int slot, int index, const char *extra, int save, 
     slot_programs *sp = &table[slot];
     if (!sp->programs) {
         sp->programs = calloc((size_t)clt__kernel_source_count, sizeof *sp->programs);
-        if (!sp->programs) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel programs");
+        sp->from_cache = calloc((size_t)clt__kernel_source_count, 1);
+        if (!sp->programs || !sp->from_cache) {
+            free(sp->programs);
+            free(sp->from_cache);
+            sp->programs = NULL;
+            sp->from_cache = NULL;
+            return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel programs");
+        }
     }
     if ((*out = built_program(sp, index, extra)) != NULL) return CLT_OK;
     char options[512];
@@ -332,15 +372,53 @@ static clt_status get_program(int slot, int index, const char *extra, int save, 
         }
     }
     cl_program p = NULL;
-    clt_status st = load_or_build(slot, index, options, save, &p);
+    int cached;
+    clt_status st = load_or_build(slot, index, options, save, 1, &p, &cached);
     if (st != CLT_OK) {
         free(copy);
         return st;
     }
-    if (extra) sp->variants[sp->nvariants++] = (program_variant){index, copy, p};
-    else sp->programs[index] = p;
+    if (extra) sp->variants[sp->nvariants++] = (program_variant){index, copy, p, cached};
+    else {
+        sp->programs[index] = p;
+        sp->from_cache[index] = (char)cached;
+    }
     *out = p;
     return CLT_OK;
+}
+
+/* Replaces a program that came from the binary cache and lacks a kernel
+ * asked of it: its entry is rejected and the program built from source
+ * (kernels made from the old one keep it alive). 1 with *out when that
+ * happened, 0 when the program did not come from the cache. The slot's
+ * lock held. */
+static int rebuild_cached(int slot, slot_programs *sp, int index, const char *extra, const char *kernel,
+                          const char *failure, cl_program *out, clt_status *st)
+{
+    int at = -1;
+    for (int i = 0; extra && i < sp->nvariants; i++)
+        if (sp->variants[i].index == index && strcmp(sp->variants[i].options, extra) == 0) at = i;
+    if (extra ? at < 0 || !sp->variants[at].from_cache : !sp->from_cache[index]) return 0;
+    char options[512];
+    snprintf(options, sizeof options, "%s%s%s", BUILD_OPTIONS, extra ? " " : "", extra ? extra : "");
+    const clt__kernel_source *src = &clt__kernel_sources[index];
+    uint8_t key[32];
+    char dir[900], path[1024], why[1200];
+    if (entry_of(slot, options, src->source, 0, key, dir, sizeof dir, path, sizeof path) == 1) {
+        snprintf(why, sizeof why, "its program gives no kernel %s (%s)", kernel, failure);
+        reject(path, src->name, why);
+    }
+    int cached;
+    cl_program p = NULL;
+    *st = load_or_build(slot, index, options, 0, 0, &p, &cached);
+    if (*st != CLT_OK) return 1;
+    cl_program *slotp = extra ? &sp->variants[at].program : &sp->programs[index];
+    clReleaseProgram(*slotp);
+    *slotp = p;
+    if (extra) sp->variants[at].from_cache = 0;
+    else sp->from_cache[index] = 0;
+    *out = p;
+    return 1;
 }
 
 /* The table, one entry per slot with its own locks (threads driving two
@@ -381,8 +459,12 @@ clt_status clt__program_prepare(int slot, const char *program, int save)
     const clt__kernel_source *src = &clt__kernel_sources[index];
     char options[] = BUILD_OPTIONS;
     /* Built (or loaded) before without a binary in the cache: write it now. */
-    if (st == CLT_OK && save && cache_path(slot, options, src->source, path, sizeof path) && access(path, F_OK) != 0)
-        save_binary(clt__slot_get(slot), path, p);
+    uint8_t key[32];
+    char dir[900];
+    if (st == CLT_OK && save &&
+        entry_of(slot, options, src->source, 0, key, dir, sizeof dir, path, sizeof path) == 1 &&
+        access(path, F_OK) != 0)
+        save_binary(slot, src->name, options, src->source, p);
     pthread_mutex_unlock(&sp->lock);
     return st;
 }
@@ -484,7 +566,14 @@ static clt_status add_kernel(int slot, slot_programs *sp, const char *program, c
     cl_program p = NULL;
     CLT_TRY(get_program(slot, index, options, 0, &p));
     CLT_TRY(reserve_kernel(sp));
-    CLT_TRY(create_kernel(slot, p, program, name, options, &sp->kernels[sp->nkernels]));
+    clt_status st = create_kernel(slot, p, program, name, options, &sp->kernels[sp->nkernels]);
+    if (st != CLT_OK) {
+        char failure[512];
+        snprintf(failure, sizeof failure, "%s", clt_last_error());
+        if (rebuild_cached(slot, sp, index, options, name, failure, &p, &st) && st == CLT_OK)
+            st = create_kernel(slot, p, program, name, options, &sp->kernels[sp->nkernels]);
+    }
+    CLT_TRY(st);
     *out = &sp->kernels[sp->nkernels++];
     return CLT_OK;
 }

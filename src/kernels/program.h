@@ -16,15 +16,18 @@ clt_status clt__kernel(int slot, const char *program, const char *name, cl_kerne
  * of its own, built once per device per process and cached on disk. */
 clt_status clt__kernel_opts(int slot, const char *program, const char *options, const char *name, cl_kernel *out);
 
-/* The on-disk cache directory ($CLT_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
- * else ~/.cache/cltensor) into buf; 0 when caching is off (CLT_CACHE_DIR=off),
- * none of those is set (no HOME either) or it does not fit. */
-int clt__cache_dir(char *buf, size_t len);
+/* The key of a cache entry (src/core/cache.h) made on a slot: a SHA-256 of
+ * kind ("program", "tune"), the platform's name and version, the device's
+ * name and version, the driver version, build options and source (NULL for
+ * none), so a new driver or kernel starts afresh. */
+void clt__cache_key(int slot, const char *kind, const char *options, const char *source, uint8_t key[32]);
 
-/* A hash of what makes a slot's compiled code and timings its own: platform
- * version, device name, driver and device versions. Cache files are keyed
- * by it (program binaries, tuned tiles), so a new driver starts afresh. */
-uint64_t clt__device_key(int slot);
+/* For tests: the key and path of the cache entry of cl/<program>.cl built
+ * with extra options (NULL for none) on a slot. Returns 1 when the cache
+ * directory exists and is trusted, 0 when there is no cache, -1 when the
+ * directory is not used. Creates nothing. */
+int clt__program_cache_entry(int slot, const char *program, const char *extra, uint8_t key[32], char *path,
+                             size_t len);
 
 /* Builds (or loads) program cl/<program>.cl on a slot now rather than at
  * its first launch. save: also write its binary to the on-disk cache if it
@@ -43,11 +46,15 @@ int clt__program_count(void);
 const char *clt__program_name(int i);
 
 /* Process-wide counts since the start: programs compiled from source (and
- * the seconds in clBuildProgram), loaded from the binary cache, and
- * binaries written (and the seconds fetching and writing them). */
+ * the seconds in clBuildProgram), loaded from the binary cache, binaries
+ * written (and the seconds fetching and writing them), binaries that were
+ * to be written and were not (failure: the last reason, naming the
+ * program), and cache entries rejected (damaged, planted, not buildable or
+ * lacking a kernel: reported by clt__warn, removed and built from source). */
 typedef struct clt__program_stats {
-    int built, loaded, saved;
+    int built, loaded, saved, not_saved, rejected;
     double build_seconds, save_seconds;
+    char failure[1200];
 } clt__program_stats;
 void clt__program_get_stats(clt__program_stats *out);
 

@@ -2,39 +2,42 @@
  * each product shape the candidate tiles of cl/gemm_cpu.cl (12 x 32, and
  * 6 x 32 over an A in place, from the built-in program; any other a program
  * built with -DTM= -DTN=) are timed on scratch tensors and the fastest is
- * kept in a tuning cache, one text file per device and driver next to the
- * kernel cache ("tune-<hash>.txt", one "ta tb m n k tm tn" line per shape).
- * Later processes read the file and use the winners without timing. Tuning
- * runs from `clt tune` (clt_tune_gemm) or, with CLT_TUNE=1, on the first
- * product of each shape; otherwise shapes without an entry use the shape's
- * default (clt__gemm_tile_default). The file is read as untrusted input: bad
- * lines are ignored. */
+ * kept in a tuning cache, one cache entry per device and driver next to the
+ * kernel cache ("tune-<hash>.txt": the header of src/core/cache.h, then one
+ * "ta tb m n k tm tn" line per shape). A process reads the file once per
+ * device, at its first tile lookup there (the first float32 or float16
+ * product on a CPU-class device, clt_tune_gemm or clt_tune_lookup), and
+ * uses the winners without timing; with CLT_TUNE=0 it never reads the
+ * file and every shape takes its default. Tuning runs from `clt tune`
+ * (clt_tune_gemm) or, with CLT_TUNE=1, on the first product of each shape;
+ * otherwise shapes without an entry use the shape's default
+ * (clt__gemm_tile_default). The file is read as untrusted input under the
+ * rules of src/core/cache.h (trusted directory, owner, mode, header,
+ * checksum) and a bound of CLT__TUNE_MAX_BYTES and CLT__TUNE_MAX_LINES; a
+ * file that fails is reported (clt__warn) and removed, and bad lines are
+ * ignored. Loading and lookups take linear and constant time: the entries
+ * are a hash table. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "../core/cache.h"
 #include "../core/clock.h"
 #include "../core/env.h"
+#include "../core/warning.h"
+#include "../kernels/program.h"
 #include "../device/device_internal.h"
 #include "../device/sync.h"
 #include "../core/file.h"
 #include "ops_internal.h"
 #include "tune.h"
 
-typedef struct tune_entry {
-    int ta, tb;
-    size_t m, n, k;
-    clt__gemm_tile tile;
-} tune_entry;
-
 typedef struct slot_tuning {
     int loaded;
-    tune_entry *entries;
-    int n, cap;
+    clt__tune_table table;
 } slot_tuning;
 
 static slot_tuning *tuning;
@@ -130,12 +133,138 @@ void clt__cpu_cache_sizes_override(size_t l1, size_t l2)
     forced_l2 = l2;
 }
 
-static int tune_path(int slot, char *buf, size_t len)
+/* ---- the table: open addressing, linear probing, at most half full ---- */
+
+static uint64_t shape_hash(int ta, int tb, size_t m, size_t n, size_t k)
 {
-    char dir[900];
-    if (!clt__cache_dir(dir, sizeof dir)) return 0;
-    int n = snprintf(buf, len, "%s/tune-%016" PRIx64 ".txt", dir, clt__device_key(slot));
-    return n > 0 && (size_t)n < len;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)(ta * 2 + tb);
+    const uint64_t v[3] = {m, n, k};
+    for (int i = 0; i < 3; i++) {
+        h ^= v[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+    }
+    return h;
+}
+
+static int same_shape(const clt__tune_entry *e, int ta, int tb, size_t m, size_t n, size_t k)
+{
+    return e->ta == ta && e->tb == tb && e->m == m && e->n == n && e->k == k;
+}
+
+static clt__tune_entry *probe(const clt__tune_table *t, int ta, int tb, size_t m, size_t n, size_t k)
+{
+    if (!t->cap) return NULL;
+    for (size_t i = shape_hash(ta, tb, m, n, k) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+        clt__tune_entry *e = &t->slots[i];
+        if (!e->used || same_shape(e, ta, tb, m, n, k)) return e;
+    }
+}
+
+const clt__tune_entry *clt__tune_table_find(const clt__tune_table *t, int ta, int tb, size_t m, size_t n, size_t k)
+{
+    const clt__tune_entry *e = probe(t, ta, tb, m, n, k);
+    return e && e->used ? e : NULL;
+}
+
+int clt__tune_table_put(clt__tune_table *t, clt__tune_entry e)
+{
+    clt__tune_entry *at = probe(t, e.ta, e.tb, e.m, e.n, e.k);
+    if (at && at->used) {
+        at->tile = e.tile;
+        return 1;
+    }
+    if (t->count >= CLT__TUNE_MAX_LINES) return 0;
+    if (2 * (t->count + 1) > t->cap) {
+        size_t ncap = t->cap ? 2 * t->cap : 32;
+        clt__tune_table grown = {calloc(ncap, sizeof *grown.slots), ncap, 0};
+        if (!grown.slots) return 0;
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->slots[i].used) {
+                *probe(&grown, t->slots[i].ta, t->slots[i].tb, t->slots[i].m, t->slots[i].n, t->slots[i].k) =
+                    t->slots[i];
+                grown.count++;
+            }
+        free(t->slots);
+        *t = grown;
+        at = probe(t, e.ta, e.tb, e.m, e.n, e.k);
+    }
+    e.used = 1;
+    *at = e;
+    t->count++;
+    return 1;
+}
+
+void clt__tune_table_free(clt__tune_table *t)
+{
+    free(t->slots);
+    memset(t, 0, sizeof *t);
+}
+
+/* One line ("ta tb m n k tm tn", single spaces or tabs between, nothing
+ * else); 1 with *e when it holds a valid entry. */
+static int parse_line(const char *p, size_t len, clt__tune_entry *e)
+{
+    unsigned long long v[7];
+    size_t at = 0;
+    for (int f = 0; f < 7; f++) {
+        while (at < len && (p[at] == ' ' || p[at] == '\t')) at++;
+        size_t digits = 0;
+        unsigned long long x = 0;
+        while (at < len && p[at] >= '0' && p[at] <= '9') {
+            if (++digits > 19) return 0;
+            x = x * 10 + (unsigned long long)(p[at++] - '0');
+        }
+        if (!digits) return 0;
+        v[f] = x;
+    }
+    while (at < len && (p[at] == ' ' || p[at] == '\t' || p[at] == '\r')) at++;
+    if (at != len) return 0;
+    if (v[0] > 1 || v[1] > 1 || v[5] > 1024 || v[6] > 1024) return 0;
+    *e = (clt__tune_entry){(int)v[0], (int)v[1], (size_t)v[2], (size_t)v[3], (size_t)v[4], {(int)v[5], (int)v[6]}, 1};
+    return tile_valid(e->tile);
+}
+
+int clt__tune_parse(const char *text, size_t n, clt__tune_table *t, const char **why)
+{
+    *why = NULL;
+    if (n > CLT__TUNE_MAX_BYTES) {
+        *why = "larger than the bound of 1 MiB";
+        return 0;
+    }
+    size_t lines = 0;
+    for (size_t at = 0; at < n;) {
+        const char *nl = memchr(text + at, '\n', n - at);
+        size_t len = nl ? (size_t)(nl - (text + at)) : n - at;
+        if (++lines > CLT__TUNE_MAX_LINES) {
+            clt__tune_table_free(t);
+            *why = "more lines than the bound of 16384";
+            return 0;
+        }
+        clt__tune_entry e;
+        if (parse_line(text + at, len, &e) && !clt__tune_table_put(t, e)) {
+            clt__tune_table_free(t);
+            *why = "out of host memory";
+            return 0;
+        }
+        at += len + 1;
+    }
+    return 1;
+}
+
+/* ---- the file ---- */
+
+/* The file's key and, when the cache directory is trusted (created first
+ * when create), its path. clt__cache_dir's answer; dir holds the directory. */
+static int tune_entry_of(int slot, int create, uint8_t key[32], char *dir, size_t dirlen, char *path, size_t len)
+{
+    clt__cache_key(slot, "tune", NULL, NULL, key);
+    int r = clt__cache_dir(dir, dirlen, create);
+    if (r != 1) return r;
+    char hex[65];
+    clt__cache_key_hex(key, hex);
+    int n = snprintf(path, len, "%s/tune-%.16s.txt", dir, hex);
+    return n > 0 && (size_t)n < len ? 1 : 0;
 }
 
 /* Lock held. */
@@ -150,88 +279,61 @@ static slot_tuning *slot_table(int slot)
     return slot >= 0 && slot < ntuning ? &tuning[slot] : NULL;
 }
 
-static tune_entry *find(slot_tuning *t, int ta, int tb, size_t m, size_t n, size_t k)
+static const clt__tune_entry *find(slot_tuning *t, int ta, int tb, size_t m, size_t n, size_t k)
 {
-    for (int i = 0; i < t->n; i++) {
-        tune_entry *e = &t->entries[i];
-        if (e->ta == ta && e->tb == tb && e->m == m && e->n == n && e->k == k) return e;
-    }
-    return NULL;
+    return clt__tune_table_find(&t->table, ta, tb, m, n, k);
 }
 
 /* Adds or replaces a shape's entry. Lock held. */
-static int put(slot_tuning *t, tune_entry e)
-{
-    tune_entry *old = find(t, e.ta, e.tb, e.m, e.n, e.k);
-    if (old) {
-        *old = e;
-        return 1;
-    }
-    if (t->n == t->cap) {
-        int ncap = t->cap ? 2 * t->cap : 16;
-        tune_entry *grown = realloc(t->entries, (size_t)ncap * sizeof *grown);
-        if (!grown) return 0;
-        t->entries = grown;
-        t->cap = ncap;
-    }
-    t->entries[t->n++] = e;
-    return 1;
-}
+static int put(slot_tuning *t, clt__tune_entry e) { return clt__tune_table_put(&t->table, e); }
 
-/* Reads the slot's file once; a missing or damaged file leaves what it could read. Lock held. */
+/* Reads the slot's file once; a file that fails a check is reported and
+ * removed, and reads as empty. Lock held. */
 static void load(int slot, slot_tuning *t)
 {
     if (t->loaded) return;
     t->loaded = 1;
-    char path[1024];
-    if (!tune_path(slot, path, sizeof path)) return;
-    FILE *f = clt__file_open_read(path);
-    if (!f) return;
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        tune_entry e;
-        unsigned long long m, n, k;
-        char extra;
-        if (sscanf(line, "%d %d %llu %llu %llu %d %d %c", &e.ta, &e.tb, &m, &n, &k, &e.tile.tm, &e.tile.tn,
-                   &extra) != 7)
-            continue;
-        e.m = (size_t)m;
-        e.n = (size_t)n;
-        e.k = (size_t)k;
-        if ((e.ta != 0 && e.ta != 1) || (e.tb != 0 && e.tb != 1) || !tile_valid(e.tile)) continue;
-        if (!put(t, e)) break;
+    uint8_t key[32], *file;
+    char dir[900], path[1024], why[256];
+    if (tune_entry_of(slot, 0, key, dir, sizeof dir, path, sizeof path) != 1) return;
+    const uint8_t *text;
+    size_t len;
+    int r = clt__cache_entry_read(path, key, CLT__TUNE_MAX_BYTES, &file, &text, &len, why, sizeof why);
+    const char *bad = NULL;
+    if (r == 1 && !clt__tune_parse((const char *)text, len, &t->table, &bad)) {
+        snprintf(why, sizeof why, "%s", bad);
+        r = -1;
     }
-    fclose(f);
+    if (r == 1) free(file);
+    if (r < 0) {
+        clt__warn("ignoring the tuning cache %s: %s; shapes use their default tiles until tuned again", path, why);
+        clt__cache_entry_remove(path);
+    }
 }
 
 /* Rewrites the slot's file with every entry. Lock held. */
 static clt_status save(int slot, const slot_tuning *t)
 {
+    uint8_t key[32];
     char path[1024], dir[900];
-    if (!tune_path(slot, path, sizeof path) || !clt__cache_dir(dir, sizeof dir))
-        return clt__fail(CLT_ERR_IO, "the tuning cache is off (CLT_CACHE_DIR=off or no cache directory)");
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        mkdir(dir, 0755);
-        *p = '/';
+    int r = tune_entry_of(slot, 1, key, dir, sizeof dir, path, sizeof path);
+    if (r == 0) return clt__fail(CLT_ERR_IO, "the tuning cache is off (CLT_CACHE_DIR=off or no cache directory)");
+    if (r < 0)
+        return clt__fail(CLT_ERR_IO, "the tuning cache is not written: the cache directory %s is not used (not "
+                         "this user's own, or writable by others)", dir);
+    size_t cap = t->table.count * 80 + 1, used = 0;
+    char *text = malloc(cap);
+    if (!text) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory writing %s", path);
+    for (size_t i = 0; i < t->table.cap; i++) {
+        const clt__tune_entry *e = &t->table.slots[i];
+        if (!e->used) continue;
+        int len = snprintf(text + used, cap - used, "%d %d %zu %zu %zu %d %d\n", e->ta, e->tb, e->m, e->n, e->k,
+                           e->tile.tm, e->tile.tn);
+        if (len > 0 && (size_t)len < cap - used) used += (size_t)len;
     }
-    mkdir(dir, 0755);
-    clt__afile f;
-    CLT_TRY(clt__afile_open(&f, path));
-    clt_status st = CLT_OK;
-    for (int i = 0; st == CLT_OK && i < t->n; i++) {
-        const tune_entry *e = &t->entries[i];
-        char line[160];
-        int len = snprintf(line, sizeof line, "%d %d %zu %zu %zu %d %d\n", e->ta, e->tb, e->m, e->n, e->k, e->tile.tm,
-                           e->tile.tn);
-        st = clt__afile_write(&f, line, (size_t)len);
-    }
-    if (st != CLT_OK) {
-        clt__afile_abort(&f);
-        return st;
-    }
-    return clt__afile_commit(&f);
+    clt_status st = clt__cache_entry_write(path, key, text, used);
+    free(text);
+    return st;
 }
 
 /* Seconds for `reps` products with a tile. */
@@ -307,9 +409,11 @@ static clt_status tune_shape(int slot, int ta, int tb, size_t m, size_t n, size_
     return st;
 }
 
+/* CLT_TUNE: 1 tunes new shapes, 0 turns the tuning cache off (not read,
+ * every shape its default), -1 (unset) reads it without tuning. */
 static int tune_env(void)
 {
-    return clt__env_int(CLT__ENV_TUNE, 0);
+    return clt__env_int(CLT__ENV_TUNE, -1);
 }
 
 clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, size_t lda,
@@ -320,12 +424,13 @@ clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t
     pthread_mutex_lock(&tune_lock);
     slot_tuning *t = slot_table(slot);
     clt_status st = CLT_OK;
-    if (t) {
+    int mode = tune_env();
+    if (t && mode != 0) {
         load(slot, t);
-        tune_entry *e = find(t, ta, tb, m, n, k);
+        const clt__tune_entry *e = find(t, ta, tb, m, n, k);
         if (e) *out = e->tile;
-        else if (tune_env()) {
-            tune_entry ne = {ta, tb, m, n, k, *out};
+        else if (mode == 1) {
+            clt__tune_entry ne = {ta, tb, m, n, k, *out, 1};
             st = tune_shape(slot, ta, tb, m, n, k, *out, &ne.tile);
             if (st == CLT_OK && put(t, ne)) {
                 *out = ne.tile;
@@ -373,8 +478,8 @@ clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64
     int slot;
     CLT_TRY(check_shape(op, m, n, k));
     CLT_TRY(cpu_slot(op, dev, &slot));
-    tune_entry e = {transpose_a != 0, transpose_b != 0, (size_t)m, (size_t)n, (size_t)k,
-                    natural_default(slot, transpose_a, m, n, k)};
+    clt__tune_entry e = {transpose_a != 0, transpose_b != 0, (size_t)m, (size_t)n, (size_t)k,
+                         natural_default(slot, transpose_a, m, n, k), 1};
     pthread_mutex_lock(&tune_lock);
     slot_tuning *t = slot_table(slot);
     clt_status st = t ? CLT_OK : clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
@@ -382,7 +487,9 @@ clt_status clt_tune_gemm(clt_device dev, int transpose_a, int transpose_b, int64
         load(slot, t);
         st = tune_shape(slot, e.ta, e.tb, e.m, e.n, e.k, e.tile, &e.tile);
     }
-    if (st == CLT_OK && !put(t, e)) st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (st == CLT_OK && !put(t, e))
+        st = clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory, or the tuning cache holds its bound of %d shapes",
+                       op, CLT__TUNE_MAX_LINES);
     if (st == CLT_OK) st = save(slot, t);
     pthread_mutex_unlock(&tune_lock);
     if (st == CLT_OK) {
@@ -402,8 +509,8 @@ clt_status clt_tune_lookup(clt_device dev, int transpose_a, int transpose_b, int
     clt__gemm_tile tile = natural_default(slot, transpose_a, m, n, k);
     pthread_mutex_lock(&tune_lock);
     slot_tuning *t = slot_table(slot);
-    tune_entry *e = NULL;
-    if (t) {
+    const clt__tune_entry *e = NULL;
+    if (t && tune_env() != 0) {
         load(slot, t);
         e = find(t, transpose_a != 0, transpose_b != 0, (size_t)m, (size_t)n, (size_t)k);
         if (e) tile = e->tile;
@@ -421,8 +528,15 @@ clt_status clt_tune_cache_path(clt_device dev, char *buf, size_t len)
     if (!buf || len == 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_tune_cache_path: no buffer");
     buf[0] = '\0';
     CLT_TRY(clt__resolve(dev, &slot));
-    if (!tune_path(slot, buf, len))
-        return clt__fail(CLT_ERR_IO, "clt_tune_cache_path: the cache is off (CLT_CACHE_DIR=off) or the path does not "
-                         "fit in %zu bytes", len);
+    uint8_t key[32];
+    char dir[900], hex[65];
+    clt__cache_key(slot, "tune", NULL, NULL, key);
+    clt__cache_key_hex(key, hex);
+    int n = clt__cache_dir_path(dir, sizeof dir) ? snprintf(buf, len, "%s/tune-%.16s.txt", dir, hex) : -1;
+    if (n < 0 || (size_t)n >= len) {
+        buf[0] = '\0';
+        return clt__fail(CLT_ERR_IO, "clt_tune_cache_path: the cache is off (CLT_CACHE_DIR=off) or the path does "
+                         "not fit in %zu bytes", len);
+    }
     return CLT_OK;
 }

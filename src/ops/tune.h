@@ -34,6 +34,38 @@ clt__gemm_tile clt__cpu_tile_default(int slot);
  * with 6 x 32 (one thread, AVX-512). */
 clt__gemm_tile clt__gemm_tile_default(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda, int half);
 
+/* The tuning cache's entries: a hash table of shapes (open addressing), so
+ * that loading n lines takes linear time and a lookup constant time. */
+typedef struct clt__tune_entry {
+    int ta, tb;
+    size_t m, n, k;
+    clt__gemm_tile tile;
+    int used; /* 1 for a slot of the table that holds an entry */
+} clt__tune_entry;
+
+typedef struct clt__tune_table {
+    clt__tune_entry *slots;
+    size_t cap, count;
+} clt__tune_table;
+
+/* The bounds on a tuning cache file's content: bytes, and lines (and so
+ * shapes). A file beyond either is ignored whole. */
+#define CLT__TUNE_MAX_BYTES ((size_t)1 << 20)
+#define CLT__TUNE_MAX_LINES 16384
+
+/* The entry of a shape, or NULL. */
+const clt__tune_entry *clt__tune_table_find(const clt__tune_table *t, int ta, int tb, size_t m, size_t n, size_t k);
+/* Adds or replaces a shape's entry; 0 when out of memory or at the bound. */
+int clt__tune_table_put(clt__tune_table *t, clt__tune_entry e);
+void clt__tune_table_free(clt__tune_table *t);
+/* Reads the content of a tuning cache file (n bytes, any bytes: untrusted)
+ * into t: lines "ta tb m n k tm tn" (decimal fields separated by spaces or
+ * tabs) with ta and tb 0 or 1 and a valid tile; any other line is ignored,
+ * and a later line of a shape replaces an earlier one. 0 with *why and t
+ * emptied when the content is beyond CLT__TUNE_MAX_BYTES or
+ * CLT__TUNE_MAX_LINES (or memory runs out), else 1. Linear in n. */
+int clt__tune_parse(const char *text, size_t n, clt__tune_table *t, const char **why);
+
 /* The tile for op(a) (m,k) times op(b) (k,n) on a slot, a's leading
  * dimension lda, half when the operands are float16: the tuning cache's
  * entry for the shape, else (when CLT_TUNE=1) the winner of timing the

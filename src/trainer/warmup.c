@@ -130,6 +130,11 @@ clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_opti
         out->programs_built = after.built - before.built;
         out->programs_loaded = after.loaded - before.loaded;
         out->binaries_saved = after.saved - before.saved;
+        out->binaries_not_saved = after.not_saved - before.not_saved;
     }
+    int missing = after.not_saved - before.not_saved;
+    if (s == CLT_OK && save && missing > 0)
+        s = clt__fail(CLT_ERR_IO, "clt_model_warmup: %d program binar%s not saved to the cache (%d saved); the last: %s",
+                      missing, missing == 1 ? "y was" : "ies were", after.saved - before.saved, after.failure);
     return s;
 }

@@ -29,8 +29,16 @@ static void usage(FILE *out)
     fprintf(out, "\nRun `clt <command> --help` for a command's options, `clt --version` for cltensor's version.\n");
 }
 
+/* cltensor's warnings (clt_set_warning_handler): one line each on stderr. */
+static void print_warning(const char *message, void *user)
+{
+    (void)user;
+    fprintf(stderr, "clt: warning: %s\n", message);
+}
+
 int main(int argc, char **argv)
 {
+    clt_set_warning_handler(print_warning, NULL);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -20,7 +20,9 @@ static const char *usage =
     "program binaries to cltensor's cache (CLT_CACHE_DIR, else\n"
     "$XDG_CACHE_HOME/cltensor, else ~/.cache/cltensor), so the next process\n"
     "loads them instead of compiling. --all also builds every other kernel\n"
-    "program. Defaults: --hiddens 256 --blocks 2 --batch-size 256 --optimizer sgd.\n";
+    "program. Exits 1 when a binary could not be saved (a full disk, a cache\n"
+    "directory that is not yours alone), naming it. Defaults: --hiddens 256\n"
+    "--blocks 2 --batch-size 256 --optimizer sgd.\n";
 
 static int number(const char *opt, const char *text, long long lo, long long hi, long long *out)
 {
@@ -42,19 +44,28 @@ static int warm(clt_device dev, long long hiddens, long long blocks, long long b
     char name[32];
     clt_model *m = NULL;
     clt_warmup_result w;
+    memset(&w, 0, sizeof w);
     clt_status s = clt_device_name(dev, name, sizeof name);
+    int warmed = 0;
     if (s == CLT_OK) s = clt_model_create_resmlp(&m, dev, 784, hiddens, (int)blocks, 10, 0);
     if (s == CLT_OK && fp16) s = clt_model_to_dtype(m, CLT_FLOAT16);
-    if (s == CLT_OK) s = clt_model_warmup(m, batch, kind, 0.0, flags, &w);
+    if (s == CLT_OK) {
+        s = clt_model_warmup(m, batch, kind, 0.0, flags, &w);
+        /* Every kernel built, some binaries not saved: the counts, then the failure. */
+        warmed = s == CLT_OK || w.binaries_not_saved > 0;
+    }
     clt_model_free(m);
+    if (warmed)
+        printf("%s: %d program(s) compiled in %.2f s, %d loaded from the cache, %d binar%s saved in %.2f s; %.2f s "
+               "in all\n",
+               name, w.programs_built, w.build_seconds, w.programs_loaded, w.binaries_saved,
+               w.binaries_saved == 1 ? "y" : "ies", w.save_seconds, w.seconds);
     if (s != CLT_OK) {
-        fprintf(stderr, "clt warmup: %s\n", clt_last_error());
+        fflush(stdout);
+        fprintf(stderr, "clt warmup: %s%s\n", clt_last_error(),
+                warmed ? "; the next process compiles the programs whose binaries are missing" : "");
         return 0;
     }
-    printf("%s: %d program(s) compiled in %.2f s, %d loaded from the cache, %d binar%s saved in %.2f s; %.2f s in "
-           "all\n",
-           name, w.programs_built, w.build_seconds, w.programs_loaded, w.binaries_saved,
-           w.binaries_saved == 1 ? "y" : "ies", w.save_seconds, w.seconds);
     return 1;
 }
 
