@@ -1,8 +1,9 @@
 /* The one safe writer (src/core/file.c) and the files written through it:
  * a FIFO, device, directory or link at the target is refused and left as it
  * is; temporary names are random and never followed; an existing file's
- * mode is kept; a failed write (CLT_FAULT=write) or a SIGINT during a save
- * leaves the old or the new complete file and no temporary file; the
+ * mode is kept; a failed write (CLT_FAULT=write) or a SIGINT, SIGTERM or
+ * SIGHUP during a save leaves the old or the new complete file and no
+ * temporary file; the
  * trainer, `clt train --trace`, CLT_TRACE and `clt timeline` refuse a bad
  * output path before doing any work. */
 #include <dirent.h>
@@ -305,13 +306,15 @@ static void held_save_child(const char *target, int hold, int ready_fd, int go_f
 }
 
 /* SIGINT (twice, as a second Ctrl-C) at several moments of a save (after 0,
- * 10, 20 and all but one of its chunks): the process ends by SIGINT only
- * after the new file is complete, and no temporary file remains. */
+ * 10, 20 and all but one of its chunks), and SIGTERM and SIGHUP in the
+ * middle: the process ends by that signal only after the new file is
+ * complete, and no temporary file remains. */
 START_TEST(test_sigint_during_save)
 {
     char target[512];
     at(target, sizeof target, "big.bin");
-    const int holds[] = {0, 10, 20, CHUNKS - 1};
+    const int holds[] = {0, 10, 20, CHUNKS - 1, 10, 10};
+    const int sigs[] = {SIGINT, SIGINT, SIGINT, SIGINT, SIGTERM, SIGHUP};
     for (size_t h = 0; h < sizeof holds / sizeof holds[0]; h++) {
         put(target, "old\n");
         int ready[2], go[2];
@@ -322,21 +325,22 @@ START_TEST(test_sigint_during_save)
         if (pid == 0) {
             close(ready[0]);
             close(go[1]);
-            signal(SIGINT, SIG_DFL);
+            signal(sigs[h], SIG_DFL);
             held_save_child(target, holds[h], ready[1], go[0]);
         }
         close(ready[1]);
         close(go[0]);
         char c;
         ck_assert_int_eq(read(ready[0], &c, 1), 1);
-        kill(pid, SIGINT);
-        kill(pid, SIGINT);
+        kill(pid, sigs[h]);
+        kill(pid, sigs[h]);
         ck_assert_int_eq(write(go[1], "g", 1), 1);
         close(ready[0]);
         close(go[1]);
         int st;
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-        ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "after %d chunks: status %#x", holds[h], st);
+        ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == sigs[h], "signal %d after %d chunks: status %#x", sigs[h],
+                      holds[h], st);
         struct stat fs;
         ck_assert_int_eq(stat(target, &fs), 0);
         ck_assert_msg(fs.st_size == (off_t)CHUNK * CHUNKS, "after %d chunks: %lld bytes", holds[h],
@@ -366,6 +370,7 @@ START_TEST(test_signals_restored)
     ck_assert(before.sa_handler == after.sa_handler);
     ck_assert_int_eq(sigismember(&mask_after, SIGINT), sigismember(&mask_before, SIGINT));
     ck_assert_int_eq(sigismember(&mask_after, SIGTERM), sigismember(&mask_before, SIGTERM));
+    ck_assert_int_eq(sigismember(&mask_after, SIGHUP), sigismember(&mask_before, SIGHUP));
 }
 END_TEST
 

@@ -113,10 +113,10 @@ static int train_until_signal(const char *args, const char *save, const char *lo
             save, clt_test_clt_path(), dir, args, save, log, save, sig, log);
         const char *at = strstr(out, "exit ");
         ck_assert_msg(at && sscanf(at, "exit %d", &code) == 1, "no exit status: %s", out);
-        /* Too late: the run ended, or SIGINT came after the last epoch, when
+        /* Too late: the run ended, or the signal came after the last epoch, when
          * the training loop had put back the default action (no
          * "interrupted after"). Anything else is the outcome to check. */
-        int late = code == 0 || (!strcmp(sig, "INT") && code == 130 && !strstr(out, "interrupted after") &&
+        int late = code == 0 || (strcmp(sig, "KILL") != 0 && !strstr(out, "interrupted after") &&
                                  strstr(out, "epoch 30/30"));
         if (!late) break;
         fprintf(stderr, "train_until_signal: SIG%s came after the last epoch; again\n", sig);
@@ -124,24 +124,26 @@ static int train_until_signal(const char *args, const char *save, const char *lo
     return code;
 }
 
-/* Interrupted training: a run stopped by SIGINT saves where it is, one
- * killed outright keeps its last epoch's checkpoint; either way --resume
- * ends with the same bytes as a run that was never interrupted. */
+/* Interrupted training: a run stopped by SIGINT, SIGTERM or SIGHUP saves
+ * where it is (and exits with 128 + the signal), one killed outright keeps
+ * its last epoch's checkpoint; either way --resume ends with the same bytes
+ * as a run that was never interrupted. */
 START_TEST(test_interrupt_and_resume)
 {
     const char *args = "--epochs 30 --batch-size 32 --hiddens 32 --blocks 1 --seed 4 --val-limit 16 --metrics";
     int rc = run("%s train --data %s %s %s/full.csv --save %s/full.st", clt_test_clt_path(), dir, args, dir, dir);
     ck_assert_msg(rc == 0, "%s", out);
-    const char *signals[] = {"INT", "KILL"};
-    for (int i = 0; i < 2; i++) {
+    const char *signals[] = {"INT", "KILL", "TERM", "HUP"};
+    const int codes[] = {130, 137, 143, 129};
+    for (int i = 0; i < 4; i++) {
         char part_args[600], save[300], log[300];
         snprintf(part_args, sizeof part_args, "%s %s/part%d.csv", args, dir, i);
         snprintf(save, sizeof save, "%s/part%d.st", dir, i);
         snprintf(log, sizeof log, "%s/log%d", dir, i);
         int code = train_until_signal(part_args, save, log, signals[i]);
-        /* 130 for SIGINT (saved mid-epoch), 137 for SIGKILL (the last epoch's file). */
-        ck_assert_msg(code == (i == 0 ? 130 : 137), "exit %d: %s", code, out);
-        if (i == 0) ck_assert_msg(strstr(out, "continue with --resume") != NULL, "%s", out);
+        /* 128 + the signal: saved mid-epoch, or for SIGKILL the last epoch's file. */
+        ck_assert_msg(code == codes[i], "SIG%s: exit %d: %s", signals[i], code, out);
+        if (i != 1) ck_assert_msg(strstr(out, "continue with --resume") != NULL, "SIG%s: %s", signals[i], out);
         rc = run("%s train --data %s %s %s/part%d.csv --resume %s/part%d.st --save %s/part%d.st", clt_test_clt_path(),
                  dir, args, dir, i, dir, i, dir, i);
         ck_assert_msg(rc == 0, "resuming after SIG%s failed: %s", signals[i], out);
@@ -309,7 +311,10 @@ START_TEST(test_help_and_messages)
 {
     const char *clt = clt_test_clt_path();
     ck_assert_int_eq(run("%s train --help", clt), 0);
-    ck_assert_msg(strstr(out, "at every\n                          epoch's end and on Ctrl-C") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "at every\n                          epoch's end (even when --metrics or --plot cannot be "
+                              "written) and\n                          on Ctrl-C, SIGTERM or SIGHUP") != NULL,
+                  "%s", out);
+    ck_assert_msg(strstr(out, "no two outputs the\nsame file") != NULL, "%s", out);
     ck_assert_int_eq(run("%s train --epochs zero", clt), 2);
     ck_assert_msg(strncmp(out, "clt train: --epochs", 19) == 0, "%s", out);
     ck_assert_int_eq(run("%s train --frobnicate", clt), 2);

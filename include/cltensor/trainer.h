@@ -114,6 +114,8 @@ typedef struct clt_trainer_result {
     double val_mse, val_mae;   /* a regression's validation errors (NaN for classes or without val data) */
     int best_epoch;            /* with early_stopping: the epoch whose parameters the model holds; else 0 */
     int early_stopped;         /* 1 when early_stopping's patience ran out before max_epochs */
+    int saves;                 /* checkpoints this call wrote to save_path: 0 when it is as it was
+                                  (stopped before the first epoch's end, during the warm-up say) */
 } clt_trainer_result;
 
 /* Trains model on train (and evaluates on val after each epoch; val may be
@@ -122,8 +124,13 @@ typedef struct clt_trainer_result {
  * Errors: CLT_ERR_INVALID_ARGUMENT for bad options (named) or a training
  * set without examples, device and memory errors from the step, CLT_ERR_IO
  * writing metrics, plot, checkpoint or memory plot (the four output paths
- * are checked before any work: directory writable, target absent or a
- * regular file; a bad one is CLT_ERR_IO naming it, before the first epoch),
+ * are checked before any work as clt_file_check_uses does: directory
+ * writable, target absent or a regular file, temporary name within NAME_MAX;
+ * a bad one is CLT_ERR_IO naming it, before the first epoch; a metrics or
+ * plot write that fails at an epoch's end is reported after that epoch's
+ * checkpoint is saved all the same), CLT_ERR_INVALID_ARGUMENT
+ * when two of them, or one and the running trace (clt_trace_start), name
+ * the same file, or one other than save_path is resume_path's file,
  * CLT_ERR_FORMAT for a resume_path
  * whose metadata is out of range or does not fit this run (the key and value
  * named), CLT_ERR_DIVERGED when the loss read at a progress update or an

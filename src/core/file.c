@@ -1,13 +1,16 @@
 /* The one safe writer (see file.h for the rules it keeps). */
 #include "file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,9 +21,9 @@
 #include "fault.h"
 #include "input.h"
 
-/* ---- deferring SIGINT and SIGTERM while a file is being written ---- */
+/* ---- deferring SIGINT, SIGTERM and SIGHUP while a file is being written ---- */
 
-static const int deferred_signals[] = {SIGINT, SIGTERM};
+static const int deferred_signals[] = {SIGINT, SIGTERM, SIGHUP};
 enum { NSIG_DEFERRED = sizeof deferred_signals / sizeof deferred_signals[0] };
 
 static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -90,11 +93,20 @@ static const char *kind_of(mode_t m)
     return "not a regular file";
 }
 
+/* The last component of path (after the last '/'); "" when path ends in '/'. */
+static const char *base_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 /* *exists is 1 with *st filled for a regular file, 0 for no file. */
 static clt_status check_target(const char *path, struct stat *st, int *exists)
 {
     *exists = 0;
     if (!path || !*path) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "cannot write a file: the path is empty");
+    if (!*base_of(path))
+        return clt__fail(CLT_ERR_IO, "cannot write %s: the path ends in '/', so it names a directory, not a file", path);
     if (lstat(path, st) != 0) {
         if (errno == ENOENT) return CLT_OK;
         return clt__fail(CLT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
@@ -123,6 +135,17 @@ static char *dir_of(const char *path)
     return d;
 }
 
+/* The temporary name's suffix: ".tmp-" and 16 hex digits. */
+#define TMP_SUFFIX ".tmp-"
+enum { TMP_DIGITS = 16, TMP_EXTRA = sizeof TMP_SUFFIX - 1 + TMP_DIGITS };
+
+/* The longest file name dir's file system allows (NAME_MAX when unknown). */
+static long name_max_of(const char *dir)
+{
+    long n = pathconf(dir, _PC_NAME_MAX);
+    return n > 0 ? n : NAME_MAX;
+}
+
 clt_status clt__file_check_target(const char *path)
 {
     struct stat st;
@@ -132,14 +155,164 @@ clt_status clt__file_check_target(const char *path)
     if (!dir) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory checking %s", path);
     clt_status s = CLT_OK;
     struct stat ds;
+    size_t base = strlen(base_of(path));
+    long name_max = NAME_MAX;
     if (stat(dir, &ds) != 0)
         s = clt__fail(CLT_ERR_IO, "cannot write %s: directory %s: %s", path, dir, strerror(errno));
     else if (!S_ISDIR(ds.st_mode))
         s = clt__fail(CLT_ERR_IO, "cannot write %s: %s is not a directory", path, dir);
     else if (access(dir, W_OK | X_OK) != 0)
         s = clt__fail(CLT_ERR_IO, "cannot write %s: directory %s: %s", path, dir, strerror(errno));
+    else if (exists && (ds.st_mode & S_ISVTX) && geteuid() != 0 && st.st_uid != geteuid() && ds.st_uid != geteuid())
+        /* rename(2) may not replace another user's file in a sticky directory (/tmp). */
+        s = clt__fail(CLT_ERR_IO,
+                      "cannot write %s: it belongs to another user (uid %u) in the sticky directory %s, where only "
+                      "its owner may replace it", path, (unsigned)st.st_uid, dir);
+    else if (base + TMP_EXTRA > (size_t)(name_max = name_max_of(dir)))
+        /* Refused now, not after an epoch when the temporary file cannot be created. */
+        s = clt__fail(CLT_ERR_IO,
+                      "cannot write %s: its name is %zu bytes long, and the temporary file written first (the name "
+                      "and \"" TMP_SUFFIX "\" and %d hex digits) would exceed the %ld bytes the file system allows "
+                      "in %s: use a name of at most %ld bytes",
+                      path, base, TMP_DIGITS, name_max, dir, name_max - (long)TMP_EXTRA);
+    else if (strlen(path) + TMP_EXTRA >= PATH_MAX)
+        s = clt__fail(CLT_ERR_IO, "cannot write %s: the path of its temporary file would exceed PATH_MAX (%d bytes)",
+                      path, PATH_MAX);
     free(dir);
     return s;
+}
+
+/* ---- which file a path names ---- */
+
+/* A file's identity: its device and inode when it exists, else its
+ * directory's and its name there, so that x, ./x, d/../x and a hard or
+ * symbolic link to it are one file. */
+typedef struct file_id {
+    int known, exists;
+    dev_t dev;
+    ino_t ino;
+    const char *name; /* in the directory, when the file does not exist */
+} file_id;
+
+static file_id identify(const char *path)
+{
+    file_id id = {0};
+    struct stat st;
+    if (stat(path, &st) == 0 || lstat(path, &st) == 0) {
+        id.known = id.exists = 1;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+        return id;
+    }
+    char *dir = dir_of(path);
+    if (dir && stat(dir, &st) == 0) {
+        id.known = 1;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+        id.name = base_of(path);
+    }
+    free(dir);
+    return id;
+}
+
+static int same_id(const file_id *a, const file_id *b)
+{
+    if (!a->known || !b->known || a->exists != b->exists || a->dev != b->dev || a->ino != b->ino) return 0;
+    return a->exists || strcmp(a->name, b->name) == 0;
+}
+
+int clt__file_same(const char *a, const char *b)
+{
+    if (!a || !b) return 0;
+    if (strcmp(a, b) == 0) return 1;
+    file_id ia = identify(a), ib = identify(b);
+    return same_id(&ia, &ib);
+}
+
+static int is_output(clt_file_role r) { return r == CLT_FILE_OUTPUT || r == CLT_FILE_REPLACES_INPUT; }
+
+clt_status clt__file_check_uses(const clt_file_use *uses, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (uses[i].path && is_output(uses[i].role)) CLT_TRY(clt__file_check_target(uses[i].path));
+    for (size_t i = 0; i < n; i++) {
+        const clt_file_use *a = &uses[i];
+        if (!a->path) continue;
+        for (size_t j = i + 1; j < n; j++) {
+            const clt_file_use *b = &uses[j];
+            if (!b->path || (!is_output(a->role) && !is_output(b->role))) continue;
+            if (!clt__file_same(a->path, b->path)) continue;
+            const char *wa = a->what ? a->what : "a file", *wb = b->what ? b->what : "a file";
+            if (is_output(a->role) && is_output(b->role))
+                return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                                 "%s %s and %s %s name the same file: one output would replace the other (give each "
+                                 "its own file)", wa, a->path, wb, b->path);
+            const clt_file_use *in = is_output(a->role) ? b : a, *out = in == a ? b : a;
+            if (out->role == CLT_FILE_REPLACES_INPUT) continue;
+            return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                             "%s %s names the file %s %s reads: writing it would replace that input (give the output "
+                             "its own file)", out->what ? out->what : "a file", out->path,
+                             in->what ? in->what : "the run", in->path);
+        }
+    }
+    return CLT_OK;
+}
+
+clt_status clt_file_check_uses(const clt_file_use *uses, size_t n)
+{
+    if (!uses && n > 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_file_check_uses: uses is NULL for %zu files", n);
+    for (size_t i = 0; i < n; i++)
+        if (uses[i].role != CLT_FILE_OUTPUT && uses[i].role != CLT_FILE_INPUT && uses[i].role != CLT_FILE_REPLACES_INPUT)
+            return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_file_check_uses: file %zu (%s) has an unknown role %d", i,
+                             uses[i].path ? uses[i].path : "(null)", (int)uses[i].role);
+    return clt__file_check_uses(uses, n);
+}
+
+/* ---- stale temporary files ---- */
+
+/* Whether name is base + ".tmp-" + exactly 16 lowercase hex digits: the
+ * writer's own pattern, nothing else. */
+static int is_temp_of(const char *name, const char *base)
+{
+    size_t b = strlen(base);
+    if (strncmp(name, base, b) != 0 || strncmp(name + b, TMP_SUFFIX, sizeof TMP_SUFFIX - 1) != 0) return 0;
+    const char *hex = name + b + sizeof TMP_SUFFIX - 1;
+    for (int i = 0; i < TMP_DIGITS; i++)
+        if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f'))) return 0;
+    return hex[TMP_DIGITS] == '\0';
+}
+
+/* Removes the temporary files of path that a killed writer left (kill -9
+ * during a save): names of the writer's exact pattern, regular files (not
+ * links, which are never followed), owned by this user, that no live writer
+ * holds (every writer holds an exclusive flock on its temporary file until
+ * it is renamed or removed, and the lock dies with its process). Best
+ * effort: what cannot be checked is left alone. */
+static void remove_stale_temporaries(const char *path)
+{
+    char *dir = dir_of(path);
+    if (!dir) return;
+    const char *base = base_of(path);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (dfd < 0) return;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_temp_of(e->d_name, base)) continue;
+        int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st, now;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+            fstatat(dfd, e->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+            unlinkat(dfd, e->d_name, 0);
+        close(fd);
+    }
+    closedir(d);
 }
 
 /* ---- the temporary file ---- */
@@ -177,12 +350,13 @@ clt_status clt__afile_open(clt__afile *f, const char *path)
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory writing %s", path);
     }
     signals_hold(&f->saved_mask);
+    remove_stale_temporaries(path);
     /* An existing file's data is private until its mode is copied (0600
      * first); a new one gets 0666 less the umask, as fopen would. */
     mode_t create_mode = exists ? 0600 : 0666;
     int fd = -1;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(f->tmp_path, len, "%s.tmp-%016llx", path, (unsigned long long)random64());
+        snprintf(f->tmp_path, len, "%s" TMP_SUFFIX "%016llx", path, (unsigned long long)random64());
         fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, create_mode);
         if (fd < 0 && errno != EEXIST) break;
     }
@@ -192,6 +366,10 @@ clt_status clt__afile_open(clt__afile *f, const char *path)
         release(f);
         return s;
     }
+    /* Held until the file is renamed or removed: it marks the file as live
+     * for remove_stale_temporaries. A file system without locks leaves it
+     * unlocked, and then unremovable by them. */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) errno = 0;
     if (exists) {
         /* Owner and group first: fchown may clear the set-id bits. Failing
          * to set them (not root) leaves the writer's, which is no loss. */
@@ -250,16 +428,16 @@ clt_status clt__afile_commit(clt__afile *f)
         s = clt__fail(CLT_ERR_IO, "cannot write %s: %s (injected by CLT_FAULT)", f->path, strerror(ENOSPC));
     else if (fsync(f->fd) != 0)
         s = clt__fail(CLT_ERR_IO, "cannot write %s: %s", f->path, strerror(errno));
-    if (close(f->fd) != 0 && s == CLT_OK) s = clt__fail(CLT_ERR_IO, "cannot write %s: %s", f->path, strerror(errno));
-    f->fd = -1;
     /* Checked again: something else may have appeared at the target since open. */
     if (s == CLT_OK) s = check_target(f->path, &st, &exists);
+    /* Renamed (or removed) while still open, so its lock marks it live until then. */
     if (s == CLT_OK && rename(f->tmp_path, f->path) != 0)
         s = clt__fail(CLT_ERR_IO, "cannot rename %s to %s: %s", f->tmp_path, f->path, strerror(errno));
-    if (s == CLT_OK)
-        sync_dir(f->path);
-    else
-        unlink(f->tmp_path);
+    if (s != CLT_OK) unlink(f->tmp_path);
+    /* After fsync succeeded, close has nothing left to report about the data. */
+    close(f->fd);
+    f->fd = -1;
+    if (s == CLT_OK) sync_dir(f->path);
     signals_release(&f->saved_mask);
     release(f);
     return s;
@@ -268,8 +446,8 @@ clt_status clt__afile_commit(clt__afile *f)
 void clt__afile_abort(clt__afile *f)
 {
     if (!f->path) return;
-    if (f->fd >= 0) close(f->fd);
     unlink(f->tmp_path);
+    if (f->fd >= 0) close(f->fd);
     signals_release(&f->saved_mask);
     release(f);
 }

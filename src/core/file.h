@@ -17,11 +17,17 @@
  *  - The temporary file is flushed to disk (fsync) and renamed over the
  *    target, so the path names the old or the new complete file, never a
  *    part. A failed or abandoned write removes the temporary file.
- *  - From open to commit or abort, SIGINT and SIGTERM are deferred: blocked
- *    in the writing thread and caught process-wide, then delivered once the
- *    file is complete (or removed). A second Ctrl-C during a save therefore
- *    ends the process after the save, with no temporary file left. Only
- *    SIGKILL or a crash can leave one (TARGET.tmp-*).
+ *  - From open to commit or abort, SIGINT, SIGTERM and SIGHUP are
+ *    deferred: blocked in the writing thread and caught process-wide, then
+ *    delivered once the file is complete (or removed). A second Ctrl-C
+ *    during a save therefore ends the process after the save, with no
+ *    temporary file left. Only SIGKILL or a crash can leave one.
+ *  - The writer holds an exclusive flock on its temporary file until it is
+ *    renamed or removed. Opening a target first removes the temporaries
+ *    such a killed writer left beside it: only names of the exact pattern
+ *    TARGET.tmp-<16 lowercase hex digits>, only regular files (never
+ *    through a link), owned by the effective user, that no live writer
+ *    holds locked.
  */
 #ifndef CLT_CORE_FILE_H
 #define CLT_CORE_FILE_H
@@ -29,6 +35,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
+#include "cltensor/io.h"
 #include "cltensor/status.h"
 
 typedef struct clt__afile {
@@ -59,9 +66,20 @@ clt_status clt__file_write(const char *path, const void *data, size_t n);
  * followed. NULL with errno set on any failure. */
 FILE *clt__file_open_read(const char *path);
 
-/* Whether path could be written now: its directory exists and is writable
- * and the target is absent or a regular file (not a link). CLT_ERR_IO naming
- * the path and the reason otherwise. Checks only: creates nothing. */
+/* Whether path could be written now: its directory exists and is writable,
+ * the target is absent or a regular file (not a link) that may be replaced
+ * (in a sticky directory: this user's, or the directory's), and the
+ * temporary name (path + ".tmp-" + 16 hex digits) fits the directory's
+ * NAME_MAX and PATH_MAX. CLT_ERR_IO naming the path and the reason
+ * otherwise. Checks only: creates nothing. */
 clt_status clt__file_check_target(const char *path);
+
+/* 1 when a and b name one file: equal strings, the same device and inode
+ * (links, hard or symbolic, and spellings such as ./x), or for a file that
+ * does not exist yet the same directory (by device and inode) and name. */
+int clt__file_same(const char *a, const char *b);
+
+/* clt_file_check_uses (cltensor/io.h) without the argument checks. */
+clt_status clt__file_check_uses(const clt_file_use *uses, size_t n);
 
 #endif

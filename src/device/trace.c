@@ -275,6 +275,14 @@ clt_status clt_trace_start(const char *path)
     return s;
 }
 
+char *clt__trace_path(void)
+{
+    pthread_mutex_lock(&lock);
+    char *p = atomic_load(&active) && out_path ? strdup(out_path) : NULL;
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
 clt_status clt_trace_stop(void)
 {
     /* The wait for each device's recorded commands is a synchronization

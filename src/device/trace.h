@@ -19,5 +19,8 @@ void clt__trace_from_env(void);
 /* CLT_OK, or the status and message of a CLT_TRACE that could not start
  * (checked before each queue is made). */
 clt_status clt__trace_env_status(void);
+/* A copy of the running trace's file name (free it), or NULL when none runs
+ * (or out of memory): the trainer refuses an output that is the trace's. */
+char *clt__trace_path(void);
 
 #endif

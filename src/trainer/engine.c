@@ -7,12 +7,14 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../core/file.h"
+#include "../device/trace.h"
 #include "board.h"
 #include "checkpoint.h"
 #include "progress.h"
@@ -54,10 +56,20 @@ clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_tr
     if (o->accumulate < 0 || o->accumulate > o->batch_size)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: accumulate is %d; it must be 0 to batch_size (%lld)", op,
                          o->accumulate, (long long)o->batch_size);
-    const char *const outputs[] = {o->metrics_path, o->plot_path, o->save_path, o->memory_plot_path};
-    for (size_t i = 0; lead && i < sizeof outputs / sizeof outputs[0]; i++)
-        if (outputs[i]) CLT_TRY(clt__file_check_target(outputs[i]));
-    return CLT_OK;
+    if (!lead) return CLT_OK;
+    /* Every output writable now, none another's file or the resumed checkpoint (but save_path). */
+    char *trace = clt__trace_path();
+    const clt_file_use uses[] = {
+        {"save_path", o->save_path, CLT_FILE_REPLACES_INPUT},
+        {"metrics_path", o->metrics_path, CLT_FILE_OUTPUT},
+        {"plot_path", o->plot_path, CLT_FILE_OUTPUT},
+        {"memory_plot_path", o->memory_plot_path, CLT_FILE_OUTPUT},
+        {"the running trace (clt_trace_start or CLT_TRACE)", trace, CLT_FILE_OUTPUT},
+        {"resume_path", o->resume_path, CLT_FILE_INPUT},
+    };
+    clt_status s = clt__file_check_uses(uses, sizeof uses / sizeof uses[0]);
+    free(trace);
+    return s;
 }
 
 clt_status clt__fit_optimizer(clt_optimizer **out, clt_model *model, const clt_trainer_options *o)
@@ -180,7 +192,7 @@ static clt_status run_epoch(engine *e, int64_t epoch, const position *at, epoch_
     return s;
 }
 
-static clt_status save(const engine *e, int64_t epochs_done, int64_t batch, double loss_sum, double seconds)
+static clt_status save(engine *e, int64_t epochs_done, int64_t batch, double loss_sum, double seconds)
 {
     if (!e->o->save_path || !e->b->lead) return CLT_OK;
     clt_checkpoint_info info = e->o->save_info;
@@ -188,7 +200,22 @@ static clt_status save(const engine *e, int64_t epochs_done, int64_t batch, doub
     info.batch = batch;
     info.steps = e->r.steps;
     clt__partial_epoch partial = {loss_sum, seconds};
-    return clt__checkpoint_save(e->o->save_path, e->b->model, e->b->opt, &info, &partial);
+    CLT_TRY(clt__checkpoint_save(e->o->save_path, e->b->model, e->b->opt, &info, &partial));
+    e->r.saves++;
+    return CLT_OK;
+}
+
+/* The first failure of the epoch's metrics and plot writes, kept until the checkpoint is saved. */
+typedef struct file_failure {
+    clt_status s;
+    char why[1024];
+} file_failure;
+
+static void keep_failure(file_failure *f, clt_status s)
+{
+    if (s == CLT_OK || f->s != CLT_OK) return;
+    f->s = s;
+    snprintf(f->why, sizeof f->why, "%s", clt_last_error());
 }
 
 static void log_row(const engine *e, const clt__epoch_row *row, const epoch_end *end, int complete)
@@ -273,12 +300,23 @@ static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
     e->r.val_accuracy = row.val_accuracy;
     e->r.val_mse = row.val_mse;
     e->r.val_mae = row.val_mae;
-    if (s == CLT_OK && b->lead && o->metrics_path) s = clt__board_write_csv(&e->board, o->metrics_path);
-    if (s == CLT_OK && b->lead && o->plot_path) s = clt__board_write_svg(&e->board, o->plot_path);
+    /* The metrics and the plot, then the checkpoint, which their failure does not skip: it is
+     * saved, then the failure reported. In this order a run killed between the two resumes with
+     * every metrics row (resume() drops the row of an epoch the checkpoint does not have). */
+    file_failure files = {CLT_OK, ""};
+    if (s == CLT_OK && b->lead && o->metrics_path) keep_failure(&files, clt__board_write_csv(&e->board, o->metrics_path));
+    if (s == CLT_OK && b->lead && o->plot_path) keep_failure(&files, clt__board_write_svg(&e->board, o->plot_path));
     /* A step limit's stop is part of the run (same seed, same checkpoint bytes), so its elapsed
      * time goes to the metrics row only, where a resumed run finds it (resume()). */
     if (s == CLT_OK && best)
         s = complete ? save(e, epoch, 0, 0, 0) : save(e, epoch - 1, end->batch, end->loss_sum, 0);
+    if (s == CLT_OK && files.s != CLT_OK) {
+        if (o->save_path && best)
+            s = clt__fail(files.s, "%s (the checkpoint of epoch %lld was saved to %s all the same: resuming from it "
+                                   "continues the run)", files.why, (long long)epoch, o->save_path);
+        else
+            s = clt__fail(files.s, "%s", files.why);
+    }
     return s;
 }
 
@@ -341,9 +379,11 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
     int64_t micro = o->batch_size;
     if (o->accumulate > 1) micro = (o->batch_size + o->accumulate - 1) / o->accumulate;
     int64_t warm_batch = micro < b->examples ? micro : b->examples;
-    if (s == CLT_OK) s = clt_model_warmup(b->model, warm_batch, o->optimizer, o->gradient_clip_val, 0, &warm);
+    /* None once a stop is asked for (without ranks, which must all warm up): the loop stops first. */
+    int warmed = s == CLT_OK && !stop_asked(&e);
+    if (warmed) s = clt_model_warmup(b->model, warm_batch, o->optimizer, o->gradient_clip_val, 0, &warm);
     clt__progress_end(&e.progress);
-    if (s == CLT_OK && b->lead) clt__progress_warmup_log(o->log, b->device, &warm);
+    if (warmed && s == CLT_OK && b->lead) clt__progress_warmup_log(o->log, b->device, &warm);
     for (int64_t epoch = done + 1; s == CLT_OK && epoch <= o->max_epochs; epoch++) {
         if (steps_done(&e) || e.r.early_stopped) break;
         if (stop_asked(&e)) {

@@ -142,6 +142,50 @@ static int fit_run(train_args *a, const clt_model *model)
     return 0;
 }
 
+/* The signal that stopped training, for the exit status (128 + it). */
+static volatile sig_atomic_t stop_signal;
+
+/* The first SIGINT, SIGTERM (what mpirun turns Ctrl-C into for its ranks,
+ * and what kill and batch systems send) or SIGHUP (a closed terminal) asks
+ * the trainer to stop after its current step and save; a second one ends
+ * the process as usual. */
+static void on_stop_signal(int sig)
+{
+    if (!stop_signal) stop_signal = sig;
+    clt_trainer_request_stop();
+    signal(sig, SIG_DFL);
+}
+
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+enum { NSTOP = sizeof stop_signals / sizeof stop_signals[0] };
+typedef void (*handler_fn)(int);
+
+/* Which stop signals the process started with ignored (read at the first call). */
+static int ignored[NSTOP], ignored_known;
+
+/* Catches the stop signals, previous[] getting the old handlers. A SIGTERM
+ * or SIGHUP ignored at the start stays ignored (nohup clt train survives a
+ * hangup); SIGINT is caught even then, as a shell's background job has it
+ * ignored. The signal that already stopped the run keeps its default. */
+static void catch_stop_signals(handler_fn previous[NSTOP])
+{
+    for (int i = 0; i < NSTOP; i++) {
+        int sig = stop_signals[i];
+        previous[i] = signal(sig, on_stop_signal);
+        if (!ignored_known) ignored[i] = previous[i] == SIG_IGN;
+        if (sig == stop_signal) signal(sig, SIG_DFL);
+        else if (ignored[i] && sig != SIGINT) signal(sig, SIG_IGN);
+    }
+    ignored_known = 1;
+}
+
+/* Puts the handlers back, but the signal that stopped the run keeps its
+ * default action: a second one ends the process. */
+static void restore_signals(handler_fn const previous[NSTOP])
+{
+    for (int i = 0; i < NSTOP; i++) signal(stop_signals[i], stop_signals[i] == stop_signal ? SIG_DFL : previous[i]);
+}
+
 int clt_cmd_train(int argc, char **argv)
 {
     train_args a;
@@ -151,18 +195,14 @@ int clt_cmd_train(int argc, char **argv)
     if (a.plan) return plan_run(&a);
     clt_collective comm = {0, 1, NULL, NULL};
     if (a.distributed && clt_tool_mpi_start(&comm)) return 1;
+    /* Caught from the start: a stop asked for while the data loads or the
+     * kernels compile ends the run before its first step. */
+    handler_fn previous[NSTOP];
+    catch_stop_signals(previous);
     rc = train_run(a, a.distributed ? &comm : NULL);
+    restore_signals(previous);
     if (a.distributed) clt_tool_mpi_stop();
     return rc;
-}
-
-/* The first SIGINT (or, under mpirun, which turns Ctrl-C into SIGTERM for
- * its ranks, SIGTERM) asks the trainer to stop after its current step and
- * save; a second one ends the process as usual. */
-static void on_stop_signal(int sig)
-{
-    clt_trainer_request_stop();
-    signal(sig, SIG_DFL);
 }
 
 /* Trains on one device, data parallel on several GPUs, or as one rank of
@@ -171,8 +211,9 @@ static clt_status fit(clt_model *model, const clt_dataset *train, const clt_data
                       const clt_trainer_options *o, const clt_collective *comm, clt_trainer_result *r)
 {
     int gpus = clt_num_gpus(), use = a->num_gpus < gpus ? a->num_gpus : gpus;
-    void (*previous)(int) = signal(SIGINT, on_stop_signal);
-    void (*previous_term)(int) = comm ? signal(SIGTERM, on_stop_signal) : SIG_DFL;
+    /* Again: the OpenCL driver's LLVM may have put its own handlers in front since. */
+    handler_fn previous[NSTOP];
+    catch_stop_signals(previous);
     clt_status s;
     if (comm) {
         clt_device dev = train_device(a, comm);
@@ -182,14 +223,32 @@ static clt_status fit(clt_model *model, const clt_dataset *train, const clt_data
     } else {
         s = clt_trainer_fit(model, train, test, o, r);
     }
-    signal(SIGINT, previous);
-    if (comm) signal(SIGTERM, previous_term);
+    restore_signals(previous);
     return s;
+}
+
+/* The run's files, checked before the data is read: every output can be
+ * written (its temporary name too), no two name one file however spelled,
+ * and none but --save is the --resume or --load file. Returns 0 or the exit
+ * status after the message (2 for a clash, 1 for an unwritable path). */
+static int check_files(const train_args *a)
+{
+    const clt_file_use uses[] = {
+        {"--save", a->save, CLT_FILE_REPLACES_INPUT},   {"--metrics", a->metrics, CLT_FILE_OUTPUT},
+        {"--plot", a->plot, CLT_FILE_OUTPUT},           {"--trace", a->trace, CLT_FILE_OUTPUT},
+        {"--memory-plot", a->memory_plot, CLT_FILE_OUTPUT}, {"--resume", a->resume, CLT_FILE_INPUT},
+        {"--load", a->load, CLT_FILE_INPUT},
+    };
+    clt_status s = clt_file_check_uses(uses, sizeof uses / sizeof uses[0]);
+    if (s == CLT_OK) return 0;
+    fail("train", "checking the output files");
+    return s == CLT_ERR_INVALID_ARGUMENT ? 2 : 1;
 }
 
 static int train_run(train_args a, const clt_collective *comm)
 {
-    int rc;
+    int rc = check_files(&a);
+    if (rc) return rc;
     clt_dataset train = {0}, test = {0};
     if (clt_fashion_mnist_load(&train, a.data, CLT_SPLIT_TRAIN) != CLT_OK) return fail("train", "loading the data");
     if (clt_fashion_mnist_load(&test, a.data, CLT_SPLIT_TEST) != CLT_OK) {
@@ -233,9 +292,21 @@ static int train_run(train_args a, const clt_collective *comm)
             rc = fail("train", "training");
         }
         if (rc == 0 && r.stopped) {
-            printf("interrupted after %lld steps%s%s%s\n", (long long)r.steps, a.save ? "; saved " : "",
-                   a.save ? a.save : "", a.save ? ": continue with --resume" : " (no --save file to resume from)");
-            rc = 130;
+            /* "saved" only after a save: a stop during the warm-up, before any step, saved nothing.
+             * Rank 0 of --distributed saves, and says so. */
+            if (!comm || comm->rank == 0) {
+                if (r.saves)
+                    printf("interrupted after %lld steps; saved %s: continue with --resume %s\n", (long long)r.steps, a.save,
+                           a.save);
+                else if (a.save && a.resume)
+                    printf("interrupted before any step; nothing saved: %s is as it was, continue with --resume %s\n",
+                           a.resume, a.resume);
+                else if (a.save)
+                    printf("interrupted before any step; nothing saved: %s was not written\n", a.save);
+                else
+                    printf("interrupted after %lld steps (no --save file to resume from)\n", (long long)r.steps);
+            }
+            rc = 128 + (stop_signal ? stop_signal : SIGINT);
         } else if (rc == 0 && (!comm || comm->rank == 0)) {
             printf("trained %d epoch(s), %lld steps on %s: %.0f images/s; test loss %.4f, test accuracy %.4f",
                    r.epochs, (long long)r.steps, r.device, r.images_per_second, r.val_loss, r.val_accuracy);

@@ -57,12 +57,17 @@ static const char *train_usage =
     "  --resume FILE           continue an interrupted run from its --save checkpoint (any number of\n"
     "                          devices, --distributed too; same options as the run that saved it)\n"
     "  --save FILE             write a safetensors checkpoint (with the optimizer state) at every\n"
-    "                          epoch's end and on Ctrl-C, for --resume\n"
+    "                          epoch's end (even when --metrics or --plot cannot be written) and\n"
+    "                          on Ctrl-C, SIGTERM or SIGHUP, for --resume\n"
     "  --metrics FILE          per-epoch metrics as CSV\n"
     "  --plot FILE             per-epoch losses and accuracy as an SVG chart\n"
     "  --trace FILE            a Chrome trace-event timeline of every command\n"
     "  --memory-plot FILE      record the memory of the first 2 steps and draw it as an SVG\n"
-    "                          (allocated by category, reserved, the cap, the peak and its phase)\n";
+    "                          (allocated by category, reserved, the cap, the peak and its phase)\n"
+    "\n"
+    "The output files are checked before the data is read: each must be writable, its name short\n"
+    "enough for the temporary file written first (NAME.tmp-<16 hex digits>), no two outputs the\n"
+    "same file, and none but --save the --resume or --load file.\n";
 
 static const char *eval_usage =
     "usage: clt eval --load FILE [--data DIR] [--hiddens H --blocks K] [--device D] [--batch-size B]\n"
