@@ -1,8 +1,11 @@
 /* clt train and clt eval: the chapter's capstone, a ResMLPClassifier on
- * Fashion-MNIST. */
+ * Fashion-MNIST, and training on a data file of the user's (CSV, .npy/.npz,
+ * IDX): classes or a regression, a validation split, standardisation. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include <cltensor.h>
 
@@ -42,12 +45,17 @@ static clt_device train_device(const train_args *a, const clt_collective *comm)
     return a->num_gpus > 0 && gpus > 0 ? clt_gpu(0) : clt_cpu();
 }
 
-/* Builds the ResMLP, taking its shape from the --load (or --resume) file
- * unless given, and loads --load's parameters (the trainer loads --resume's). */
-static int make_model(const char *cmd, train_args *a, clt_device dev, clt_model **out)
+/* Builds the model of width inputs and `outputs` outputs: an MLP for a
+ * --hiddens list, else the ResMLP, taking its shape from the --load (or
+ * --resume) file unless given; loads --load's parameters (the trainer loads
+ * --resume's). */
+static int make_model(const char *cmd, train_args *a, clt_device dev, int64_t width, int64_t outputs, clt_model **out)
 {
     const char *from = a->load ? a->load : a->resume;
-    if (from) {
+    if (a->hidden_layers > 1) {
+        if (clt_model_create_mlp(out, dev, width, a->hidden_layers, a->hidden_list, outputs, a->seed) != CLT_OK)
+            return fail(cmd, "building the model");
+    } else if (from) {
         int64_t h, k;
         if (clt_checkpoint_resmlp_shape(from, &h, &k) != CLT_OK) return fail(cmd, "reading the checkpoint");
         if ((a->hiddens_given && a->hiddens != h) || (a->blocks_given && a->blocks != k)) {
@@ -63,7 +71,8 @@ static int make_model(const char *cmd, train_args *a, clt_device dev, clt_model 
         return 2;
     }
     /* On the device it will run on (the parameters are drawn on the host): no cpu:0 needed. */
-    if (clt_model_create_resmlp(out, dev, 784, a->hiddens, (int)a->blocks, 10, a->seed) != CLT_OK)
+    if (a->hidden_layers <= 1 &&
+        clt_model_create_resmlp(out, dev, width, a->hiddens, (int)a->blocks, outputs, a->seed) != CLT_OK)
         return fail(cmd, "building the model");
     if (a->load && clt_checkpoint_load(a->load, *out, NULL, NULL) != CLT_OK) {
         clt_model_free(*out);
@@ -104,7 +113,7 @@ static int plan_run(train_args *a)
 {
     clt_model *model = NULL;
     clt_device dev = train_device(a, NULL);
-    int rc = make_model("train", a, dev, &model);
+    int rc = make_model("train", a, dev, 784, 10, &model);
     if (rc) return rc;
     clt_plan_options o = plan_options(a);
     int64_t budget = 0, largest = 0;
@@ -245,20 +254,116 @@ static int check_files(const train_args *a)
     return s == CLT_ERR_INVALID_ARGUMENT ? 2 : 1;
 }
 
+/* 1 when the --data path is Fashion-MNIST's folder: not given, a folder, or
+ * missing with no extension (a missing x.csv is a data file's error). */
+static int data_is_folder(const train_args *a)
+{
+    struct stat st;
+    if (!a->data_given) return 1;
+    if (stat(a->data, &st) == 0) return S_ISDIR(st.st_mode);
+    const char *base = strrchr(a->data, '/');
+    return strchr(base ? base + 1 : a->data, '.') == NULL;
+}
+
+/* The data of a run: Fashion-MNIST's training and test splits, or a data
+ * file's training and validation splits and its --test file; standardised
+ * with --standardize. */
+typedef struct run_data {
+    clt_dataset train, val, test;
+    int file, have_test;
+    clt_standardizer st;
+    int standardized;
+} run_data;
+
+static void run_data_free(run_data *d)
+{
+    clt_dataset_free(&d->train);
+    clt_dataset_free(&d->val);
+    clt_dataset_free(&d->test);
+    clt_standardizer_free(&d->st);
+}
+
+/* A data file's message: bad data is exit 2, before anything is written. */
+static int bad_data(const char *what)
+{
+    fprintf(stderr, "clt train: %s: %s\n", what, clt_last_error());
+    return 2;
+}
+
+static int load_file_data(const train_args *a, run_data *d)
+{
+    clt_data_options o = clt_data_default_options();
+    o.target = a->target;
+    o.labels_path = a->labels;
+    o.task = a->task;
+    clt_dataset all = {0};
+    if (clt_dataset_load(&all, a->data, &o) != CLT_OK) return bad_data("reading the data");
+    int rc = clt_dataset_check(&all, a->data) != CLT_OK ? bad_data("checking the data") : 0;
+    double f = a->val_split > 0 ? a->val_split : 0.2;
+    if (rc == 0 && clt_dataset_split(&d->train, &d->val, &all, f, a->seed) != CLT_OK)
+        rc = bad_data("splitting the data");
+    clt_dataset_free(&all);
+    if (rc == 0 && a->test) {
+        o.like = &d->train;
+        o.labels_path = NULL;
+        if (clt_dataset_load(&d->test, a->test, &o) != CLT_OK) return bad_data("reading the test data");
+        if (clt_dataset_check(&d->test, a->test) != CLT_OK) return bad_data("checking the test data");
+        d->have_test = 1;
+    }
+    if (rc == 0 && a->standardize) {
+        if (clt_standardizer_fit(&d->st, &d->train) != CLT_OK) return bad_data("standardizing");
+        d->standardized = 1;
+        if (clt_standardizer_apply(&d->st, &d->train) != CLT_OK || clt_standardizer_apply(&d->st, &d->val) != CLT_OK ||
+            (d->have_test && clt_standardizer_apply(&d->st, &d->test) != CLT_OK))
+            return bad_data("standardizing");
+    }
+    return rc;
+}
+
+static int load_data(const train_args *a, run_data *d)
+{
+    memset(d, 0, sizeof *d);
+    if (!data_is_folder(a)) {
+        d->file = 1;
+        return load_file_data(a, d);
+    }
+    if (a->target || a->labels || a->task >= 0 || a->test || a->val_split > 0 || a->standardize) {
+        fprintf(stderr, "clt train: --target, --labels, --task, --test, --val-split and --standardize take a data "
+                        "file as --data, not the folder %s\n", a->data);
+        return 2;
+    }
+    if (a->hidden_layers > 1) {
+        fprintf(stderr, "clt train: Fashion-MNIST trains the ResMLP: --hiddens takes one width with a folder\n");
+        return 2;
+    }
+    if (clt_fashion_mnist_load(&d->train, a->data, CLT_SPLIT_TRAIN) != CLT_OK) return fail("train", "loading the data");
+    if (clt_fashion_mnist_load(&d->val, a->data, CLT_SPLIT_TEST) != CLT_OK) return fail("train", "loading the data");
+    return 0;
+}
+
+/* The figures of one evaluation, as "NAME loss L, NAME accuracy A" or a regression's errors. */
+static void print_figures(const char *name, const clt_dataset *ds, double loss, double acc, double mse, double mae)
+{
+    if (ds->task == CLT_TASK_REGRESS) printf("%s loss %.4f, %s mse %.6g, %s mae %.6g", name, loss, name, mse, name, mae);
+    else printf("%s loss %.4f, %s accuracy %.4f", name, loss, name, acc);
+}
+
 static int train_run(train_args a, const clt_collective *comm)
 {
     int rc = check_files(&a);
     if (rc) return rc;
-    clt_dataset train = {0}, test = {0};
-    if (clt_fashion_mnist_load(&train, a.data, CLT_SPLIT_TRAIN) != CLT_OK) return fail("train", "loading the data");
-    if (clt_fashion_mnist_load(&test, a.data, CLT_SPLIT_TEST) != CLT_OK) {
-        clt_dataset_free(&train);
-        return fail("train", "loading the data");
+    run_data d;
+    rc = load_data(&a, &d);
+    if (rc) {
+        run_data_free(&d);
+        return rc;
     }
     clt_model *model = NULL;
     /* Before the model: queues made while tracing carry kernel times. */
     rc = a.trace && clt_trace_start(a.trace) != CLT_OK ? fail("train", "starting the trace") : 0;
-    if (rc == 0) rc = make_model("train", &a, train_device(&a, comm), &model);
+    if (rc == 0)
+        rc = make_model("train", &a, train_device(&a, comm), clt_dataset_width(&d.train),
+                        clt_dataset_num_outputs(&d.train), &model);
     if (rc == 0 && a.fit) rc = fit_run(&a, model);
     if (rc == 0) {
         clt_trainer_options o = clt_trainer_default_options();
@@ -279,16 +384,25 @@ static int train_run(train_args a, const clt_collective *comm)
         o.val_limit = a.val_limit;
         o.metrics_path = a.metrics;
         o.save_path = a.save;
-        o.save_info = (clt_checkpoint_info){.arch = "resmlp", .hiddens = a.hiddens, .blocks = a.blocks};
+        if (a.hidden_layers > 1) o.save_info = (clt_checkpoint_info){.arch = "mlp"};
+        else o.save_info = (clt_checkpoint_info){.arch = "resmlp", .hiddens = a.hiddens, .blocks = a.blocks};
         o.resume_path = a.resume;
         o.plot_path = a.plot;
         o.memory_plot_path = a.memory_plot;
+        o.momentum = (float)a.momentum;
+        o.weight_decay = (float)a.weight_decay;
+        o.lr_schedule = (clt_lr_schedule)a.lr_schedule;
+        o.warmup_steps = a.warmup_steps;
+        o.lr_step_size = a.lr_step_size;
+        o.lr_gamma = a.lr_gamma;
+        o.early_stopping = a.early_stopping;
+        o.standardizer = d.standardized ? &d.st : NULL;
         o.log = stdout;
         clt_trainer_result r;
         if (a.memory_plot && (comm || (!a.have_device && a.num_gpus > 1 && clt_num_gpus() > 1))) {
             fprintf(stderr, "clt train: --memory-plot works on one device, not with --distributed or several GPUs\n");
             rc = 2;
-        } else if (fit(model, &train, &test, &a, &o, comm, &r) != CLT_OK) {
+        } else if (fit(model, &d.train, &d.val, &a, &o, comm, &r) != CLT_OK) {
             rc = fail("train", "training");
         }
         if (rc == 0 && r.stopped) {
@@ -307,18 +421,35 @@ static int train_run(train_args a, const clt_collective *comm)
                     printf("interrupted after %lld steps (no --save file to resume from)\n", (long long)r.steps);
             }
             rc = 128 + (stop_signal ? stop_signal : SIGINT);
-        } else if (rc == 0 && (!comm || comm->rank == 0)) {
+        } else if (rc == 0 && (!comm || comm->rank == 0) && !d.file) {
             printf("trained %d epoch(s), %lld steps on %s: %.0f images/s; test loss %.4f, test accuracy %.4f",
                    r.epochs, (long long)r.steps, r.device, r.images_per_second, r.val_loss, r.val_accuracy);
             if (r.skipped_steps)
                 printf("; %lld of the steps skipped (float16 gradients overflowed)", (long long)r.skipped_steps);
             putchar('\n');
+        } else if (rc == 0 && (!comm || comm->rank == 0)) {
+            printf("trained %d epoch(s), %lld steps on %s: %.0f examples/s; ", r.epochs, (long long)r.steps, r.device,
+                   r.images_per_second);
+            print_figures("val", &d.val, r.val_loss, r.val_accuracy, r.val_mse, r.val_mae);
+            if (r.early_stopped) printf("; stopped early, kept epoch %d", r.best_epoch);
+            else if (r.best_epoch && r.best_epoch != r.epochs) printf("; kept epoch %d", r.best_epoch);
+            if (r.skipped_steps)
+                printf("; %lld of the steps skipped (float16 gradients overflowed)", (long long)r.skipped_steps);
+            putchar('\n');
+            clt_evaluation ev;
+            if (d.have_test) {
+                if (clt_trainer_evaluate_metrics(model, &d.test, a.batch_size, 0, o.standardizer, &ev) != CLT_OK) {
+                    rc = fail("train", "evaluating the test set");
+                } else {
+                    print_figures("test", &d.test, ev.loss, ev.accuracy, ev.mse, ev.mae);
+                    printf(" (%lld examples)\n", (long long)ev.examples);
+                }
+            }
         }
     }
     if (a.trace && clt_trace_stop() != CLT_OK && rc == 0) rc = fail("train", "writing the trace");
     clt_model_free(model);
-    clt_dataset_free(&train);
-    clt_dataset_free(&test);
+    run_data_free(&d);
     return rc;
 }
 
@@ -332,7 +463,7 @@ int clt_cmd_eval(int argc, char **argv)
     if (clt_fashion_mnist_load(&test, a.data, CLT_SPLIT_TEST) != CLT_OK) return fail("eval", "loading the data");
     clt_model *model = NULL;
     clt_device dev = a.have_device ? a.device : clt_try_gpu(0);
-    rc = make_model("eval", &a, dev, &model);
+    rc = make_model("eval", &a, dev, 784, 10, &model);
     double loss = 0, acc = 0;
     if (rc == 0 && clt_model_to(model, dev) != CLT_OK) rc = fail("eval", "moving the model");
     if (rc == 0 && clt_trainer_evaluate(model, &test, a.batch_size, 0, &loss, &acc) != CLT_OK)

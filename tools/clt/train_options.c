@@ -19,16 +19,36 @@
 static const char *train_usage =
     "usage: clt train [options]\n"
     "\n"
-    "Trains the chapter's ResMLPClassifier on Fashion-MNIST and evaluates it on\n"
-    "the test split after each epoch.\n"
+    "Trains a model on Fashion-MNIST (a folder of its IDX files: the chapter's\n"
+    "ResMLPClassifier, evaluated on the test split after each epoch) or on your\n"
+    "own data (a CSV, .npy/.npz or IDX file: classes with cross-entropy or a\n"
+    "regression with MSE, the input width and outputs taken from the data,\n"
+    "evaluated on a validation split; docs/own-data.md).\n"
     "\n"
-    "  --data DIR              Fashion-MNIST's IDX files (default data/fashion-mnist; docs/data.md says\n"
-    "                          where to get them)\n"
+    "  --data DIR|FILE         Fashion-MNIST's IDX files (default data/fashion-mnist; docs/data.md says\n"
+    "                          where to get them), or a data file, read by its content\n"
+    "  --target NAME|INDEX     CSV: the target column (default the last)\n"
+    "  --labels FILE           IDX or .npy: the targets' file\n"
+    "  --task classify|regress override the task inferred from the targets\n"
+    "  --test FILE             a test set of the same layout, evaluated at the end\n"
+    "  --val-split F           the fraction of the training data kept apart for validation\n"
+    "                          (seeded, stratified for classes; default 0.2 for a data file)\n"
+    "  --standardize           per-feature mean and deviation (and a regression target's) of the\n"
+    "                          training split, applied to validation and test data\n"
+    "  --weight-decay W        L2 penalty added to the gradient, as PyTorch's weight_decay (default 0)\n"
+    "  --momentum M            SGD momentum, as PyTorch's (default 0)\n"
+    "  --lr-schedule step|cosine  the learning rate over the steps (default constant)\n"
+    "  --warmup-steps N        linear warm-up of the learning rate over the first N steps\n"
+    "  --lr-step-size N        step schedule: multiply the learning rate by --lr-gamma every N steps\n"
+    "  --lr-gamma G            step schedule's factor (default 0.1)\n"
+    "  --early-stopping P      stop after P epochs without a lower validation loss; keep (and\n"
+    "                          --save) the best epoch's model\n"
     "  --epochs N              epochs (default 1)\n"
     "  --batch-size B          global batch size (default 256)\n"
     "  --lr LR                 learning rate (default 0.1)\n"
     "  --optimizer sgd|adam    optimizer (default sgd)\n"
-    "  --hiddens H             hidden width (default 256, or the --load file's)\n"
+    "  --hiddens H|H1,H2,...   hidden width of the ResMLP (default 256, or the --load file's); a list\n"
+    "                          of two or more widths: an MLP of that many hidden layers (a data file)\n"
     "  --blocks K              residual blocks (default 2, or the --load file's)\n"
     "  --num-gpus N            use up to N GPUs, data parallel when N > 1; the CPU when there is none\n"
     "                          (default 1)\n"
@@ -116,7 +136,7 @@ static int parse_double(const char *cmd, const char *opt, const char *text, doub
 /* One handler per option: a takes the value v (NULL for a flag). */
 typedef int (*option_fn)(train_args *a, const char *cmd, const char *opt, const char *v);
 
-static int opt_data(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->data = v; return 1; }
+static int opt_data(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->data = v; a->data_given = 1; return 1; }
 static int opt_load(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->load = v; return 1; }
 static int opt_resume(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->resume = v; return 1; }
 static int opt_save(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->save = v; return 1; }
@@ -125,10 +145,119 @@ static int opt_plot(train_args *a, const char *c, const char *o, const char *v) 
 static int opt_trace(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->trace = v; return 1; }
 static int opt_memory_plot(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->memory_plot = v; return 1; }
 
+/* A width or a comma-separated list of them. */
 static int opt_hiddens(train_args *a, const char *c, const char *o, const char *v)
 {
     a->hiddens_given = 1;
-    return parse_int(c, o, v, 1, &a->hiddens);
+    a->hidden_layers = 0;
+    const char *p = v;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (a->hidden_layers == TRAIN_MAX_HIDDEN_LAYERS || len == 0 || len >= sizeof item) {
+            fprintf(stderr, "clt %s: %s needs a width or a list of at most %d widths (128,64), not '%s'\n", c, o,
+                    TRAIN_MAX_HIDDEN_LAYERS, v);
+            return 0;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        int64_t h;
+        if (!parse_int(c, o, item, 1, &h)) return 0;
+        if (h > ((int64_t)1 << 31) - 1) {
+            fprintf(stderr, "clt %s: %s %lld is too wide\n", c, o, (long long)h);
+            return 0;
+        }
+        a->hidden_list[a->hidden_layers++] = h;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    a->hiddens = a->hidden_list[0];
+    return 1;
+}
+
+static int opt_target(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->target = v; return 1; }
+static int opt_labels(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->labels = v; return 1; }
+static int opt_test(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->test = v; return 1; }
+static int opt_standardize(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->standardize = 1; return 1; }
+
+static int opt_task(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (strcmp(v, "classify") == 0) a->task = CLT_TASK_CLASSIFY;
+    else if (strcmp(v, "regress") == 0) a->task = CLT_TASK_REGRESS;
+    else {
+        fprintf(stderr, "clt %s: %s takes classify or regress, not '%s'\n", c, o, v);
+        return 0;
+    }
+    return 1;
+}
+
+/* A number in [lo, hi) (lo < x when open_lo). */
+static int parse_range(const char *cmd, const char *opt, const char *text, double lo, int open_lo, double hi,
+                       double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (*text == '\0' || *end != '\0' || errno || !isfinite(v) || v < lo || (open_lo && v == lo) || v >= hi) {
+        fprintf(stderr, "clt %s: %s needs a number in %s%g, %g), not '%s'\n", cmd, opt, open_lo ? "(" : "[", lo, hi,
+                text);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static int opt_val_split(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_range(c, o, v, 0, 1, 1, &a->val_split);
+}
+
+static int opt_weight_decay(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_range(c, o, v, 0, 0, 1e6, &a->weight_decay);
+}
+
+static int opt_momentum(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_range(c, o, v, 0, 0, 1, &a->momentum);
+}
+
+static int opt_lr_gamma(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (!parse_double(c, o, v, &a->lr_gamma)) return 0;
+    if (a->lr_gamma > 1) {
+        fprintf(stderr, "clt %s: %s needs a number in (0, 1], not '%s'\n", c, o, v);
+        return 0;
+    }
+    return 1;
+}
+
+static int opt_lr_schedule(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (strcmp(v, "step") == 0) a->lr_schedule = CLT_LR_STEP;
+    else if (strcmp(v, "cosine") == 0) a->lr_schedule = CLT_LR_COSINE;
+    else if (strcmp(v, "constant") == 0) a->lr_schedule = CLT_LR_CONSTANT;
+    else {
+        fprintf(stderr, "clt %s: %s takes step, cosine or constant, not '%s'\n", c, o, v);
+        return 0;
+    }
+    return 1;
+}
+
+static int opt_warmup_steps(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_int(c, o, v, 0, &a->warmup_steps);
+}
+
+static int opt_lr_step_size(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_int(c, o, v, 1, &a->lr_step_size);
+}
+
+static int opt_early_stopping(train_args *a, const char *c, const char *o, const char *v)
+{
+    return parse_clamped(c, o, v, 1, 1000000, &a->early_stopping);
 }
 
 static int opt_blocks(train_args *a, const char *c, const char *o, const char *v)
@@ -270,6 +399,19 @@ static const struct option_spec {
     {"--fit", 0, 0, opt_fit},
     {"--fit=any", 0, 0, opt_fit_any},
     {"--no-shuffle", 0, 0, opt_no_shuffle},
+    {"--target", 1, 0, opt_target},
+    {"--labels", 1, 0, opt_labels},
+    {"--task", 1, 0, opt_task},
+    {"--test", 1, 0, opt_test},
+    {"--val-split", 1, 0, opt_val_split},
+    {"--standardize", 0, 0, opt_standardize},
+    {"--weight-decay", 1, 0, opt_weight_decay},
+    {"--momentum", 1, 0, opt_momentum},
+    {"--lr-schedule", 1, 0, opt_lr_schedule},
+    {"--warmup-steps", 1, 0, opt_warmup_steps},
+    {"--lr-step-size", 1, 0, opt_lr_step_size},
+    {"--lr-gamma", 1, 0, opt_lr_gamma},
+    {"--early-stopping", 1, 0, opt_early_stopping},
 };
 
 static const struct option_spec *find_option(const char *name, int eval)
@@ -289,7 +431,10 @@ static void defaults(train_args *a)
     a->batch_size = 256;
     a->hiddens = 256;
     a->blocks = 2;
+    a->hidden_layers = 1;
+    a->hidden_list[0] = 256;
     a->lr = 0.1;
+    a->task = -1;
 }
 
 /* What the options say together (after all of them are read). */
@@ -297,6 +442,18 @@ static int check_args(const train_args *a, const char *cmd, int eval)
 {
     if (a->load && a->resume) {
         fprintf(stderr, "clt %s: --load and --resume exclude each other (--resume restores the optimizer too)\n", cmd);
+        return 2;
+    }
+    if (a->hidden_layers > 1 && a->blocks_given) {
+        fprintf(stderr, "clt %s: --hiddens with a list of widths is an MLP; --blocks is the ResMLP's\n", cmd);
+        return 2;
+    }
+    if (a->lr_schedule == CLT_LR_STEP && !a->lr_step_size) {
+        fprintf(stderr, "clt %s: --lr-schedule step needs --lr-step-size N\n", cmd);
+        return 2;
+    }
+    if (a->momentum > 0 && a->optimizer == CLT_OPTIMIZER_ADAM) {
+        fprintf(stderr, "clt %s: --momentum is SGD's; Adam has its betas (0.9, 0.999)\n", cmd);
         return 2;
     }
     if (eval && !a->load) {

@@ -8,9 +8,23 @@
 
 #include <cltensor.h>
 
+/* The most hidden layers --hiddens lists. */
+#define TRAIN_MAX_HIDDEN_LAYERS 64
+
 /* Every option's value, or its default. */
 typedef struct train_args {
     const char *data, *load, *save, *metrics, *plot, *trace, *resume, *memory_plot;
+    /* --data FILE: its target, labels file, test file, task (-1 inferred), validation split */
+    const char *target, *labels, *test;
+    int task, standardize, data_given;
+    double val_split;
+    /* --hiddens as a list: hidden_layers widths (1 for a single number) */
+    int hidden_layers;
+    int64_t hidden_list[TRAIN_MAX_HIDDEN_LAYERS];
+    /* trainer options */
+    double momentum, weight_decay, lr_gamma;
+    int lr_schedule, early_stopping;
+    int64_t warmup_steps, lr_step_size;
     int epochs, num_gpus, have_device, shuffle, distributed;
     int hiddens_given, blocks_given, recompute_blocks, plan, fp16, accumulate, fit;
     clt_device device;
