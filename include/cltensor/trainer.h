@@ -113,7 +113,7 @@ typedef struct clt_trainer_result {
     int64_t skipped_steps;     /* steps a float16 run skipped (gradients overflowed), of `steps` */
     double val_mse, val_mae;   /* a regression's validation errors (NaN for classes or without val data) */
     int best_epoch;            /* with early_stopping: the epoch whose parameters the model holds; else 0 */
-    int early_stopped;         /* 1 when early_stopping's patience ran out before max_epochs */
+    int early_stopped;         /* 1 when early_stopping's patience ran out before the last epoch */
     int saves;                 /* checkpoints this call wrote to save_path: 0 when it is as it was
                                   (stopped before the first epoch's end, during the warm-up say) */
 } clt_trainer_result;

@@ -243,7 +243,7 @@ static clt_status track_best(engine *e, int64_t epoch, double loss, int *best)
 {
     *best = isfinite(loss) && (!e->best || loss < e->best_loss);
     if (!*best) {
-        if (++e->bad_epochs >= e->o->early_stopping) {
+        if (++e->bad_epochs >= e->o->early_stopping && epoch < e->o->max_epochs) {
             e->r.early_stopped = 1;
         }
         return CLT_OK;
