@@ -254,6 +254,23 @@ CLT_API void clt_model_description_free(clt_model_description *d);
  * *out is NULL and desc zeroed. */
 CLT_API clt_status clt_model_load(clt_model **out, const char *path, clt_device dev, clt_model_description *desc);
 
+/* Predictions of model for n rows of `width` float32 features x (row-major,
+ * n * width; not modified), as clt_model_load's description d says: the
+ * rows standardised first when d has a standardizer, then the forward pass
+ * in inference mode, in batches of up to 1024 rows, on the model's device.
+ * out receives n * clt_model_num_outputs(model) floats: for a classifier
+ * the softmax probabilities of each class, for a regression the values in
+ * the target's units (the standardizer's targets undone). classes (may be
+ * NULL) receives n class ids, the most probable (the first of equals); for
+ * a regression it is left alone. d NULL: the model's outputs as they are,
+ * classes their argmax. A synchronization point. The training mode is
+ * restored afterwards.
+ * Errors: CLT_ERR_INVALID_ARGUMENT for NULL arrays or n < 1;
+ * CLT_ERR_SHAPE naming both widths when width is not the model's input
+ * width; device errors. */
+CLT_API clt_status clt_model_predict(clt_model *model, const clt_model_description *d, const float *x, int64_t n,
+                                     int64_t width, float *out, int32_t *classes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@ int clt_cmd_devices(int argc, char **argv);
 int clt_cmd_smi(int argc, char **argv);
 int clt_cmd_train(int argc, char **argv);
 int clt_cmd_eval(int argc, char **argv);
+int clt_cmd_predict(int argc, char **argv);
 int clt_cmd_timeline(int argc, char **argv);
 int clt_cmd_tune(int argc, char **argv);
 int clt_cmd_warmup(int argc, char **argv);

@@ -1,0 +1,215 @@
+/* Prediction: clt_model_predict (standardization in, softmax or the
+ * target's units out) and `clt predict`, which agrees with it on every row,
+ * from a file in the training layout or of the features alone. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "support.h"
+
+#define ROWS 37
+#define WIDTH 4
+
+static void write_text(const char *path, const char *s)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(s, f);
+    fclose(f);
+}
+
+/* ROWS rows of WIDTH features (and a string target column when with_target), and the same rows in x. */
+static void write_rows(const char *path, float *x, int with_target)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "a,b,c,d%s\n", with_target ? ",species" : "");
+    for (int i = 0; i < ROWS; i++) {
+        for (int j = 0; j < WIDTH; j++) {
+            x[i * WIDTH + j] = (float)((i * 7 + j * 3) % 11) * 0.5f - 2.0f + (float)j;
+            fprintf(f, "%s%.9g", j ? "," : "", (double)x[i * WIDTH + j]);
+        }
+        fprintf(f, "%s\n", with_target ? (i % 2 ? ",cat" : ",unseen") : "");
+    }
+    fclose(f);
+}
+
+/* The CSV clt predict wrote: the header in header, then rows of fields as floats (the first kept as text in first). */
+static int read_predictions(const char *path, char *header, size_t hlen, char first[][32], float *vals, int per_row,
+                            int first_is_text)
+{
+    char *s = clt_test_read_file(path), *save = NULL;
+    int rows = -1;
+    for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save), rows++) {
+        if (rows < 0) {
+            snprintf(header, hlen, "%s", line);
+            continue;
+        }
+        char *p = line;
+        if (first_is_text) {
+            char *comma = strchr(*p == '"' ? strchr(p + 1, '"') : p, ',');
+            ck_assert_ptr_nonnull(comma);
+            *comma = '\0';
+            snprintf(first[rows], 32, "%s", p);
+            p = comma + 1;
+        }
+        for (int j = 0; j < per_row; j++) {
+            char *end;
+            vals[rows * per_row + j] = strtof(p, &end);
+            ck_assert_msg(end != p, "row %d: %s", rows, line);
+            p = *end == ',' ? end + 1 : end;
+        }
+    }
+    free(s);
+    return rows;
+}
+
+START_TEST(test_classifier_tool_agrees_with_library)
+{
+    char dir[256], model[300], input[300], feats[300], preds[300], out[4096];
+    clt_test_make_temp_dir(dir, sizeof dir, "predict");
+    snprintf(model, sizeof model, "%s/m.safetensors", dir);
+    snprintf(input, sizeof input, "%s/train-layout.csv", dir);
+    snprintf(feats, sizeof feats, "%s/features.csv", dir);
+    snprintf(preds, sizeof preds, "%s/preds.csv", dir);
+    clt_device dev = clt_cpu();
+    int64_t h = 9;
+    clt_model *m;
+    ck_assert_ok(clt_model_create_mlp(&m, dev, WIDTH, 1, &h, 3, 11));
+    float mean[WIDTH] = {0.5f, 1.5f, 2.5f, 3.5f}, std[WIDTH] = {2, 3, 0.5f, 1};
+    clt_standardizer st;
+    ck_assert_ok(clt_standardizer_from_host(&st, WIDTH, mean, std, 0, NULL, NULL));
+    const char *names[3] = {"cat", "dog, big", "fish"};
+    clt_checkpoint_info info = {.num_classes = 3, .class_names = names, .target = "species", .standardizer = &st};
+    ck_assert_ok(clt_checkpoint_save(model, m, NULL, &info));
+    clt_model_free(m);
+    clt_standardizer_free(&st);
+
+    float x[ROWS * WIDTH], x2[ROWS * WIDTH], probs[ROWS * 3], got[ROWS * 3];
+    int32_t classes[ROWS];
+    write_rows(input, x, 1);
+    write_rows(feats, x2, 0);
+    clt_model_description d;
+    ck_assert_ok(clt_model_load(&m, model, dev, &d));
+    ck_assert_ok(clt_model_predict(m, &d, x, ROWS, WIDTH, probs, classes));
+    for (int i = 0; i < ROWS; i++) {
+        double sum = probs[i * 3] + probs[i * 3 + 1] + probs[i * 3 + 2];
+        ck_assert_msg(fabs(sum - 1) < 1e-6, "row %d sums to %g", i, sum);
+        for (int c = 0; c < 3; c++) ck_assert(probs[i * 3 + c] <= probs[i * 3 + classes[i]]);
+    }
+    /* The standardization is applied: predicting pre-standardised rows without it gives the same. */
+    float z[ROWS * WIDTH], raw[ROWS * 3];
+    for (int i = 0; i < ROWS * WIDTH; i++) z[i] = (x[i] - mean[i % WIDTH]) / std[i % WIDTH];
+    clt_model_description plain = d;
+    plain.has_standardizer = 0;
+    ck_assert_ok(clt_model_predict(m, &plain, z, ROWS, WIDTH, raw, NULL));
+    ck_assert_double_lt(clt_test_max_rel_err(raw, probs, ROWS * 3), 1e-5);
+
+    const char *inputs[2] = {input, feats};
+    for (int k = 0; k < 2; k++) {
+        remove(preds);
+        int rc = clt_test_shell(out, sizeof out, "%s predict --load %s --input %s --output %s", clt_test_clt_path(),
+                                model, inputs[k], preds);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", inputs[k], rc, out);
+        char header[256], first[ROWS][32];
+        int rows = read_predictions(preds, header, sizeof header, first, got, 3, 1);
+        ck_assert_int_eq(rows, ROWS);
+        ck_assert_str_eq(header, "predicted,p_cat,\"p_dog, big\",p_fish");
+        for (int i = 0; i < ROWS; i++) {
+            const char *want = classes[i] == 1 ? "\"dog, big\"" : names[classes[i]];
+            ck_assert_msg(strcmp(first[i], want) == 0, "row %d: %s, the library says %s", i, first[i], want);
+            for (int c = 0; c < 3; c++)
+                ck_assert_msg(got[i * 3 + c] == probs[i * 3 + c], "row %d class %d: %.9g against %.9g", i, c,
+                              (double)got[i * 3 + c], (double)probs[i * 3 + c]);
+        }
+    }
+
+    /* Wrong widths: the library's CLT_ERR_SHAPE, the tool's exit 2 naming both; nothing written. */
+    ck_assert_status(clt_model_predict(m, &d, x, ROWS, WIDTH - 1, probs, classes), CLT_ERR_SHAPE);
+    ck_assert_msg(strstr(clt_last_error(), "3 features") && strstr(clt_last_error(), "takes 4"), "%s",
+                  clt_last_error());
+    char narrow[300];
+    snprintf(narrow, sizeof narrow, "%s/narrow.csv", dir);
+    write_text(narrow, "1,2\n3,4\n5,6\n");
+    remove(preds);
+    int rc = clt_test_shell(out, sizeof out, "%s predict --load %s --input %s --output %s", clt_test_clt_path(), model,
+                            narrow, preds);
+    ck_assert_msg(rc == 2 && strstr(out, narrow) && strstr(out, "2 features per row") && strstr(out, "takes 4"),
+                  "exit %d: %s", rc, out);
+    ck_assert_int_ne(access(preds, F_OK), 0);
+    /* Bad data: file and line named, exit 2. */
+    write_text(narrow, "a,b,c,d\n1,2,3,4\n1,2,x,4\n");
+    rc = clt_test_shell(out, sizeof out, "%s predict --load %s --input %s --output %s", clt_test_clt_path(), model,
+                        narrow, preds);
+    ck_assert_msg(rc == 2 && strstr(out, narrow) && strstr(out, "line 3"), "exit %d: %s", rc, out);
+    ck_assert_int_ne(access(preds, F_OK), 0);
+    /* Usage. */
+    rc = clt_test_shell(out, sizeof out, "%s predict --load %s", clt_test_clt_path(), model);
+    ck_assert_msg(rc == 2 && strstr(out, "--input FILE"), "exit %d: %s", rc, out);
+
+    clt_model_description_free(&d);
+    clt_model_free(m);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
+START_TEST(test_regression_in_target_units)
+{
+    char dir[256], model[300], feats[300], out[8192];
+    clt_test_make_temp_dir(dir, sizeof dir, "predict-reg");
+    snprintf(model, sizeof model, "%s/r.safetensors", dir);
+    snprintf(feats, sizeof feats, "%s/features.csv", dir);
+    clt_device dev = clt_cpu();
+    int64_t h = 6;
+    clt_model *m;
+    ck_assert_ok(clt_model_create_mlp(&m, dev, WIDTH, 1, &h, 1, 3));
+    float mean[WIDTH] = {0, 0, 0, 0}, std[WIDTH] = {1, 1, 1, 1}, ym = 250, ys = 40;
+    clt_standardizer st;
+    ck_assert_ok(clt_standardizer_from_host(&st, WIDTH, mean, std, 1, &ym, &ys));
+    clt_checkpoint_info info = {.task = CLT_TASK_REGRESS, .standardizer = &st};
+    ck_assert_ok(clt_checkpoint_save(model, m, NULL, &info));
+    float x[ROWS * WIDTH], y[ROWS], raw[ROWS], got[ROWS];
+    write_rows(feats, x, 0);
+    /* The model's own outputs, without the description: values * 40 + 250 come back. */
+    ck_assert_ok(clt_model_predict(m, NULL, x, ROWS, WIDTH, raw, NULL));
+    clt_model_free(m);
+    clt_standardizer_free(&st);
+    clt_model_description d;
+    ck_assert_ok(clt_model_load(&m, model, dev, &d));
+    int32_t untouched[ROWS];
+    memset(untouched, 0x7f, sizeof untouched);
+    ck_assert_ok(clt_model_predict(m, &d, x, ROWS, WIDTH, y, untouched));
+    for (int i = 0; i < ROWS; i++) {
+        ck_assert_float_eq_tol(y[i], raw[i] * 40 + 250, 1e-3);
+        ck_assert_int_eq(untouched[i], 0x7f7f7f7f);
+    }
+    /* To standard output. */
+    int rc = clt_test_shell(out, sizeof out, "%s predict --load %s --input %s", clt_test_clt_path(), model, feats);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    char *p = out;
+    ck_assert_msg(strncmp(p, "predicted\n", 10) == 0, "%s", out);
+    p += 10;
+    for (int i = 0; i < ROWS; i++) {
+        char *end;
+        got[i] = strtof(p, &end);
+        ck_assert_msg(end != p && *end == '\n', "row %d: %s", i, p);
+        ck_assert_msg(got[i] == y[i], "row %d: %.9g against %.9g", i, (double)got[i], (double)y[i]);
+        p = end + 1;
+    }
+    clt_model_description_free(&d);
+    clt_model_free(m);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("predict");
+    TCase *tc = clt_test_tcase("core");
+    tcase_add_test(tc, test_classifier_tool_agrees_with_library);
+    tcase_add_test(tc, test_regression_in_target_units);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}
