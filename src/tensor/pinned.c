@@ -1,13 +1,10 @@
-/* Pinned host tensors and the transfers that involve host memory: uploads
- * from and downloads into pinned tensors, and copies between contexts
- * through a pinned staging buffer. Nothing here waits unless the caller
- * asked to (blocking clt_to, wait flags), the host itself reads pinned memory
- * a transfer still writes (a pinned-to-pinned copy's source), or a callback
- * cannot be registered: a transfer's completion is tracked by its event, and
- * memory it uses is released by completion callbacks. */
+/* Pinned host tensors: their host address, the transfers in flight on them
+ * (the copies of copy.c record theirs here), and the freeing of their
+ * blocks. Nothing here waits unless the caller asked to (wait flags) or a
+ * callback cannot be registered: a transfer's completion is tracked by its
+ * event, and memory it uses is released by completion callbacks. */
 #include "pinned.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +43,7 @@ static void prune(struct clt__pinned_io *io)
     io->n = k;
 }
 
-static clt_status add_read(clt__storage *st, cl_event ev)
+clt_status clt__pinned_add_read(clt__storage *st, cl_event ev)
 {
     if (!st->io && !(st->io = calloc(1, sizeof *st->io)))
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory tracking a transfer");
@@ -146,11 +143,10 @@ void clt__pinned_reclaim(void)
 
 #define RELEASE_WAIT "clt_tensor_release (pinned memory a transfer uses: no callback)"
 
-/* Frees the block once every event has completed; never waits unless the
- * runtime refuses a callback. No flush: nothing waits for the callback, and
- * the queue's next flush or wait starts the command (a flush here would
- * block on implementations whose clFlush runs the queue, like oclgrind's). */
-static void free_after(int slot, clt__block *block, int n, const cl_event *evs)
+/* No flush: nothing waits for the callback, and the queue's next flush or
+ * wait starts the command (a flush here would block on implementations
+ * whose clFlush runs the queue, like oclgrind's). */
+void clt__pinned_free_after(int slot, clt__block *block, int n, const cl_event *evs)
 {
     deferred_free *d = n > 0 ? malloc(sizeof *d) : NULL;
     if (!d) {
@@ -181,8 +177,8 @@ void clt__pinned_free(clt__storage *st)
     /* Reads of pinned memory wait for its pending write, so when reads are
      * pending they finish last. */
     if (st->block) {
-        if (io && io->n > 0) free_after(st->slot, st->block, io->n, io->reads);
-        else if (writing(st)) free_after(st->slot, st->block, 1, &st->last_write);
+        if (io && io->n > 0) clt__pinned_free_after(st->slot, st->block, io->n, io->reads);
+        else if (writing(st)) clt__pinned_free_after(st->slot, st->block, 1, &st->last_write);
         else clt__free(st->block, NULL);
     }
     if (io) {
@@ -191,161 +187,6 @@ void clt__pinned_free(clt__storage *st)
         free(io);
     }
     st->io = NULL;
-}
-
-static void copy_name(char *buf, size_t len, int from, int to)
-{
-    snprintf(buf, len, "%s->%s", from >= 0 ? clt__slot_get(from)->name : "host",
-             to >= 0 ? clt__slot_get(to)->name : "host");
-}
-
-/* Finishes a transfer's bookkeeping: hook, optional wait, hand-over of ev. */
-static clt_status finish(int slot, cl_event ev, const char *name, size_t nbytes, int blocking, const char *api,
-                         cl_event *done)
-{
-    clt_status s = clt__after_copy(slot, ev, name, nbytes);
-    if (s == CLT_OK && blocking) s = clt__sync_wait(slot, api, 1, &ev);
-    if (s == CLT_OK && done) *done = ev;
-    else clReleaseEvent(ev);
-    return s;
-}
-
-/* dst (a device tensor) <- src (pinned), on dst's queue. */
-static clt_status upload(clt_tensor *dst, clt_tensor *src, int blocking, cl_event *done, const char *api)
-{
-    size_t n = clt_tensor_nbytes(src);
-    int slot = dst->st->slot;
-    cl_command_queue q;
-    cl_context ctx;
-    CLT_TRY(clt__slot_queue(slot, &q));
-    CLT_TRY(clt__slot_context(slot, &ctx));
-    cl_event wait[2];
-    cl_uint nwait = 0;
-    CLT_TRY(clt__bridge_event(src->st->last_write, ctx, &wait[nwait]));
-    if (wait[nwait]) nwait++;
-    if ((wait[nwait] = clt__tensor_take_foreign_read(dst))) nwait++;
-    cl_event ev;
-    cl_int err = clEnqueueWriteBuffer(q, clt__tensor_buf(dst).mem, CL_FALSE, clt__tensor_byte_offset(dst), n,
-                                      clt__pinned_ptr(src), nwait, nwait ? wait : NULL, &ev);
-    for (cl_uint i = 0; i < nwait; i++) clReleaseEvent(wait[i]);
-    if (err != CL_SUCCESS)
-        return clt__cl_fail(err, "copying %zu bytes from pinned memory to %s", n, clt__slot_get(slot)->name);
-    clt__tensor_set_write(dst, ev);
-    clt_status s = add_read(src->st, ev);
-    if (s != CLT_OK) {
-        clt__sync_fallback(slot, api, ev); /* the transfer reads src: wait before failing */
-        clReleaseEvent(ev);
-        return s;
-    }
-    char name[48];
-    copy_name(name, sizeof name, clt__pinned_slot(), slot);
-    return finish(slot, ev, name, n, blocking, api, done);
-}
-
-/* dst (pinned) <- src (a device tensor), on src's queue after its writes. */
-static clt_status download(clt_tensor *dst, clt_tensor *src, int blocking, cl_event *done, const char *api)
-{
-    size_t n = clt_tensor_nbytes(src);
-    int slot = src->st->slot;
-    CLT_TRY(clt__pinned_writable(dst, blocking, api));
-    cl_command_queue q;
-    CLT_TRY(clt__slot_queue(slot, &q));
-    cl_event ev;
-    cl_int err = clEnqueueReadBuffer(q, clt__tensor_buf(src).mem, CL_FALSE, clt__tensor_byte_offset(src), n,
-                                     clt__pinned_ptr(dst), 0, NULL, &ev);
-    if (err != CL_SUCCESS)
-        return clt__cl_fail(err, "copying %zu bytes from %s to pinned memory", n, clt__slot_get(slot)->name);
-    clt__tensor_set_write(dst, ev);
-    char name[48];
-    copy_name(name, sizeof name, slot, clt__pinned_slot());
-    return finish(slot, ev, name, n, blocking, api, done);
-}
-
-/* Between contexts: src's queue reads into pinned staging; dst's queue
- * writes from it once a user event of dst's context says the read is done.
- * The host never waits; the staging block is freed by the write's callback. */
-static clt_status through_staging(clt_tensor *dst, clt_tensor *src, cl_event *done)
-{
-    size_t n = clt_tensor_nbytes(src);
-    int ps = clt__pinned_slot(), from = src->st->slot, to = dst->st->slot;
-    cl_command_queue qs, qd;
-    cl_context ctx;
-    CLT_TRY(clt__slot_queue(from, &qs));
-    CLT_TRY(clt__slot_queue(to, &qd));
-    CLT_TRY(clt__slot_context(to, &ctx));
-    clt__block *stg;
-    CLT_TRY(clt__alloc(ps, n, CLT_MEM_OTHER, &stg));
-    void *host = clt__block_host(stg);
-    cl_event rev;
-    cl_int err = clEnqueueReadBuffer(qs, clt__tensor_buf(src).mem, CL_FALSE, clt__tensor_byte_offset(src), n, host,
-                                     0, NULL, &rev);
-    if (err != CL_SUCCESS) {
-        clt__free(stg, NULL);
-        return clt__cl_fail(err, "reading %zu bytes from %s", n, clt__slot_get(from)->name);
-    }
-    char name[48];
-    copy_name(name, sizeof name, from, -1);
-    clt_status s = clt__after_copy(from, rev, name, n);
-    cl_event wait[2];
-    cl_uint nwait = 0;
-    if (s == CLT_OK) s = clt__bridge_event(rev, ctx, &wait[nwait]);
-    if (s != CLT_OK) {
-        free_after(from, stg, 1, &rev);
-        clReleaseEvent(rev);
-        return s;
-    }
-    nwait++;
-    if ((wait[nwait] = clt__tensor_take_foreign_read(dst))) nwait++;
-    cl_event wev;
-    err = clEnqueueWriteBuffer(qd, clt__tensor_buf(dst).mem, CL_FALSE, clt__tensor_byte_offset(dst), n, host, nwait,
-                               wait, &wev);
-    for (cl_uint i = 0; i < nwait; i++) clReleaseEvent(wait[i]);
-    if (err != CL_SUCCESS) {
-        free_after(from, stg, 1, &rev);
-        clReleaseEvent(rev);
-        return clt__cl_fail(err, "writing %zu bytes to %s", n, clt__slot_get(to)->name);
-    }
-    clReleaseEvent(rev);
-    free_after(to, stg, 1, &wev);
-    clt__tensor_set_write(dst, wev);
-    copy_name(name, sizeof name, -1, to);
-    return finish(to, wev, name, n, 0, NULL, done);
-}
-
-/* A copy to a planning device through host memory: skipped, but for its
- * synchronization point when blocking, and the pinned staging of a copy
- * between contexts, taken and given back. */
-static clt_status planned_copy(clt_tensor *dst, clt_tensor *src, int blocking, const char *api)
-{
-    int from = src->st->slot, to = dst->st->slot;
-    if (!clt__is_pinned(src) && !clt__is_pinned(dst)) {
-        clt__block *stg;
-        CLT_TRY(clt__alloc(clt__pinned_slot_of(to), clt_tensor_nbytes(src), CLT_MEM_OTHER, &stg));
-        clt__free(stg, NULL);
-    }
-    clt__tensor_set_write(dst, NULL);
-    int slot = clt__is_pinned(dst) ? from : to;
-    return blocking ? clt__sync_wait(slot, api, 0, NULL) : CLT_OK;
-}
-
-clt_status clt__copy_via_host(clt_tensor *dst, clt_tensor *src, int blocking, cl_event *done, const char *api)
-{
-    if (done) *done = NULL;
-    clt__pinned_reclaim();
-    size_t n = clt_tensor_nbytes(src);
-    if (n == 0) return CLT_OK;
-    int sp = clt__is_pinned(src), dp = clt__is_pinned(dst);
-    if (sp && dp) {
-        CLT_TRY(clt__pinned_writable(dst, blocking, api));
-        CLT_TRY(clt__pinned_readable(src, api));
-        memmove(clt__pinned_ptr(dst), clt__pinned_ptr(src), n);
-        return CLT_OK;
-    }
-    if (clt__slot_plans(dst->st->slot)) return planned_copy(dst, src, blocking, api);
-    if (sp) return upload(dst, src, blocking, done, api);
-    if (dp) return download(dst, src, blocking, done, api);
-    if (clt__pinned_slot() < 0) return clt__fail(CLT_ERR_NO_DEVICE, "internal: no pinned memory for staging");
-    return through_staging(dst, src, done);
 }
 
 clt_status clt_tensor_host_ptr(clt_tensor *t, int wait, void **out)
@@ -359,20 +200,4 @@ clt_status clt_tensor_host_ptr(clt_tensor *t, int wait, void **out)
     CLT_TRY(clt__pinned_writable(t, wait, "clt_tensor_host_ptr"));
     *out = clt__pinned_ptr(t);
     return CLT_OK;
-}
-
-clt_status clt_tensor_write(clt_tensor *t, const void *src, size_t nbytes, int wait)
-{
-    CLT_TRY(clt__need("clt_tensor_write", "t", t));
-    if (nbytes != clt_tensor_nbytes(t))
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_tensor_write: %zu bytes for a tensor of %zu bytes", nbytes,
-                         clt_tensor_nbytes(t));
-    if (nbytes == 0) return CLT_OK;
-    CLT_TRY(clt__need("clt_tensor_write", "src", src));
-    if (clt__is_pinned(t)) {
-        CLT_TRY(clt__pinned_writable(t, wait, "clt_tensor_write"));
-        memcpy(clt__pinned_ptr(t), src, nbytes);
-        return CLT_OK;
-    }
-    return clt__write_host(t, src, nbytes);
 }

@@ -1,6 +1,8 @@
-/* Internal: pinned host tensors (mapped buffers allocated for host access).
- * Transfers use their mapped address as the host side of a read or write on
- * a device queue, so the pinned buffer itself never appears in a command. */
+/* Internal: pinned host tensors (mapped buffers allocated for host access):
+ * their host address, the transfers in flight on them, and the deferred
+ * freeing of their blocks. Transfers (copy.c) use the mapped address as the
+ * host side of a read or write on a device queue, so the pinned buffer
+ * itself never appears in a command. */
 #ifndef CLT_TENSOR_PINNED_H
 #define CLT_TENSOR_PINNED_H
 
@@ -29,13 +31,11 @@ void clt__pinned_free(clt__storage *st);
  * memory and each free of pinned storage. */
 void clt__pinned_reclaim(void);
 
-/* Copies src into dst (a new tensor, or clt_copy_'s pinned destination) when
- * either is pinned, or when they live in different contexts (through a pinned
- * staging buffer, which ignores blocking). Enqueues only, unless blocking and
- * dst or src is pinned (then waits, a sync point named `api`); a copy between
- * two pinned tensors is a host memmove done at once, after waiting for a
- * transfer that writes src (dst in flight: CLT_ERR_BUSY unless blocking).
- * *done (may be NULL) receives the final command. */
-clt_status clt__copy_via_host(clt_tensor *dst, clt_tensor *src, int blocking, cl_event *done, const char *api);
+/* Records ev, a transfer that reads st (pinned), so that writes and frees
+ * of st wait for it. */
+clt_status clt__pinned_add_read(clt__storage *st, cl_event ev);
+/* Gives block (pinned memory of slot) back once every one of the n events
+ * has completed, without waiting unless the runtime refuses a callback. */
+void clt__pinned_free_after(int slot, clt__block *block, int n, const cl_event *evs);
 
 #endif

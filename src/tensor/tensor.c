@@ -239,6 +239,22 @@ clt_status clt_from_host(clt_tensor **out, clt_device dev, clt_dtype dt, int ndi
     return s;
 }
 
+clt_status clt_tensor_write(clt_tensor *t, const void *src, size_t nbytes, int wait)
+{
+    CLT_TRY(clt__need("clt_tensor_write", "t", t));
+    if (nbytes != clt_tensor_nbytes(t))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_tensor_write: %zu bytes for a tensor of %zu bytes", nbytes,
+                         clt_tensor_nbytes(t));
+    if (nbytes == 0) return CLT_OK;
+    CLT_TRY(clt__need("clt_tensor_write", "src", src));
+    if (clt__is_pinned(t)) {
+        CLT_TRY(clt__pinned_writable(t, wait, "clt_tensor_write"));
+        memcpy(clt__pinned_ptr(t), src, nbytes);
+        return CLT_OK;
+    }
+    return clt__write_host(t, src, nbytes);
+}
+
 static clt_status like(clt_tensor **out, const clt_tensor *src, const char *op)
 {
     CLT_TRY(clt__need(op, "out", out));
