@@ -63,6 +63,47 @@ static double figure(const char *text, const char *name)
     return atof(p + strlen(name));
 }
 
+/* Line i (from 0) of a file's text lines, after `skip` header lines, as a copy in buf; 0 past the end. */
+static int line_of(const char *text, int skip, int i, char *buf, size_t len)
+{
+    const char *p = text;
+    for (int k = 0; k < skip + i; k++) {
+        p = strchr(p, '\n');
+        if (!p || !*++p) return 0;
+    }
+    size_t n = strcspn(p, "\r\n");
+    if (n == 0 || n >= len) return 0;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return 1;
+}
+
+/* `clt predict --load model --input test` into preds.csv; the fraction of
+ * rows whose predicted class (the first field) is the test file's last
+ * field, the header in header. */
+static double predicted_accuracy(const char *model, const char *test, char *header, size_t hlen)
+{
+    int rc = run("%s predict --load %s/%s --input %s/%s --output %s/preds.csv", clt_test_clt_path(), dir, model, dir,
+                 test, dir);
+    ck_assert_msg(rc == 0, "clt predict: exit %d: %s", rc, out);
+    char path[128], row[256], want[256];
+    snprintf(path, sizeof path, "%s/%s", dir, test);
+    char *truth = clt_test_read_file(path);
+    snprintf(path, sizeof path, "%s/preds.csv", dir);
+    char *preds = clt_test_read_file(path);
+    ck_assert(line_of(preds, 0, 0, header, hlen));
+    int n = 0, right = 0;
+    for (; line_of(preds, 1, n, row, sizeof row); n++) {
+        ck_assert(line_of(truth, 1, n, want, sizeof want));
+        *strchr(row, ',') = '\0';
+        right += strcmp(row, strrchr(want, ',') + 1) == 0;
+    }
+    ck_assert_int_eq(n, 100);
+    free(truth);
+    free(preds);
+    return (double)right / n;
+}
+
 START_TEST(test_classes_from_csv)
 {
     ck_assert_msg(run("%s train --data %s/cls.csv --test %s/cls-test.csv --val-split 0.25 --standardize --hiddens 16,16 "
@@ -77,7 +118,25 @@ START_TEST(test_classes_from_csv)
     char *csv = clt_test_read_file(strcat(strcpy((char[128]){0}, dir), "/m.csv"));
     ck_assert_msg(strncmp(csv, "epoch,steps,train_loss,val_loss,val_accuracy,", 45) == 0, "%s", csv);
     free(csv);
-    ck_assert_int_eq(access(strcat(strcpy((char[128]){0}, dir), "/m.st"), R_OK), 0);
+    /* The saved model describes itself: clt predict names the CSV's classes, standardises the raw rows and
+     * agrees with the test figures. */
+    char header[256];
+    double acc = predicted_accuracy("m.st", "cls-test.csv", header, sizeof header);
+    ck_assert_str_eq(header, "predicted,p_neg,p_pos");
+    ck_assert_msg(fabs(acc - test) < 1e-9, "clt predict's accuracy %g, the test figure %g", acc, test);
+    /* So does a model continued with --resume, and one saved at an epoch's end. */
+    ck_assert_msg(run("%s train --data %s/cls.csv --standardize --hiddens 16,16 --epochs 2 --batch-size 32 --lr 0.2 "
+                      "--save %s/r.st", clt_test_clt_path(), dir, dir) == 0, "%s", out);
+    acc = predicted_accuracy("r.st", "cls-test.csv", header, sizeof header);
+    ck_assert_str_eq(header, "predicted,p_neg,p_pos");
+    ck_assert_msg(run("%s train --data %s/cls.csv --standardize --hiddens 16,16 --epochs 4 --batch-size 32 --lr 0.2 "
+                      "--resume %s/r.st --save %s/r.st --test %s/cls-test.csv", clt_test_clt_path(), dir, dir, dir,
+                      dir) == 0, "%s", out);
+    test = figure(out, "test accuracy ");
+    acc = predicted_accuracy("r.st", "cls-test.csv", header, sizeof header);
+    ck_assert_str_eq(header, "predicted,p_neg,p_pos");
+    ck_assert_msg(fabs(acc - test) < 1e-9 && acc > 0.9, "after --resume: clt predict's accuracy %g, the test's %g", acc,
+                  test);
 }
 END_TEST
 
@@ -85,8 +144,8 @@ START_TEST(test_regression_from_csv)
 {
     ck_assert_msg(run("%s train --data %s/reg.csv --target y --test %s/reg-test.csv --standardize --hiddens 16 --blocks 1 "
                       "--epochs 10 --batch-size 32 --lr 0.05 --lr-schedule step --lr-step-size 50 --lr-gamma 0.5 "
-                      "--early-stopping 3 --metrics %s/r.csv",
-                      clt_test_clt_path(), dir, dir, dir) == 0, "%s", out);
+                      "--early-stopping 3 --metrics %s/r.csv --save %s/r.st",
+                      clt_test_clt_path(), dir, dir, dir, dir) == 0, "%s", out);
     double mse = figure(out, "test mse "), mae = figure(out, "test mae ");
     /* The target's variance is about 13/3 + ...: a fit far below it, in the target's units. */
     ck_assert_msg(mse < 0.2 && mae < 0.4 && mae > 0, "test mse %g, mae %g: %s", mse, mae, out);
@@ -94,6 +153,29 @@ START_TEST(test_regression_from_csv)
     char *csv = clt_test_read_file(strcat(strcpy((char[128]){0}, dir), "/r.csv"));
     ck_assert_msg(strncmp(csv, "epoch,steps,train_loss,val_loss,val_mse,val_mae,", 48) == 0, "%s", csv);
     free(csv);
+    /* clt predict on the test file's rows (the target "y" first, as the model records): values in the
+     * target's units, whose errors are the test figures. */
+    ck_assert_msg(run("%s predict --load %s/r.st --input %s/reg-test.csv --output %s/preds.csv", clt_test_clt_path(),
+                      dir, dir, dir) == 0, "%s", out);
+    char path[128], row[256], truth_row[256];
+    snprintf(path, sizeof path, "%s/reg-test.csv", dir);
+    char *truth = clt_test_read_file(path);
+    snprintf(path, sizeof path, "%s/preds.csv", dir);
+    char *preds = clt_test_read_file(path);
+    ck_assert_msg(strncmp(preds, "predicted\n", 10) == 0, "%s", preds);
+    double se = 0, ae = 0;
+    int n = 0;
+    for (; line_of(preds, 1, n, row, sizeof row); n++) {
+        ck_assert(line_of(truth, 1, n, truth_row, sizeof truth_row));
+        double d = atof(row) - atof(truth_row);
+        se += d * d;
+        ae += fabs(d);
+    }
+    ck_assert_int_eq(n, 100);
+    ck_assert_msg(fabs(se / n - mse) <= 1e-3 * mse && fabs(ae / n - mae) <= 1e-3 * mae,
+                  "clt predict: mse %g, mae %g; the test figures %g, %g", se / n, ae / n, mse, mae);
+    free(truth);
+    free(preds);
     /* The target by index, the task forced. */
     ck_assert_int_eq(run("%s train --data %s/reg.csv --target 0 --task regress --epochs 1 --steps 1", clt_test_clt_path(),
                          dir), 0);

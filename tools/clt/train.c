@@ -341,6 +341,33 @@ static int load_data(const train_args *a, run_data *d)
     return 0;
 }
 
+/* What a saved model records of its data (clt_checkpoint_info): the task,
+ * the class names, an example's shape, the --target column given and the
+ * standardizer, so that clt predict, clt eval and clt_model_load need
+ * nothing else. The pointers are d's and a's. */
+static void describe_data(clt_checkpoint_info *info, const train_args *a, const run_data *d)
+{
+    const clt_dataset *t = &d->train;
+    info->task = t->task;
+    if (t->task == CLT_TASK_CLASSIFY && t->class_names) {
+        info->num_classes = t->num_classes;
+        info->class_names = (const char *const *)t->class_names;
+    }
+    if (t->example_ndim > 0) {
+        info->example_ndim = t->example_ndim;
+        memcpy(info->example_shape, t->example_shape, sizeof info->example_shape);
+    } else if (t->rows > 1) {
+        info->example_ndim = 2;
+        info->example_shape[0] = t->rows;
+        info->example_shape[1] = t->cols;
+    } else {
+        info->example_ndim = 1;
+        info->example_shape[0] = t->cols;
+    }
+    info->target = d->file ? a->target : NULL;
+    info->standardizer = d->standardized ? &d->st : NULL;
+}
+
 /* The figures of one evaluation, as "NAME loss L, NAME accuracy A" or a regression's errors. */
 static void print_figures(const char *name, const clt_dataset *ds, double loss, double acc, double mse, double mae)
 {
@@ -386,6 +413,7 @@ static int train_run(train_args a, const clt_collective *comm)
         o.save_path = a.save;
         if (a.hidden_layers > 1) o.save_info = (clt_checkpoint_info){.arch = "mlp"};
         else o.save_info = (clt_checkpoint_info){.arch = "resmlp", .hiddens = a.hiddens, .blocks = a.blocks};
+        describe_data(&o.save_info, &a, &d);
         o.resume_path = a.resume;
         o.plot_path = a.plot;
         o.memory_plot_path = a.memory_plot;
