@@ -22,7 +22,7 @@ static float *params_of(const clt_model *m)
     clt_tensor *wide = NULL;
     ck_assert_ok(clt_to_dtype(&wide, clt_model_parameters(m), CLT_FLOAT32));
     clt_tensor *host = NULL;
-    ck_assert_ok(clt_to(&host, wide, clt_cpu()));
+    ck_assert_ok(clt_to(&host, wide, clt_test_cpu()));
     float *p = clt_test_read(host);
     clt_tensor_release(host);
     clt_tensor_release(wide);
@@ -45,7 +45,7 @@ static double rel_diff(const float *a, const float *b, const float *init, int64_
 static float *train(clt_optimizer_kind opt, int accumulate, int ckpt, int fp16, int devices, int64_t *n)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 32, 3, 10, 5));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 32, 3, 10, 5));
     *n = clt_model_num_parameter_elements(m);
     clt_trainer_options o = clt_trainer_default_options();
     o.batch_size = 100;
@@ -57,7 +57,7 @@ static float *train(clt_optimizer_kind opt, int accumulate, int ckpt, int fp16, 
     o.recompute_blocks = ckpt;
     o.fp16 = fp16;
     o.use_device = devices == 1;
-    o.device = clt_cpu();
+    o.device = clt_test_cpu();
     clt_trainer_result r;
     if (devices == 1) ck_assert_ok(clt_trainer_fit(m, &data, NULL, &o, &r));
     else ck_assert_ok(clt_parallel_fit(m, &data, NULL, &o, NULL, devices, NULL, &r));
@@ -70,7 +70,7 @@ static float *train(clt_optimizer_kind opt, int accumulate, int ckpt, int fp16, 
 static float *initial(void)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 32, 3, 10, 5));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 32, 3, 10, 5));
     float *p = params_of(m);
     clt_model_free(m);
     return p;
@@ -130,7 +130,7 @@ END_TEST
 /* SGD with momentum (not a trainer option): the library's step by hand. */
 START_TEST(test_momentum)
 {
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     float *result[2];
     int64_t n = 0, rows = 90;
     float *xs = clt_test_random_floats(rows * 784, 2);
@@ -171,7 +171,7 @@ END_TEST
 START_TEST(test_bad_accumulate)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 16, 1, 10, 5));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 16, 1, 10, 5));
     clt_trainer_options o = clt_trainer_default_options();
     o.batch_size = 10;
     o.accumulate = 11;

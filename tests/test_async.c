@@ -164,10 +164,10 @@ START_TEST(test_sync_debug_error)
 {
     clt_sync_set_debug(CLT_SYNC_DEBUG_ERROR);
     ck_assert_int_eq(clt_sync_get_debug(), CLT_SYNC_DEBUG_ERROR);
-    clt_sync_reset_count(clt_cpu());
+    clt_sync_reset_count(clt_test_cpu());
     clt_tensor *t;
     int64_t shape[] = {3};
-    ck_assert_ok(clt_ones(&t, clt_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_ones(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape));
     float host[3];
     char buf[128];
     ck_assert_status(clt_to_host(t, host, sizeof host), CLT_ERR_SYNC);
@@ -175,13 +175,13 @@ START_TEST(test_sync_debug_error)
     ck_assert_ptr_nonnull(strstr(clt_last_error(), clt_test_cpu_name()));
     ck_assert_status(clt_tensor_format(t, buf, sizeof buf), CLT_ERR_SYNC);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_tensor_format"));
-    ck_assert_status(clt_synchronize(clt_cpu()), CLT_ERR_SYNC);
+    ck_assert_status(clt_synchronize(clt_test_cpu()), CLT_ERR_SYNC);
     ck_assert_status(clt_synchronize_all(), CLT_ERR_SYNC);
-    ck_assert_int_eq(clt_sync_count(clt_cpu()), 0);
+    ck_assert_int_eq(clt_sync_count(clt_test_cpu()), 0);
     clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     ck_assert_ok(clt_to_host(t, host, sizeof host));
     ck_assert_float_eq(host[2], 1.0f);
-    ck_assert_int_eq(clt_sync_count(clt_cpu()), 1);
+    ck_assert_int_eq(clt_sync_count(clt_test_cpu()), 1);
     clt_tensor_release(t);
 }
 END_TEST
@@ -197,7 +197,7 @@ START_TEST(test_sync_debug_warn_names_call_and_device)
     clt_sync_set_debug(CLT_SYNC_DEBUG_WARN);
     clt_tensor *t;
     int64_t shape[] = {1};
-    ck_assert_ok(clt_full(&t, clt_cpu(), CLT_FLOAT32, 1, shape, 4.0));
+    ck_assert_ok(clt_full(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape, 4.0));
     double v;
     clt_status s = clt_item(t, &v);
     clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
@@ -276,16 +276,16 @@ END_TEST
 
 START_TEST(test_launch_blocking_waits_for_each_command)
 {
-    clt_sync_reset_count(clt_cpu());
+    clt_sync_reset_count(clt_test_cpu());
     clt_launch_set_blocking(1);
     ck_assert_int_eq(clt_launch_get_blocking(), 1);
     clt_tensor *a, *y;
     int64_t shape[] = {4099};
-    ck_assert_ok(clt_ones(&a, clt_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_ones(&a, clt_test_cpu(), CLT_FLOAT32, 1, shape));
     ck_assert_int_eq(written(a), 1);
     ck_assert_ok(clt_add(&y, a, a));
     ck_assert_int_eq(written(y), 1);
-    ck_assert_int_eq(clt_sync_count(clt_cpu()), 0);
+    ck_assert_int_eq(clt_sync_count(clt_test_cpu()), 0);
     clt_launch_set_blocking(0);
     float *h = clt_test_read(y);
     ck_assert_float_eq(h[4098], 2.0f);
@@ -360,8 +360,8 @@ static int both_exist(clt_device a, clt_device b) { return clt_device_exists(a) 
 
 START_TEST(test_copies_between_devices_are_ordered)
 {
-    clt_device pairs[][2] = {{clt_gpu(0), clt_gpu(1)}, {clt_gpu(1), clt_gpu(0)}, {clt_gpu(0), clt_cpu()},
-                             {clt_cpu(), clt_gpu(0)}, {clt_cpu(), clt_pinned()}, {clt_pinned(), clt_cpu()}};
+    clt_device pairs[][2] = {{clt_gpu(0), clt_gpu(1)}, {clt_gpu(1), clt_gpu(0)}, {clt_gpu(0), clt_test_cpu()},
+                             {clt_test_cpu(), clt_gpu(0)}, {clt_test_cpu(), clt_pinned()}, {clt_pinned(), clt_test_cpu()}};
     int tested = 0;
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         if (!both_exist(pairs[i][0], pairs[i][1])) continue;

@@ -100,21 +100,6 @@ END_TEST
 
 /* ---- the entry header ---- */
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    long len = ftell(f);
-    ck_assert_int_ge(len, 0);
-    rewind(f);
-    uint8_t *buf = malloc((size_t)len + 1);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return buf;
-}
-
 static void spit(const char *path, const void *data, size_t n)
 {
     unlink(path);
@@ -134,7 +119,7 @@ START_TEST(test_entry_header_rejects_damage)
     const char content[] = "the content of an entry, 40 bytes long.";
     ck_assert_ok(clt__cache_entry_write(path, key, content, sizeof content - 1));
     size_t n;
-    uint8_t *buf = slurp(path, &n);
+    uint8_t *buf = clt_test_read_bytes(path, &n);
     const uint8_t *got;
     size_t len;
     const char *why = NULL;
@@ -394,7 +379,7 @@ static void assert_valid_entry(const char *path)
 {
     ck_assert_msg(S_ISREG(mode_of(path)) && (mode_of(path) & 0777) == 0600, "%s: not a 0600 file", path);
     size_t n;
-    uint8_t *buf = slurp(path, &n), key[32];
+    uint8_t *buf = clt_test_read_bytes(path, &n), key[32];
     key_of(buf, n, key);
     char hex[65];
     clt__cache_key_hex(key, hex);
@@ -424,7 +409,7 @@ START_TEST(test_damaged_kernel_entries_rebuilt)
     ck_assert_msg(n >= 2 && n == saved, "%d entries, %d saved", n, saved);
     static uint8_t *orig[MAX_ENTRIES];
     size_t size[MAX_ENTRIES];
-    for (int i = 0; i < n; i++) orig[i] = slurp(names[i], &size[i]);
+    for (int i = 0; i < n; i++) orig[i] = clt_test_read_bytes(names[i], &size[i]);
     char victim[512];
     at(victim, sizeof victim, "victim");
     spit(victim, "precious\n", 9);
@@ -501,7 +486,7 @@ START_TEST(test_results_correct_over_a_damaged_cache)
     int n = list_entries(cache, names);
     for (int i = 0; i < n; i++) {
         size_t len;
-        uint8_t *buf = slurp(names[i], &len);
+        uint8_t *buf = clt_test_read_bytes(names[i], &len);
         buf[len - 1] ^= 1;
         spit(names[i], buf, len);
         free(buf);
@@ -598,7 +583,7 @@ START_TEST(test_tuning_cache_damaged_ignored)
     tune_entry(path, sizeof path, key);
     ck_assert_ok(clt__cache_entry_write(path, key, tune_line, strlen(tune_line)));
     size_t n;
-    uint8_t *buf = slurp(path, &n);
+    uint8_t *buf = clt_test_read_bytes(path, &n);
     buf[n - 4] = '9'; /* 5 x 8 becomes 9 x 8, a valid tile: only the checksum tells */
     spit(path, buf, n);
     free(buf);

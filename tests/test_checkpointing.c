@@ -9,8 +9,6 @@
 
 #include "support.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 enum { B = 32, H = 64 };
 
 /* The chapter's stack: nn.Sequential(*[ResidualBlock(H) for _ in range(n)]). */
@@ -19,7 +17,7 @@ static clt_model *stack(int nblocks)
     clt_model *m;
     ck_assert_ok(clt_model_create(&m, ""));
     for (int i = 0; i < nblocks; i++) ck_assert_ok(clt_model_add_residual(m, H));
-    ck_assert_ok(clt_model_init(m, dev(), 0));
+    ck_assert_ok(clt_model_init(m, clt_test_device(), 0));
     return m;
 }
 
@@ -29,7 +27,7 @@ static clt_tensor *uniform(int64_t rows, int64_t cols, uint64_t seed)
     clt_test_fill_uniform(host, rows * cols, seed, -1.0f, 1.0f);
     int64_t shape[2] = {rows, cols};
     clt_tensor *t;
-    ck_assert_ok(clt_from_host(&t, dev(), CLT_FLOAT32, 2, shape, host));
+    ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_FLOAT32, 2, shape, host));
     free(host);
     return t;
 }
@@ -45,7 +43,7 @@ static float *stack_grads(clt_model *m, clt_tensor *x, int segment_size, float *
     ck_assert_ok(clt_model_forward(m, x, &y));
     ck_assert_ok(clt_ones_like(&dy, y));
     ck_assert_ok(clt_model_backward(m, dy, dx_out ? &dx : NULL));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     if (dx_out) *dx_out = clt_test_read(dx);
     clt_tensor_release(dx);
     clt_tensor_release(dy);
@@ -88,13 +86,13 @@ START_TEST(test_resmlp_with_loss)
 {
     enum { IN = 13, OUT = 7, BATCH = 5, HID = 11, BLOCKS = 5 };
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, dev(), IN, HID, BLOCKS, OUT, 3));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), IN, HID, BLOCKS, OUT, 3));
     ck_assert_int_eq(clt_model_num_blocks(m), BLOCKS);
     clt_tensor *x = uniform(BATCH, IN, 11);
     int32_t lab[BATCH] = {0, 6, 3, 2, 5};
     int64_t bshape[1] = {BATCH};
     clt_tensor *labels;
-    ck_assert_ok(clt_from_host(&labels, dev(), CLT_INT32, 1, bshape, lab));
+    ck_assert_ok(clt_from_host(&labels, clt_test_device(), CLT_INT32, 1, bshape, lab));
     int64_t n = clt_model_num_parameter_elements(m);
     float *ref = NULL;
     int sizes[] = {0, 2, CLT_RECOMPUTE_AUTO, 1, 5};
@@ -157,19 +155,19 @@ START_TEST(test_peak_follows_accounting)
         ck_assert_ok(clt_ones_like(&dy, y));
         ck_assert_ok(clt_model_backward(m, dy, NULL));
         clt_tensor_release(y);
-        ck_assert_ok(clt_memory_reset_peak(dev()));
+        ck_assert_ok(clt_memory_reset_peak(clt_test_device()));
         ck_assert_ok(clt_model_forward(m, x, &y));
-        int64_t after_forward = clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
+        int64_t after_forward = clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS);
         ck_assert_ok(clt_model_backward(m, dy, NULL));
         int size = sizes[k] == CLT_RECOMPUTE_AUTO ? 3 : sizes[k]; /* round(sqrt(7)) */
         int64_t want = expected_tensors(BLOCKS, size) * one;
-        peaks[k] = clt_memory_max_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
+        peaks[k] = clt_memory_max_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS);
         ck_assert_msg(peaks[k] == want, "segment size %d: peak %lld bytes, expected %lld", sizes[k],
                       (long long)peaks[k], (long long)want);
         /* After forward only the segment inputs after the first remain. */
         int nseg = size ? (BLOCKS + size - 1) / size : 0;
         ck_assert_int_eq(after_forward, size ? (nseg - 1) * one : want);
-        ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+        ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
         clt_tensor_release(dy);
         clt_tensor_release(y);
     }
@@ -196,7 +194,7 @@ START_TEST(test_inference_and_errors)
     ck_assert_ok(clt_model_forward(m, x, &y0));
     ck_assert_ok(clt_model_set_recompute(m, 2));
     ck_assert_ok(clt_model_forward(m, x, &y1));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     float *a = clt_test_read(y0), *b = clt_test_read(y1);
     ck_assert_mem_eq(a, b, (size_t)B * H * sizeof *a);
     free(a);
@@ -205,9 +203,9 @@ START_TEST(test_inference_and_errors)
     /* Changing the segment size drops a pending forward, as switching modes does. */
     clt_model_set_training(m, 1);
     ck_assert_ok(clt_model_forward(m, x, &y1));
-    ck_assert_int_gt(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_gt(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     ck_assert_ok(clt_model_set_recompute(m, 1));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     ck_assert_status(clt_model_backward(m, y1, NULL), CLT_ERR_INVALID_ARGUMENT);
     clt_tensor_release(y0);
     clt_tensor_release(y1);

@@ -516,7 +516,7 @@ START_TEST(test_loader_floats_and_values)
     o.shuffle = 0;
     o.flatten = 1;
     clt_loader *l;
-    ck_assert_int_eq(clt_loader_create(&l, &ds, clt_cpu(), &o), CLT_OK);
+    ck_assert_int_eq(clt_loader_create(&l, &ds, clt_test_cpu(), &o), CLT_OK);
     int64_t seen = 0;
     clt_tensor *bx, *by;
     while (clt_loader_next(l, &bx, &by) == CLT_OK && bx) {

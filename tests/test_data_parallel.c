@@ -28,7 +28,7 @@ static clt_trainer_options quiet_options(clt_optimizer_kind kind)
 static clt_model *resmlp(void)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 32, 1, 10, 11));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 32, 1, 10, 11));
     return m;
 }
 
@@ -38,10 +38,10 @@ static int pick_devices(clt_device *list, int want)
     if (clt_num_gpus() >= 2) {
         list[0] = clt_gpu(0);
         list[1] = clt_gpu(1);
-        list[2] = clt_cpu();
+        list[2] = clt_test_cpu();
         return want;
     }
-    for (int i = 0; i < want; i++) list[i] = clt_cpu();
+    for (int i = 0; i < want; i++) list[i] = clt_test_cpu();
     return want;
 }
 
@@ -364,11 +364,11 @@ START_TEST(test_collective_of_one)
     clt_dataset train = clt_test_make_dataset(64, 2);
     clt_trainer_options o = quiet_options(CLT_OPTIMIZER_SGD);
     o.use_device = 1;
-    o.device = clt_cpu();
+    o.device = clt_test_cpu();
     clt_model *ref = resmlp(), *par = resmlp();
     ck_assert_ok(clt_trainer_fit(ref, &train, NULL, &o, NULL));
     clt_collective comm = {0, 1, identity_allreduce, NULL};
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     reduce_calls = 0;
     ck_assert_ok(clt_parallel_fit(par, &train, NULL, &o, &dev, 1, &comm, NULL));
     ck_assert_int_eq(reduce_calls, 2 + 1);
@@ -437,7 +437,7 @@ END_TEST
 START_TEST(test_replicate)
 {
     clt_model *m = resmlp(), *copy;
-    clt_device dev = clt_num_gpus() >= 2 ? clt_gpu(1) : clt_cpu();
+    clt_device dev = clt_num_gpus() >= 2 ? clt_gpu(1) : clt_test_cpu();
     ck_assert_ok(clt_model_replicate(&copy, m, dev));
     ck_assert(clt_device_equal(clt_model_device(copy), dev));
     ck_assert_int_eq(clt_model_num_parameter_tensors(copy), clt_model_num_parameter_tensors(m));
@@ -467,7 +467,7 @@ START_TEST(test_bad_arguments)
     clt_dataset train = clt_test_make_dataset(8, 1);
     clt_trainer_options o = quiet_options(CLT_OPTIMIZER_SGD);
     clt_model *m = resmlp();
-    clt_device missing = clt_gpu(7), cpu = clt_cpu();
+    clt_device missing = clt_gpu(7), cpu = clt_test_cpu();
     ck_assert_status(clt_parallel_fit(m, &train, NULL, &o, &missing, 1, NULL, NULL), CLT_ERR_NO_DEVICE);
     ck_assert_status(clt_parallel_fit(m, &train, NULL, &o, &cpu, 0, NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_parallel_fit(NULL, &train, NULL, &o, NULL, 0, NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
@@ -571,7 +571,7 @@ START_TEST(test_stop_data_parallel)
     clt_model_free(m);
 
     clt_collective comm = {0, 1, identity_allreduce, NULL};
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     o.max_epochs = 2;
     o.save_path = full;
     m = resmlp();

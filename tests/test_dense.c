@@ -9,26 +9,14 @@
 #define TOL 1e-4
 
 /* The device under test: gpu:0 when CLT_CPU_AS_GPU presents one, else cpu:0. */
-static clt_device dev(void) { return clt_try_gpu(0); }
-
-/* Some device other than dev(), when there is one. */
-static int other_device(clt_device *out)
-{
-    for (int i = 0; i < clt_device_list_count(); i++) {
-        ck_assert_ok(clt_device_list_entry(i, out));
-        if (!clt_device_equal(*out, dev())) return 1;
-    }
-    return 0;
-}
-
 static void check_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k)
 {
     float *a = clt_test_random_floats(m * k, 1 + (uint64_t)m), *b = clt_test_random_floats(k * n, 2 + (uint64_t)n);
     float *c = clt_test_random_floats(m * n, 3 + (uint64_t)k);
     clt_tensor *ab, *bb, *cb;
-    clt_tensor *ta_ = clt_test_upload_view(dev(), a, ta ? k : m, ta ? m : k, 2, 9.0f, &ab);
-    clt_tensor *tb_ = clt_test_upload_view(dev(), b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
-    clt_tensor *tc = clt_test_upload_view(dev(), c, m, n, 3, 7.0f, &cb);
+    clt_tensor *ta_ = clt_test_upload_view(clt_test_device(), a, ta ? k : m, ta ? m : k, 2, 9.0f, &ab);
+    clt_tensor *tb_ = clt_test_upload_view(clt_test_device(), b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
+    clt_tensor *tc = clt_test_upload_view(clt_test_device(), c, m, n, 3, 7.0f, &cb);
     ck_assert_ok(clt_gemm(ta, tb, 0.75f, ta_, tb_, 0.5f, tc));
     clt_test_ref_gemm(ta, tb, m, n, k, 0.75f, a, b, 0.5f, c);
     float *got = clt_test_read(tc);
@@ -71,7 +59,7 @@ static void check_beta_zero(int64_t M, int64_t N, int64_t K)
 {
     float *a = clt_test_random_floats(M * K, 11), *b = clt_test_random_floats(K * N, 12), *c = malloc((size_t)(M * N) * sizeof *c);
     for (int64_t i = 0; i < M * N; i++) c[i] = NAN;
-    clt_tensor *ta = clt_test_upload(dev(), a, M, K), *tb = clt_test_upload(dev(), b, K, N), *tc = clt_test_upload(dev(), c, M, N);
+    clt_tensor *ta = clt_test_upload(clt_test_device(), a, M, K), *tb = clt_test_upload(clt_test_device(), b, K, N), *tc = clt_test_upload(clt_test_device(), c, M, N);
     ck_assert_ok(clt_gemm(0, 0, 1.0f, ta, tb, 0.0f, tc));
     clt_test_ref_gemm(0, 0, M, N, K, 1.0f, a, b, 0.0f, c);
     float *got = clt_test_read(tc);
@@ -100,10 +88,10 @@ END_TEST
 START_TEST(test_gemm_empty)
 {
     float c[6] = {1, 2, 3, 4, 5, 6};
-    clt_tensor *a, *b, *tc = clt_test_upload(dev(), c, 2, 3);
+    clt_tensor *a, *b, *tc = clt_test_upload(clt_test_device(), c, 2, 3);
     int64_t sa[] = {2, 0}, sb[] = {0, 3};
-    ck_assert_ok(clt_empty(&a, dev(), CLT_FLOAT32, 2, sa));
-    ck_assert_ok(clt_empty(&b, dev(), CLT_FLOAT32, 2, sb));
+    ck_assert_ok(clt_empty(&a, clt_test_device(), CLT_FLOAT32, 2, sa));
+    ck_assert_ok(clt_empty(&b, clt_test_device(), CLT_FLOAT32, 2, sb));
     ck_assert_ok(clt_gemm(0, 0, 1.0f, a, b, 0.5f, tc));
     float *got = clt_test_read(tc);
     for (int i = 0; i < 6; i++) ck_assert_float_eq(got[i], 0.5f * c[i]);
@@ -114,7 +102,7 @@ START_TEST(test_gemm_empty)
     free(got);
     clt_tensor *ct, *m0;
     int64_t st[] = {3, 2};
-    ck_assert_ok(clt_zeros(&ct, dev(), CLT_FLOAT32, 2, st));
+    ck_assert_ok(clt_zeros(&ct, clt_test_device(), CLT_FLOAT32, 2, st));
     ck_assert_ok(clt_matmul(&m0, b, ct));
     ck_assert_int_eq(clt_tensor_dim(m0, 0), 0);
     ck_assert_int_eq(clt_tensor_dim(m0, 1), 2);
@@ -131,7 +119,7 @@ START_TEST(test_matmul)
 {
     enum { M = 13, K = 7, N = 66 };
     float *a = clt_test_random_floats(M * K, 21), *b = clt_test_random_floats(K * N, 22), c[M * N];
-    clt_tensor *ta = clt_test_upload(dev(), a, M, K), *tb = clt_test_upload(dev(), b, K, N), *tc;
+    clt_tensor *ta = clt_test_upload(clt_test_device(), a, M, K), *tb = clt_test_upload(clt_test_device(), b, K, N), *tc;
     ck_assert_ok(clt_matmul(&tc, ta, tb));
     ck_assert_int_eq(clt_tensor_dim(tc, 0), M);
     ck_assert_int_eq(clt_tensor_dim(tc, 1), N);
@@ -153,12 +141,12 @@ static void check_linear(int64_t B, int64_t C, int64_t OC, int with_bias)
     float *x = clt_test_random_floats(B * C, 31 + (uint64_t)B), *w = clt_test_random_floats(OC * C, 32 + (uint64_t)C);
     float *bias = clt_test_random_floats(OC, 33), *dy = clt_test_random_floats(B * OC, 34 + (uint64_t)OC);
     float *dw0 = clt_test_random_floats(OC * C, 35), *db0 = clt_test_random_floats(OC, 36);
-    clt_tensor *xb, *tx = clt_test_upload_view(dev(), x, B, C, 1, 5.0f, &xb), *tw = clt_test_upload(dev(), w, OC, C), *tdy = clt_test_upload(dev(), dy, B, OC);
-    clt_tensor *tdw = clt_test_upload(dev(), dw0, OC, C), *tb = NULL, *tdb = NULL;
+    clt_tensor *xb, *tx = clt_test_upload_view(clt_test_device(), x, B, C, 1, 5.0f, &xb), *tw = clt_test_upload(clt_test_device(), w, OC, C), *tdy = clt_test_upload(clt_test_device(), dy, B, OC);
+    clt_tensor *tdw = clt_test_upload(clt_test_device(), dw0, OC, C), *tb = NULL, *tdb = NULL;
     int64_t sb[] = {OC};
     if (with_bias) {
-        ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, sb, bias));
-        ck_assert_ok(clt_from_host(&tdb, dev(), CLT_FLOAT32, 1, sb, db0));
+        ck_assert_ok(clt_from_host(&tb, clt_test_device(), CLT_FLOAT32, 1, sb, bias));
+        ck_assert_ok(clt_from_host(&tdb, clt_test_device(), CLT_FLOAT32, 1, sb, db0));
     }
     clt_tensor *ty, *tdx;
     ck_assert_ok(clt_linear_forward(&ty, tx, tw, tb));
@@ -222,7 +210,7 @@ START_TEST(test_linear_backward_no_dx)
     enum { B = 3, C = 4, OC = 2 };
     float *x = clt_test_random_floats(B * C, 41), *dy = clt_test_random_floats(B * OC, 42), *w = clt_test_random_floats(OC * C, 43);
     float dw[OC * C] = {0};
-    clt_tensor *tx = clt_test_upload(dev(), x, B, C), *tdy = clt_test_upload(dev(), dy, B, OC), *tw = clt_test_upload(dev(), w, OC, C), *tdw = clt_test_upload(dev(), dw, OC, C);
+    clt_tensor *tx = clt_test_upload(clt_test_device(), x, B, C), *tdy = clt_test_upload(clt_test_device(), dy, B, OC), *tw = clt_test_upload(clt_test_device(), w, OC, C), *tdw = clt_test_upload(clt_test_device(), dw, OC, C);
     ck_assert_ok(clt_linear_backward(NULL, tdw, NULL, tdy, tx, tw));
     ck_assert_ok(clt_linear_backward(NULL, tdw, NULL, tdy, tx, tw));
     clt_test_ref_gemm(1, 0, OC, C, B, 2.0f, dy, x, 0.0f, dw);
@@ -243,10 +231,10 @@ END_TEST
 START_TEST(test_dense_errors)
 {
     float z[64] = {0};
-    clt_tensor *a = clt_test_upload(dev(), z, 2, 3), *b = clt_test_upload(dev(), z, 4, 5), *c = clt_test_upload(dev(), z, 2, 5), *out = (clt_tensor *)1;
+    clt_tensor *a = clt_test_upload(clt_test_device(), z, 2, 3), *b = clt_test_upload(clt_test_device(), z, 4, 5), *c = clt_test_upload(clt_test_device(), z, 2, 5), *out = (clt_tensor *)1;
     clt_tensor *i32;
     int64_t s23[] = {2, 3};
-    ck_assert_ok(clt_zeros(&i32, dev(), CLT_INT32, 2, s23));
+    ck_assert_ok(clt_zeros(&i32, clt_test_device(), CLT_INT32, 2, s23));
     ck_assert_status(clt_gemm(0, 0, 1, NULL, b, 0, c), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_gemm(0, 0, 1, a, b, 0, c), CLT_ERR_SHAPE);
     ck_assert_msg(strstr(clt_last_error(), "(2, 3)") && strstr(clt_last_error(), "(4, 5)"), "%s", clt_last_error());
@@ -260,7 +248,7 @@ START_TEST(test_dense_errors)
     ck_assert_status(clt_linear_backward(&out, NULL, NULL, c, a, a), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_linear_backward(&out, c, NULL, c, a, a), CLT_ERR_SHAPE);
     clt_device other;
-    if (other_device(&other)) {
+    if (clt_test_other_device(&other)) {
         clt_tensor *far;
         ck_assert_ok(clt_zeros(&far, other, CLT_FLOAT32, 2, s23));
         ck_assert_status(clt_gemm(0, 1, 1, a, far, 0, c), CLT_ERR_DEVICE_MISMATCH);

@@ -6,8 +6,6 @@
 #include <string.h>
 
 #include "support.h"
-/* This file is about cpu:0 itself (support.h's stand-in is for the others). */
-#undef clt_cpu
 
 static int cpu_as_gpu(void)
 {

@@ -112,7 +112,7 @@ static void expect_refused(const char *name, const char *value, const char *gram
     clt__env_forget();
     clt_tensor *t = (clt_tensor *)1;
     int64_t shape[1] = {4};
-    ck_assert_status(clt_zeros(&t, clt_cpu(), CLT_FLOAT32, 1, shape), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_zeros(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(t);
     const char *msg = clt_last_error();
     char want[256];

@@ -42,7 +42,7 @@ static void fixture_free(fixture *f)
 static clt_status fixture_try(fixture *f)
 {
     memset(f, 0, sizeof *f);
-    f->dev = clt_cpu();
+    f->dev = clt_test_cpu();
     float xs[B * IN_ROWS * IN_COLS];
     int32_t ys[B];
     clt_test_fill_uniform(xs, B * IN_ROWS * IN_COLS, 5, -1.0f, 1.0f);
@@ -143,8 +143,8 @@ static void sweep_step(clt__fault_kind kind, int sticky)
         free(p);
         fixture_free(&f);
         clt_test_assert_no_live_tensors();
-        ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
-        ck_assert_int_eq(clt_memory_reserved(clt_cpu()), 0);
+        ck_assert_ok(clt_memory_empty_cache(clt_test_cpu()));
+        ck_assert_int_eq(clt_memory_reserved(clt_test_cpu()), 0);
     }
     /* Single allocation faults may be absorbed by the allocator's retry;
      * every other plan fails the step at least once. */
@@ -167,7 +167,7 @@ END_TEST
 static void sweep_driver(int sticky)
 {
     fixture f;
-    ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
+    ck_assert_ok(clt_memory_empty_cache(clt_test_cpu()));
     ck_assert_int_eq(clt__fault_set(NULL), 0);
     fixture_make(&f);
     ck_assert_ok(train_step(&f, NULL));
@@ -181,7 +181,7 @@ static void sweep_driver(int sticky)
         char spec[64], what[160];
         snprintf(spec, sizeof spec, "driver:%lld%s", (long long)n, sticky ? "+" : "");
         snprintf(what, sizeof what, "model and training step with CLT_FAULT=%s", spec);
-        ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
+        ck_assert_ok(clt_memory_empty_cache(clt_test_cpu()));
         ck_assert_int_eq(clt__fault_set(spec), 0);
         clt_status s = fixture_try(&f);
         if (s == CLT_OK) s = train_step(&f, NULL);
@@ -198,8 +198,8 @@ static void sweep_driver(int sticky)
             fixture_free(&f);
         }
         clt_test_assert_no_live_tensors();
-        ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
-        ck_assert_int_eq(clt_memory_reserved(clt_cpu()), 0);
+        ck_assert_ok(clt_memory_empty_cache(clt_test_cpu()));
+        ck_assert_int_eq(clt_memory_reserved(clt_test_cpu()), 0);
     }
     if (sticky) ck_assert_int_eq(failures, events);
     printf("model and training step, CLT_FAULT=driver:N%s: %lld faults injected, %d surfaced as a status, %lld "
@@ -226,20 +226,6 @@ static void make_dir(void) { clt_test_make_temp_dir(dir, sizeof dir, "faults"); 
 
 static void remove_dir(void) { clt_test_remove_dir(dir); }
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *fp = fopen(path, "rb");
-    ck_assert_msg(fp != NULL, "cannot open %s", path);
-    fseek(fp, 0, SEEK_END);
-    long len = ftell(fp);
-    rewind(fp);
-    uint8_t *buf = malloc((size_t)len + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)len, fp), (size_t)len);
-    fclose(fp);
-    *n = (size_t)len;
-    return buf;
-}
 
 static void put(const char *path, const uint8_t *data, size_t n)
 {
@@ -277,13 +263,13 @@ static void sweep_save(clt__fault_kind kind, int sticky)
     ck_assert_ok(train_step(&f, NULL));
     ck_assert_ok(clt_checkpoint_save(path, f.model, f.opt, &info));
     size_t old_n, new_n;
-    uint8_t *old_bytes = slurp(path, &old_n);
+    uint8_t *old_bytes = clt_test_read_bytes(path, &old_n);
     ck_assert_ok(train_step(&f, NULL));
     info.steps = 2;
     ck_assert_int_eq(clt__fault_set(NULL), 0);
     ck_assert_ok(clt_checkpoint_save(fresh, f.model, f.opt, &info));
     int64_t events = clt__fault_count(kind);
-    uint8_t *new_bytes = slurp(fresh, &new_n);
+    uint8_t *new_bytes = clt_test_read_bytes(fresh, &new_n);
     ck_assert_int_eq(unlink(fresh), 0);
     ck_assert_msg(old_n != new_n || memcmp(old_bytes, new_bytes, old_n) != 0, "the two checkpoints are the same");
     ck_assert_int_gt(events, 0);
@@ -298,7 +284,7 @@ static void sweep_save(clt__fault_kind kind, int sticky)
         clt_status s = clt_checkpoint_save(path, f.model, f.opt, &info);
         ck_assert_int_eq(clt__fault_set(NULL), 0);
         size_t got_n;
-        uint8_t *got = slurp(path, &got_n);
+        uint8_t *got = clt_test_read_bytes(path, &got_n);
         if (s != CLT_OK) {
             check_surfaced(s, what);
             failures++;

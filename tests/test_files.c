@@ -216,7 +216,7 @@ START_TEST(test_mode_kept)
     at(fresh, sizeof fresh, "fresh");
     clt_tensor *t;
     int64_t shape[] = {3};
-    ck_assert_ok(clt_ones(&t, clt_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_ones(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape));
     const char *names[] = {"w"};
     ck_assert_ok(clt_safetensors_save(ckpt, 1, names, &t, 0, NULL, NULL));
     ck_assert_int_eq(chmod(ckpt, 0600), 0);
@@ -249,7 +249,7 @@ START_TEST(test_write_fault_keeps_old_file)
     at(target, sizeof target, "model.safetensors");
     clt_tensor *t;
     int64_t shape[] = {5};
-    ck_assert_ok(clt_ones(&t, clt_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_ones(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape));
     const char *names[] = {"w"};
     put(target, "the old checkpoint\n");
     ck_assert_int_eq(clt__fault_set("write:999999"), 0);
@@ -410,7 +410,7 @@ START_TEST(test_train_refuses_bad_outputs)
     /* The library's own check, for a program that calls the trainer. */
     clt_model *m;
     int64_t hiddens[] = {8};
-    ck_assert_ok(clt_model_create_mlp(&m, clt_cpu(), 784, 1, hiddens, 10, 1));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), 784, 1, hiddens, 10, 1));
     clt_dataset ds = clt_test_make_dataset(16, 1);
     clt_trainer_options o = clt_trainer_default_options();
     o.metrics_path = fifo;

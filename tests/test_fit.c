@@ -63,9 +63,9 @@ END_TEST
 START_TEST(test_nothing_fits)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 256, 8, 10, 0));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 256, 8, 10, 0));
     clt_plan_options o = clt_plan_default_options();
-    o.device = clt_cpu();
+    o.device = clt_test_cpu();
     o.batch_size = 64;
     o.optimizer = CLT_OPTIMIZER_ADAM;
     clt_plan_fit_result r;
@@ -89,9 +89,9 @@ END_TEST
 START_TEST(test_fit_order)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 128, 8, 10, 0));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 128, 8, 10, 0));
     clt_plan_options o = clt_plan_default_options();
-    o.device = clt_cpu();
+    o.device = clt_test_cpu();
     o.batch_size = 2048;
     clt_plan plain, ckpt;
     ck_assert_ok(clt_plan_step(m, &o, &plain));
@@ -115,7 +115,7 @@ END_TEST
  * (clt__accumulate, as the trainer runs them). */
 START_TEST(test_accumulated_plan_exact)
 {
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     for (int ckpt = 0; ckpt <= 2; ckpt += 2) {
         clt_model *m;
         ck_assert_ok(clt_model_create_resmlp(&m, dev, 784, 64, 4, 10, 0));
@@ -195,9 +195,9 @@ END_TEST
 START_TEST(test_fit_any)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 512, 8, 10, 0));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 512, 8, 10, 0));
     clt_plan_options o = clt_plan_default_options();
-    o.device = clt_cpu();
+    o.device = clt_test_cpu();
     o.batch_size = 4096;
     o.optimizer = CLT_OPTIMIZER_ADAM;
     clt_plan_fit_result r;
@@ -210,7 +210,7 @@ START_TEST(test_fit_any)
     /* A budget just above the step at one example per micro-batch finds a configuration within it. */
     o.batch_size = 100;
     clt_model_free(m);
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 256, 2, 10, 0));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 256, 2, 10, 0));
     clt_plan one;
     clt_plan_options q = o;
     q.accumulate = 100;

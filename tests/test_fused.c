@@ -16,8 +16,6 @@
 
 static const char *const impls[] = {"cpu", "clblast"};
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 static void check_linear_relu(const char *impl, int64_t B, int64_t C, int64_t OC, int with_bias, int nan_row)
 {
     ck_assert_int_eq(setenv("CLT_DENSE", impl, 1), 0);
@@ -35,9 +33,9 @@ static void check_linear_relu(const char *impl, int64_t B, int64_t C, int64_t OC
         }
     int64_t xs[] = {B, C}, ws[] = {OC, C}, bs[] = {OC};
     clt_tensor *tx, *tw, *tb, *ty;
-    ck_assert_ok(clt_from_host(&tx, dev(), CLT_FLOAT32, 2, xs, x));
-    ck_assert_ok(clt_from_host(&tw, dev(), CLT_FLOAT32, 2, ws, w));
-    ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, bs, bias));
+    ck_assert_ok(clt_from_host(&tx, clt_test_device(), CLT_FLOAT32, 2, xs, x));
+    ck_assert_ok(clt_from_host(&tw, clt_test_device(), CLT_FLOAT32, 2, ws, w));
+    ck_assert_ok(clt_from_host(&tb, clt_test_device(), CLT_FLOAT32, 1, bs, bias));
     ck_assert_ok(clt_linear_relu_forward(&ty, tx, tw, with_bias ? tb : NULL));
     ck_assert_int_eq(clt_tensor_ndim(ty), 2);
     ck_assert_int_eq(clt_tensor_dim(ty, 0), B);
@@ -86,9 +84,9 @@ START_TEST(test_linear_relu_errors)
 {
     int64_t xs[] = {4, 5}, ws[] = {3, 6}, bs[] = {4};
     clt_tensor *x, *w, *b, *y = (clt_tensor *)1;
-    ck_assert_ok(clt_zeros(&x, dev(), CLT_FLOAT32, 2, xs));
-    ck_assert_ok(clt_zeros(&w, dev(), CLT_FLOAT32, 2, ws));
-    ck_assert_ok(clt_zeros(&b, dev(), CLT_FLOAT32, 1, bs));
+    ck_assert_ok(clt_zeros(&x, clt_test_device(), CLT_FLOAT32, 2, xs));
+    ck_assert_ok(clt_zeros(&w, clt_test_device(), CLT_FLOAT32, 2, ws));
+    ck_assert_ok(clt_zeros(&b, clt_test_device(), CLT_FLOAT32, 1, bs));
     ck_assert_status(clt_linear_relu_forward(&y, x, w, NULL), CLT_ERR_SHAPE);
     ck_assert_ptr_null(y);
     ck_assert(strstr(clt_last_error(), "clt_linear_relu_forward") != NULL);
@@ -123,9 +121,9 @@ static void check_relu_bias(int64_t rows, int64_t cols, int64_t pad)
     ref_relu_bias(dy, y, rows, cols, want, want_db);
     clt_tensor *dyb, *yb, *tdb, *tdx, *two, *sums;
     /* Views at a nonzero offset; the rows around them are NaN. */
-    clt_tensor *tdy = clt_test_upload_view(dev(), dy, rows, cols, pad, NAN, &dyb);
-    clt_tensor *ty = clt_test_upload_view(dev(), y, rows, cols, pad, NAN, &yb);
-    ck_assert_ok(clt_from_host(&tdb, dev(), CLT_FLOAT32, 1, &cols, db0));
+    clt_tensor *tdy = clt_test_upload_view(clt_test_device(), dy, rows, cols, pad, NAN, &dyb);
+    clt_tensor *ty = clt_test_upload_view(clt_test_device(), y, rows, cols, pad, NAN, &yb);
+    ck_assert_ok(clt_from_host(&tdb, clt_test_device(), CLT_FLOAT32, 1, &cols, db0));
     ck_assert_ok(clt_relu_backward_bias(&tdx, tdb, tdy, ty));
     ck_assert_int_eq(clt_tensor_ndim(tdx), 2);
     ck_assert_int_eq(clt_tensor_dim(tdx, 0), rows);
@@ -186,9 +184,9 @@ END_TEST
 START_TEST(test_relu_bias_nan)
 {
     const float dy[] = {1, 2, NAN, 4, 5, 6}, y[] = {NAN, 1, 1, 0, 2, -1}, db0[] = {10, 20, 30};
-    clt_tensor *tdy = clt_test_upload(dev(), dy, 2, 3), *ty = clt_test_upload(dev(), y, 2, 3), *tdb, *tdx;
+    clt_tensor *tdy = clt_test_upload(clt_test_device(), dy, 2, 3), *ty = clt_test_upload(clt_test_device(), y, 2, 3), *tdb, *tdx;
     int64_t cols = 3;
-    ck_assert_ok(clt_from_host(&tdb, dev(), CLT_FLOAT32, 1, &cols, db0));
+    ck_assert_ok(clt_from_host(&tdb, clt_test_device(), CLT_FLOAT32, 1, &cols, db0));
     ck_assert_ok(clt_relu_backward_bias(&tdx, tdb, tdy, ty));
     float *dx = clt_test_read(tdx), *db = clt_test_read(tdb);
     ck_assert(dx[0] == 0.0f && dx[1] == 2.0f && isnan(dx[2]) && dx[3] == 0.0f && dx[4] == 5.0f && dx[5] == 0.0f);
@@ -207,13 +205,13 @@ START_TEST(test_relu_bias_errors)
 {
     int64_t s23[] = {2, 3}, s32[] = {3, 2}, s3[] = {3}, s2[] = {2}, s6[] = {6};
     clt_tensor *dy, *y, *y32, *y1d, *db, *db2, *dbi, *dx = (clt_tensor *)1;
-    ck_assert_ok(clt_zeros(&dy, dev(), CLT_FLOAT32, 2, s23));
-    ck_assert_ok(clt_zeros(&y, dev(), CLT_FLOAT32, 2, s23));
-    ck_assert_ok(clt_zeros(&y32, dev(), CLT_FLOAT32, 2, s32));
-    ck_assert_ok(clt_zeros(&y1d, dev(), CLT_FLOAT32, 1, s6));
-    ck_assert_ok(clt_zeros(&db, dev(), CLT_FLOAT32, 1, s3));
-    ck_assert_ok(clt_zeros(&db2, dev(), CLT_FLOAT32, 1, s2));
-    ck_assert_ok(clt_zeros(&dbi, dev(), CLT_INT32, 1, s3));
+    ck_assert_ok(clt_zeros(&dy, clt_test_device(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&y, clt_test_device(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&y32, clt_test_device(), CLT_FLOAT32, 2, s32));
+    ck_assert_ok(clt_zeros(&y1d, clt_test_device(), CLT_FLOAT32, 1, s6));
+    ck_assert_ok(clt_zeros(&db, clt_test_device(), CLT_FLOAT32, 1, s3));
+    ck_assert_ok(clt_zeros(&db2, clt_test_device(), CLT_FLOAT32, 1, s2));
+    ck_assert_ok(clt_zeros(&dbi, clt_test_device(), CLT_INT32, 1, s3));
     ck_assert_status(clt_relu_backward_bias(&dx, db, dy, y32), CLT_ERR_SHAPE);
     ck_assert_ptr_null(dx);
     ck_assert(strstr(clt_last_error(), "clt_relu_backward_bias") != NULL);
@@ -354,7 +352,7 @@ static clt_model *build(const net *a, uint64_t seed)
     }
     for (int k = 0; k < a->blocks; k++) ck_assert_ok(clt_model_add_residual(m, a->h));
     if (a->tail) ck_assert_ok(clt_model_add_linear(m, a->h, a->out));
-    ck_assert_ok(clt_model_init(m, dev(), seed));
+    ck_assert_ok(clt_model_init(m, clt_test_device(), seed));
     return m;
 }
 
@@ -370,7 +368,7 @@ static void check_net(const net *a, int fused, int segments, int with_dx)
     float *p = clt_test_read(clt_model_parameters(m));
     float *want = malloc((size_t)np * sizeof *want), *ref_dx = malloc((size_t)(a->B * n0) * sizeof *ref_dx);
     ref_grads(a, p, x, dy, want, ref_dx);
-    clt_tensor *tx = clt_test_upload(dev(), x, a->B, n0), *tdy = clt_test_upload(dev(), dy, a->B, nout), *ty, *tdx;
+    clt_tensor *tx = clt_test_upload(clt_test_device(), x, a->B, n0), *tdy = clt_test_upload(clt_test_device(), dy, a->B, nout), *ty, *tdx;
     ck_assert_ok(clt_model_set_recompute(m, segments));
     ck_assert_ok(clt_model_forward(m, tx, &ty));
     ck_assert_ok(clt_model_backward(m, tdy, with_dx ? &tdx : NULL));
@@ -387,7 +385,7 @@ static void check_net(const net *a, int fused, int segments, int with_dx)
         free(gx);
         clt_tensor_release(tdx);
     }
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     free(g);
     free(dy_after);
     free(p);

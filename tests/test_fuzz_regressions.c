@@ -26,21 +26,6 @@
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f, "cannot open %s", path);
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    long len = ftell(f);
-    ck_assert_int_ge(len, 0);
-    rewind(f);
-    uint8_t *buf = malloc((size_t)len + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return buf;
-}
 
 /* Runs fn on each regular file of tests/fuzz/<kind>/<target>; returns how
  * many. A missing folder holds nothing. */
@@ -59,7 +44,7 @@ static int replay_dir(const char *kind, const char *target, fuzz_fn fn)
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (e->d_name[0] == '.' || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
         size_t size;
-        uint8_t *data = slurp(path, &size);
+        uint8_t *data = clt_test_read_bytes(path, &size);
         /* Named first, so a crash below shows which input it was. */
         fprintf(stderr, "replaying %s\n", path);
         fn(data, size);

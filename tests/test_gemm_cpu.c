@@ -19,15 +19,13 @@
 static const char *const impls[] = {"cpu", "clblast"};
 
 /* The device under test: gpu:0 when CLT_CPU_AS_GPU presents one, else cpu:0. */
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 static void use_impl(const char *impl) { ck_assert_int_eq(setenv("CLT_DENSE", impl, 1), 0); }
 
 /* The device's default tile (clt__cpu_tile_default). */
 static clt__gemm_tile default_tile(void)
 {
     int slot;
-    ck_assert_ok(clt__resolve(dev(), &slot));
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
     return clt__cpu_tile_default(slot);
 }
 
@@ -41,9 +39,9 @@ static void check_gemm(const char *impl, int ta, int tb, int64_t m, int64_t n, i
     if (beta == 0.0f)
         for (int64_t i = 0; i < m * n; i++) c[i] = NAN;
     clt_tensor *ab, *bb, *cb;
-    clt_tensor *va = clt_test_upload_view(dev(), a, ta ? k : m, ta ? m : k, 3, 9.0f, &ab);
-    clt_tensor *vb = clt_test_upload_view(dev(), b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
-    clt_tensor *vc = clt_test_upload_view(dev(), c, m, n, 2, 7.0f, &cb);
+    clt_tensor *va = clt_test_upload_view(clt_test_device(), a, ta ? k : m, ta ? m : k, 3, 9.0f, &ab);
+    clt_tensor *vb = clt_test_upload_view(clt_test_device(), b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
+    clt_tensor *vc = clt_test_upload_view(clt_test_device(), c, m, n, 2, 7.0f, &cb);
     ck_assert_ok(clt_gemm(ta, tb, alpha, va, vb, beta, vc));
     clt_test_ref_gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
     float *got = clt_test_read(vc);
@@ -207,8 +205,8 @@ START_TEST(test_gemm_blocked)
     check_gemm("cpu", 0, 0, m, n, kc, 1.0f, 1.0f);
     /* y = relu(x w^T + b), x (m,k), w (n,k). */
     float *x = clt_test_random_floats(m * k, 51), *w = clt_test_random_floats(n * k, 52), *b = clt_test_random_floats(n, 53);
-    clt_tensor *tx = clt_test_upload(dev(), x, m, k), *tw = clt_test_upload(dev(), w, n, k), *tb, *y;
-    ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, &n, b));
+    clt_tensor *tx = clt_test_upload(clt_test_device(), x, m, k), *tw = clt_test_upload(clt_test_device(), w, n, k), *tb, *y;
+    ck_assert_ok(clt_from_host(&tb, clt_test_device(), CLT_FLOAT32, 1, &n, b));
     use_impl("cpu");
     ck_assert_ok(clt_linear_relu_forward(&y, tx, tw, tb));
     float *want = malloc((size_t)(m * n) * sizeof *want);
@@ -259,9 +257,9 @@ static void check_tile(clt__gemm_tile tile, int ta, int tb, int64_t m, int64_t n
 {
     float *a = clt_test_random_floats(m * k, 61), *b = clt_test_random_floats(k * n, 62);
     float *c = clt_test_random_floats(m * n, 63), *bias = clt_test_random_floats(n, 64);
-    clt_tensor *ta_ = clt_test_upload(dev(), a, ta ? k : m, ta ? m : k), *tb_ = clt_test_upload(dev(), b, tb ? n : k, tb ? k : n);
-    clt_tensor *tc = clt_test_upload(dev(), c, m, n), *tbias = NULL;
-    if (relu) ck_assert_ok(clt_from_host(&tbias, dev(), CLT_FLOAT32, 1, &n, bias));
+    clt_tensor *ta_ = clt_test_upload(clt_test_device(), a, ta ? k : m, ta ? m : k), *tb_ = clt_test_upload(clt_test_device(), b, tb ? n : k, tb ? k : n);
+    clt_tensor *tc = clt_test_upload(clt_test_device(), c, m, n), *tbias = NULL;
+    if (relu) ck_assert_ok(clt_from_host(&tbias, clt_test_device(), CLT_FLOAT32, 1, &n, bias));
     ck_assert_ok(clt__cpu_gemm(ta_->st->slot, tile, ta, tb, (size_t)m, (size_t)n, (size_t)k, 0.75f, ta_,
                                (size_t)(ta ? m : k), tb_, (size_t)(tb ? k : n), beta, tc, (size_t)n, tbias, relu));
     clt_test_ref_gemm(ta, tb, m, n, k, 0.75f, a, b, beta, c);
@@ -316,18 +314,18 @@ START_TEST(test_gemm_empty_sizes)
     for (int i = 0; i < 2; i++) {
         use_impl(impls[i]);
         float c[6] = {1, 2, 3, 4, 5, 6};
-        clt_tensor *a, *b, *tc = clt_test_upload(dev(), c, 2, 3), *a0, *c0;
+        clt_tensor *a, *b, *tc = clt_test_upload(clt_test_device(), c, 2, 3), *a0, *c0;
         int64_t sa[] = {2, 0}, sb[] = {0, 3}, sa0[] = {0, 4}, sb4[] = {4, 3}, sc0[] = {0, 3};
-        ck_assert_ok(clt_empty(&a, dev(), CLT_FLOAT32, 2, sa));
-        ck_assert_ok(clt_empty(&b, dev(), CLT_FLOAT32, 2, sb));
+        ck_assert_ok(clt_empty(&a, clt_test_device(), CLT_FLOAT32, 2, sa));
+        ck_assert_ok(clt_empty(&b, clt_test_device(), CLT_FLOAT32, 2, sb));
         ck_assert_ok(clt_gemm(0, 0, 1.0f, a, b, -2.0f, tc));
         float *got = clt_test_read(tc);
         for (int j = 0; j < 6; j++) ck_assert_float_eq(got[j], -2.0f * c[j]);
         free(got);
         clt_tensor *b4;
-        ck_assert_ok(clt_empty(&a0, dev(), CLT_FLOAT32, 2, sa0));
-        ck_assert_ok(clt_ones(&b4, dev(), CLT_FLOAT32, 2, sb4));
-        ck_assert_ok(clt_empty(&c0, dev(), CLT_FLOAT32, 2, sc0));
+        ck_assert_ok(clt_empty(&a0, clt_test_device(), CLT_FLOAT32, 2, sa0));
+        ck_assert_ok(clt_ones(&b4, clt_test_device(), CLT_FLOAT32, 2, sb4));
+        ck_assert_ok(clt_empty(&c0, clt_test_device(), CLT_FLOAT32, 2, sc0));
         ck_assert_ok(clt_gemm(0, 0, 1.0f, a0, b4, 0.0f, c0));
         clt_tensor_release(a0);
         clt_tensor_release(b4);
@@ -347,9 +345,9 @@ static void check_linear(const char *impl, int64_t B, int64_t C, int64_t OC)
     use_impl(impl);
     float *x = clt_test_random_floats(B * C, 41), *w = clt_test_random_floats(OC * C, 42), *bias = clt_test_random_floats(OC, 43);
     float *dy = clt_test_random_floats(B * OC, 44), *dw = clt_test_random_floats(OC * C, 45);
-    clt_tensor *tx = clt_test_upload(dev(), x, B, C), *tw = clt_test_upload(dev(), w, OC, C), *tdy = clt_test_upload(dev(), dy, B, OC), *tdw = clt_test_upload(dev(), dw, OC, C);
+    clt_tensor *tx = clt_test_upload(clt_test_device(), x, B, C), *tw = clt_test_upload(clt_test_device(), w, OC, C), *tdy = clt_test_upload(clt_test_device(), dy, B, OC), *tdw = clt_test_upload(clt_test_device(), dw, OC, C);
     clt_tensor *tb, *y, *dx;
-    ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, &OC, bias));
+    ck_assert_ok(clt_from_host(&tb, clt_test_device(), CLT_FLOAT32, 1, &OC, bias));
     ck_assert_ok(clt_linear_forward(&y, tx, tw, tb));
     ck_assert_ok(clt_linear_backward(&dx, tdw, NULL, tdy, tx, tw));
     float *want = malloc((size_t)(B * OC) * sizeof *want);
@@ -399,8 +397,8 @@ START_TEST(test_dense_env_invalid)
 {
     clt_tensor *a, *c;
     int64_t s[] = {2, 2};
-    ck_assert_ok(clt_ones(&a, dev(), CLT_FLOAT32, 2, s));
-    ck_assert_ok(clt_zeros(&c, dev(), CLT_FLOAT32, 2, s));
+    ck_assert_ok(clt_ones(&a, clt_test_device(), CLT_FLOAT32, 2, s));
+    ck_assert_ok(clt_zeros(&c, clt_test_device(), CLT_FLOAT32, 2, s));
     use_impl("cuda");
     ck_assert_status(clt_gemm(0, 0, 1.0f, a, a, 0.0f, c), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "CLT_DENSE=\"cuda\""));

@@ -23,8 +23,6 @@
 
 #define FILL 0x4700 /* 7.0 in float16, in the rows around each view */
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 /* n random values that float16 holds exactly. */
 static float *random_halves(int64_t n, uint64_t seed)
 {
@@ -42,7 +40,7 @@ static clt_tensor *upload_half_view(const float *x, int64_t rows, int64_t cols, 
     ck_assert_ptr_nonnull(h);
     for (int64_t i = 0; i < total; i++)
         h[i] = i >= cols && i < (rows + 1) * cols ? clt_float_to_half(x[i - cols]) : FILL;
-    ck_assert_ok(clt_from_host(base, dev(), CLT_FLOAT16, 2, shape, h));
+    ck_assert_ok(clt_from_host(base, clt_test_device(), CLT_FLOAT16, 2, shape, h));
     free(h);
     clt_tensor *v;
     ck_assert_ok(clt_narrow(&v, *base, 1, rows));
@@ -88,15 +86,15 @@ static void check_gemm(clt__gemm_tile tile, int ta, int tb, int64_t m, int64_t n
     clt_tensor *ab16, *bb16, *cb16, *ab32, *bb32, *cb32, *bias16 = NULL, *bias32 = NULL;
     clt_tensor *a16 = upload_half_view(a, ar, ac, &ab16), *b16 = upload_half_view(b, br, bc, &bb16);
     clt_tensor *c16 = upload_half_view(c, m, n, &cb16);
-    clt_tensor *a32 = clt_test_upload_view(dev(), a, ar, ac, 1, 7.0f, &ab32);
-    clt_tensor *b32 = clt_test_upload_view(dev(), b, br, bc, 1, 7.0f, &bb32);
-    clt_tensor *c32 = clt_test_upload_view(dev(), c, m, n, 1, 7.0f, &cb32);
+    clt_tensor *a32 = clt_test_upload_view(clt_test_device(), a, ar, ac, 1, 7.0f, &ab32);
+    clt_tensor *b32 = clt_test_upload_view(clt_test_device(), b, br, bc, 1, 7.0f, &bb32);
+    clt_tensor *c32 = clt_test_upload_view(clt_test_device(), c, m, n, 1, 7.0f, &cb32);
     if (with_bias) {
         uint16_t *h = malloc((size_t)n * sizeof *h);
         ck_assert_ptr_nonnull(h);
         for (int64_t j = 0; j < n; j++) h[j] = clt_float_to_half(bias[j]);
-        ck_assert_ok(clt_from_host(&bias16, dev(), CLT_FLOAT16, 1, &n, h));
-        ck_assert_ok(clt_from_host(&bias32, dev(), CLT_FLOAT32, 1, &n, bias));
+        ck_assert_ok(clt_from_host(&bias16, clt_test_device(), CLT_FLOAT16, 1, &n, h));
+        ck_assert_ok(clt_from_host(&bias32, clt_test_device(), CLT_FLOAT32, 1, &n, bias));
         free(h);
     }
     int slot = a16->st->slot;
@@ -196,7 +194,7 @@ START_TEST(test_f16_gemm_unsupported)
 {
     int64_t s[] = {3, 4};
     clt_tensor *a;
-    ck_assert_ok(clt_zeros(&a, dev(), CLT_FLOAT16, 2, s));
+    ck_assert_ok(clt_zeros(&a, clt_test_device(), CLT_FLOAT16, 2, s));
     int slot = a->st->slot;
     ck_assert_status(clt__dense_gemm_f16(slot, 0, 0, 3, 4, 0, 1.0f, a, 4, a, 4, 0.0f, a, 4, NULL),
                      CLT_ERR_UNSUPPORTED);
@@ -217,7 +215,7 @@ static clt_tensor *upload_half(const float *x, int ndim, const int64_t *shape)
     ck_assert_ptr_nonnull(h);
     for (int64_t i = 0; i < n; i++) h[i] = clt_float_to_half(x[i]);
     clt_tensor *t;
-    ck_assert_ok(clt_from_host(&t, dev(), CLT_FLOAT16, ndim, shape, h));
+    ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_FLOAT16, ndim, shape, h));
     free(h);
     return t;
 }
@@ -225,7 +223,7 @@ static clt_tensor *upload_half(const float *x, int ndim, const int64_t *shape)
 static clt_tensor *upload_float(const float *x, int ndim, const int64_t *shape)
 {
     clt_tensor *t;
-    ck_assert_ok(clt_from_host(&t, dev(), CLT_FLOAT32, ndim, shape, x));
+    ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_FLOAT32, ndim, shape, x));
     return t;
 }
 
@@ -259,8 +257,8 @@ static void check_linear(int64_t B, int64_t C, int64_t OC)
     ck_assert_int_eq(setenv("CLT_DENSE", "cpu", 1), 0);
     clt_tensor *x32 = upload_float(x, 2, sx), *w32 = upload_float(w, 2, sw), *b32 = upload_float(b, 1, &OC);
     clt_tensor *dy32 = upload_float(dy, 2, sy), *dw32, *db32, *y32, *dx32;
-    ck_assert_ok(clt_zeros(&dw32, dev(), CLT_FLOAT32, 2, sw));
-    ck_assert_ok(clt_zeros(&db32, dev(), CLT_FLOAT32, 1, &OC));
+    ck_assert_ok(clt_zeros(&dw32, clt_test_device(), CLT_FLOAT32, 2, sw));
+    ck_assert_ok(clt_zeros(&db32, clt_test_device(), CLT_FLOAT32, 1, &OC));
     ck_assert_ok(clt_linear_forward(&y32, x32, w32, b32));
     ck_assert_ok(clt_linear_backward(&dx32, dw32, db32, dy32, x32, w32));
     unsetenv("CLT_DENSE");
@@ -327,11 +325,11 @@ START_TEST(test_f16_linear_errors)
 {
     int64_t sx[] = {4, 3}, sw[] = {5, 2}, sb[] = {5}, sd[] = {4, 6};
     clt_tensor *x, *w, *b, *x32, *dy, *y = NULL, *dx = NULL;
-    ck_assert_ok(clt_zeros(&x, dev(), CLT_FLOAT16, 2, sx));
-    ck_assert_ok(clt_zeros(&w, dev(), CLT_FLOAT16, 2, sw));
-    ck_assert_ok(clt_zeros(&b, dev(), CLT_FLOAT16, 1, sb));
-    ck_assert_ok(clt_zeros(&x32, dev(), CLT_FLOAT32, 2, sx));
-    ck_assert_ok(clt_zeros(&dy, dev(), CLT_FLOAT16, 2, sd));
+    ck_assert_ok(clt_zeros(&x, clt_test_device(), CLT_FLOAT16, 2, sx));
+    ck_assert_ok(clt_zeros(&w, clt_test_device(), CLT_FLOAT16, 2, sw));
+    ck_assert_ok(clt_zeros(&b, clt_test_device(), CLT_FLOAT16, 1, sb));
+    ck_assert_ok(clt_zeros(&x32, clt_test_device(), CLT_FLOAT32, 2, sx));
+    ck_assert_ok(clt_zeros(&dy, clt_test_device(), CLT_FLOAT16, 2, sd));
     ck_assert_status(clt__linear_forward_f16(&y, x, w, b), CLT_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "w must be (OC,C)"));
     ck_assert_ptr_null(y);
@@ -339,7 +337,7 @@ START_TEST(test_f16_linear_errors)
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "x must be float16"));
     clt_tensor *w3;
     int64_t sw3[] = {5, 3};
-    ck_assert_ok(clt_zeros(&w3, dev(), CLT_FLOAT16, 2, sw3));
+    ck_assert_ok(clt_zeros(&w3, clt_test_device(), CLT_FLOAT16, 2, sw3));
     ck_assert_status(clt__linear_backward_f16(&dx, w3, b, dy, x, w3), CLT_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "dy must be (B,OC)"));
     ck_assert_ptr_null(dx);

@@ -28,7 +28,7 @@ static float *read_half(const clt_tensor *t)
 static clt_tensor *half_from(const float *x, int64_t n)
 {
     clt_tensor *f, *h;
-    ck_assert_ok(clt_from_host(&f, clt_cpu(), CLT_FLOAT32, 1, &n, x));
+    ck_assert_ok(clt_from_host(&f, clt_test_cpu(), CLT_FLOAT32, 1, &n, x));
     ck_assert_ok(clt_to_dtype(&h, f, CLT_FLOAT16));
     clt_tensor_release(f);
     return h;
@@ -176,7 +176,7 @@ static clt_tensor *filled_view(clt_dtype dt, const void *x, int64_t n, int64_t o
     ck_assert_ptr_nonnull(b);
     for (int64_t i = 0; i < total; i++)
         memcpy(b + i * es, i >= off && i < off + n ? (const unsigned char *)x + (i - off) * es : edge_fill(dt), es);
-    ck_assert_ok(clt_from_host(base, clt_cpu(), dt, 1, &total, b));
+    ck_assert_ok(clt_from_host(base, clt_test_cpu(), dt, 1, &total, b));
     free(b);
     clt_tensor *v;
     ck_assert_ok(clt_narrow(&v, *base, off, n));
@@ -248,7 +248,7 @@ static int unscale_flag(const uint16_t *h, int64_t n, int64_t off)
     float *zero = calloc((size_t)n, sizeof *zero);
     ck_assert_ptr_nonnull(zero);
     clt_tensor *dv = filled_view(CLT_FLOAT32, zero, n, off + 1, &dbase);
-    ck_assert_ok(clt_zeros(&flag, clt_cpu(), CLT_INT32, 1, (int64_t[]){1}));
+    ck_assert_ok(clt_zeros(&flag, clt_test_cpu(), CLT_INT32, 1, (int64_t[]){1}));
     ck_assert_ok(clt__unscale_f16(dv, sv, 0.5f, flag));
     int32_t f;
     ck_assert_ok(clt_to_host(flag, &f, sizeof f));
@@ -334,7 +334,7 @@ START_TEST(test_half_kernels_at_vector_edges)
             clt_tensor *sbase, *dbase, *flag;
             clt_tensor *sv = filled_view(CLT_FLOAT16, ah, n, off, &sbase);
             clt_tensor *dv = filled_view(CLT_FLOAT32, f, n, off + 1, &dbase);
-            ck_assert_ok(clt_zeros(&flag, clt_cpu(), CLT_INT32, 1, (int64_t[]){1}));
+            ck_assert_ok(clt_zeros(&flag, clt_test_cpu(), CLT_INT32, 1, (int64_t[]){1}));
             ck_assert_ok(clt__unscale_f16(dv, sv, 0.5f, flag));
             for (int64_t i = 0; i < n; i++) want[i] = clt_half_to_float(ah[i]) * 0.5f;
             float *gotf = read_view(dbase, n, off + 1);
@@ -376,7 +376,7 @@ START_TEST(test_creation_fill_print_and_errors)
 {
     int64_t shape[] = {2, 3};
     clt_tensor *t, *o, *i32, *x;
-    ck_assert_ok(clt_full(&t, clt_cpu(), CLT_FLOAT16, 2, shape, 0.1));
+    ck_assert_ok(clt_full(&t, clt_test_cpu(), CLT_FLOAT16, 2, shape, 0.1));
     ck_assert_str_eq(clt_dtype_name(CLT_FLOAT16), "float16");
     ck_assert_int_eq(clt_dtype_size(CLT_FLOAT16), 2);
     float *v = read_half(t);
@@ -404,13 +404,13 @@ START_TEST(test_creation_fill_print_and_errors)
     ck_assert_ok(clt_to_dtype(&x, t, CLT_FLOAT16));
     ck_assert_ptr_eq(x, t);
     clt_tensor_release(x);
-    ck_assert_ok(clt_zeros(&i32, clt_cpu(), CLT_INT32, 2, shape));
+    ck_assert_ok(clt_zeros(&i32, clt_test_cpu(), CLT_INT32, 2, shape));
     ck_assert_status(clt_to_dtype(&x, i32, CLT_FLOAT16), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_null(x);
     ck_assert_status(clt_to_dtype(&x, t, CLT_INT32), CLT_ERR_UNSUPPORTED);
     /* Elementwise ops take float16 pairs, not mixed ones or int32. */
     clt_tensor *f32;
-    ck_assert_ok(clt_zeros(&f32, clt_cpu(), CLT_FLOAT32, 2, shape));
+    ck_assert_ok(clt_zeros(&f32, clt_test_cpu(), CLT_FLOAT32, 2, shape));
     ck_assert_status(clt_add(&x, t, f32), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_add: a and b must both be float32 or both float16"));
     ck_assert_status(clt_relu_backward(&x, f32, t), CLT_ERR_UNSUPPORTED);
@@ -420,7 +420,7 @@ START_TEST(test_creation_fill_print_and_errors)
     if (clt_num_gpus() > 0) {
         clt_tensor *g, *c;
         ck_assert_ok(clt_to(&g, o, clt_gpu(0)));
-        ck_assert_ok(clt_to(&c, g, clt_cpu()));
+        ck_assert_ok(clt_to(&c, g, clt_test_cpu()));
         float *a = read_half(c), *b = read_half(o);
         ck_assert_mem_eq(a, b, 6 * sizeof(float));
         free(a);
@@ -449,7 +449,7 @@ START_TEST(test_safetensors_writes_f16)
     clt_safetensors_info info;
     ck_assert_ok(clt_safetensors_get_info(f, 0, &info));
     ck_assert_str_eq(info.dtype, "F16");
-    ck_assert_ok(clt_safetensors_read(f, "h", clt_cpu(), &back));
+    ck_assert_ok(clt_safetensors_read(f, "h", clt_test_cpu(), &back));
     float *got = clt_test_read(back), *want = read_half(h);
     ck_assert_mem_eq(got, want, sizeof v);
     free(got);
@@ -461,7 +461,7 @@ START_TEST(test_safetensors_writes_f16)
     ck_assert_mem_eq(got, want, sizeof v);
     free(got);
     clt_safetensors_free(f);
-    ck_assert_ok(clt_from_host(&wide, clt_cpu(), CLT_FLOAT32, 1, &n, v));
+    ck_assert_ok(clt_from_host(&wide, clt_test_cpu(), CLT_FLOAT32, 1, &n, v));
     ck_assert_ok(clt_safetensors_save(path, 1, names, &wide, 0, NULL, NULL));
     ck_assert_ok(clt_safetensors_open(&f, path));
     ck_assert_ok(clt_safetensors_read_into(f, "h", into));
@@ -490,7 +490,7 @@ static void assert_close(const float *a, const float *b, int64_t n, double atol,
 static clt_model *resmlp(int64_t h, int blocks, uint64_t seed)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, h, blocks, 10, seed));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, h, blocks, 10, seed));
     return m;
 }
 
@@ -500,7 +500,7 @@ START_TEST(test_checkpoint_keeps_scaler_and_master)
 {
     clt_model *m, *back;
     clt_optimizer *opt, *opt_back;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 12, 8, 1, 3, 2));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 12, 8, 1, 3, 2));
     ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
     ck_assert_ok(clt_model_set_loss_scale_state(m, 1024.0f, 1, 1999));
     ck_assert_status(clt_model_set_loss_scale_state(m, 1024.0f, 1, 2000), CLT_ERR_INVALID_ARGUMENT);
@@ -520,7 +520,7 @@ START_TEST(test_checkpoint_keeps_scaler_and_master)
     clt_checkpoint_info info = {.arch = "resmlp", .hiddens = 8, .blocks = 1};
     ck_assert_ok(clt_checkpoint_save(path, m, opt, &info));
 
-    ck_assert_ok(clt_model_create_resmlp(&back, clt_cpu(), 12, 8, 1, 3, 9));
+    ck_assert_ok(clt_model_create_resmlp(&back, clt_test_cpu(), 12, 8, 1, 3, 9));
     ck_assert_ok(clt_model_to_dtype(back, CLT_FLOAT16));
     ck_assert_ok(clt_optimizer_create_sgd(&opt_back, back, 0.1f, 0.0f, 0.0f));
     ck_assert_ok(clt_checkpoint_load(path, back, opt_back, NULL));
@@ -562,7 +562,7 @@ START_TEST(test_half_model_matches_float_model)
         p32[i] = p16[i];
     }
     clt_tensor *rounded;
-    ck_assert_ok(clt_from_host(&rounded, clt_cpu(), CLT_FLOAT32, 1, &n, p32));
+    ck_assert_ok(clt_from_host(&rounded, clt_test_cpu(), CLT_FLOAT32, 1, &n, p32));
     ck_assert_ok(clt_copy_(clt_model_parameters(m32), rounded));
     clt_tensor_release(rounded);
     free(p32);
@@ -574,8 +574,8 @@ START_TEST(test_half_model_matches_float_model)
     clt_test_fill_uniform(dyv, B * 10, 6, -0.1f, 0.1f);
     for (int64_t i = 0; i < B * 784; i++) xv[i] = clt_half_to_float(clt_float_to_half(xv[i]));
     clt_tensor *x, *dy, *y32, *y16, *dx32, *dx16;
-    ck_assert_ok(clt_from_host(&x, clt_cpu(), CLT_FLOAT32, 2, xs, xv));
-    ck_assert_ok(clt_from_host(&dy, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){B, 10}, dyv));
+    ck_assert_ok(clt_from_host(&x, clt_test_cpu(), CLT_FLOAT32, 2, xs, xv));
+    ck_assert_ok(clt_from_host(&dy, clt_test_cpu(), CLT_FLOAT32, 2, (int64_t[]){B, 10}, dyv));
     ck_assert_ok(clt_model_set_loss_scale(m16, 1024.0f, 0));
     ck_assert_ok(clt_model_forward(m32, x, &y32));
     ck_assert_ok(clt_model_forward(m16, x, &y16));
@@ -625,8 +625,8 @@ START_TEST(test_half_checkpointing_gradients_identical)
     float *g[2];
     int64_t xs[] = {3, 784};
     clt_tensor *x, *dy, *y;
-    ck_assert_ok(clt_rand(&x, clt_cpu(), 2, xs, 9));
-    ck_assert_ok(clt_randn(&dy, clt_cpu(), 2, (int64_t[]){3, 10}, 10));
+    ck_assert_ok(clt_rand(&x, clt_test_cpu(), 2, xs, 9));
+    ck_assert_ok(clt_randn(&dy, clt_test_cpu(), 2, (int64_t[]){3, 10}, 10));
     for (int k = 0; k < 2; k++) {
         clt_model *m = resmlp(24, 3, 5);
         ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
@@ -648,7 +648,7 @@ END_TEST
 
 START_TEST(test_half_model_memory_is_half)
 {
-    clt_device cpu = clt_cpu();
+    clt_device cpu = clt_test_cpu();
     int64_t w[2], act[2];
     for (int half = 0; half < 2; half++) {
         clt_model *m = resmlp(256, 2, 1);
@@ -685,8 +685,8 @@ START_TEST(test_loss_scale_keeps_small_gradients)
      * survive with it, matching float32 after unscaling. */
     clt_model *m32, *m16;
     int64_t hid[] = {16};
-    ck_assert_ok(clt_model_create_mlp(&m32, clt_cpu(), 8, 1, hid, 3, 4));
-    ck_assert_ok(clt_model_create_mlp(&m16, clt_cpu(), 8, 1, hid, 3, 4));
+    ck_assert_ok(clt_model_create_mlp(&m32, clt_test_cpu(), 8, 1, hid, 3, 4));
+    ck_assert_ok(clt_model_create_mlp(&m16, clt_test_cpu(), 8, 1, hid, 3, 4));
     ck_assert_ok(clt_model_to_dtype(m16, CLT_FLOAT16));
     ck_assert_ok(clt_model_to_dtype(m32, CLT_FLOAT16));
     ck_assert_ok(clt_model_to_dtype(m32, CLT_FLOAT32)); /* the same rounded weights */
@@ -694,8 +694,8 @@ START_TEST(test_loss_scale_keeps_small_gradients)
     clt_test_fill_uniform(xv, 32, 1, 0, 1);
     for (int i = 0; i < 12; i++) dyv[i] = (i % 2 ? 1e-9f : -2e-9f);
     clt_tensor *x, *dy, *y;
-    ck_assert_ok(clt_from_host(&x, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 8}, xv));
-    ck_assert_ok(clt_from_host(&dy, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 3}, dyv));
+    ck_assert_ok(clt_from_host(&x, clt_test_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 8}, xv));
+    ck_assert_ok(clt_from_host(&dy, clt_test_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 3}, dyv));
     int64_t n = clt_model_num_parameter_elements(m16);
     ck_assert_ok(clt_model_forward(m32, x, &y));
     clt_tensor_release(y);
@@ -733,7 +733,7 @@ START_TEST(test_overflow_skips_step_and_halves_scale)
 {
     clt_model *m;
     int64_t hid[] = {16};
-    ck_assert_ok(clt_model_create_mlp(&m, clt_cpu(), 8, 1, hid, 3, 4));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), 8, 1, hid, 3, 4));
     ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
     clt_optimizer *opt;
     ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.1f, 0.9f, 0.0f));
@@ -741,8 +741,8 @@ START_TEST(test_overflow_skips_step_and_halves_scale)
     clt_test_fill_uniform(xv, 32, 1, 0, 1);
     clt_test_fill_uniform(dyv, 12, 2, -1, 1);
     clt_tensor *x, *dy, *y;
-    ck_assert_ok(clt_from_host(&x, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 8}, xv));
-    ck_assert_ok(clt_from_host(&dy, clt_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 3}, dyv));
+    ck_assert_ok(clt_from_host(&x, clt_test_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 8}, xv));
+    ck_assert_ok(clt_from_host(&dy, clt_test_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 3}, dyv));
     int64_t n = clt_model_num_parameter_elements(m);
     float *before = read_half(clt_model_parameters(m));
     /* dy * 2^20 overflows float16: the step is skipped and the scale halves. */

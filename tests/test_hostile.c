@@ -100,7 +100,7 @@ START_TEST(test_safetensors_claimed_shapes)
     clt_safetensors *f;
     ck_assert_ok(clt_safetensors_open(&f, path));
     clt_tensor *t = NULL;
-    clt_status s = clt_safetensors_read(f, "z", clt_cpu(), &t);
+    clt_status s = clt_safetensors_read(f, "z", clt_test_cpu(), &t);
     if (s == CLT_OK) {
         ck_assert_int_eq(clt_tensor_numel(t), 0);
         ck_assert_uint_eq(clt_tensor_nbytes(t), 0);
@@ -110,7 +110,7 @@ START_TEST(test_safetensors_claimed_shapes)
         ck_assert_ptr_null(t);
     }
     /* More dimensions than a tensor holds: refused when read, named. */
-    ck_assert_status(clt_safetensors_read(f, "deep", clt_cpu(), &t), CLT_ERR_UNSUPPORTED);
+    ck_assert_status(clt_safetensors_read(f, "deep", clt_test_cpu(), &t), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "'deep'"));
     ck_assert_ptr_null(t);
     clt_safetensors_free(f);
@@ -149,12 +149,12 @@ END_TEST
 START_TEST(test_model_size_overflow)
 {
     clt_model *m = (clt_model *)1;
-    ck_assert_status(clt_model_create_resmlp(&m, clt_cpu(), 784, 49266653, 950, 10, 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 49266653, 950, 10, 1), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(m);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "49266653 x 49266653"));
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "parameters"));
     int64_t hiddens[3] = {INT32_MAX, INT32_MAX, INT32_MAX};
-    ck_assert_status(clt_model_create_mlp(&m, clt_cpu(), INT32_MAX, 3, hiddens, INT32_MAX, 1),
+    ck_assert_status(clt_model_create_mlp(&m, clt_test_cpu(), INT32_MAX, 3, hiddens, INT32_MAX, 1),
                      CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(m);
     clt_test_assert_no_live_tensors();
@@ -171,7 +171,7 @@ START_TEST(test_loader_huge_batch)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         o.batch_size = sizes[i];
         clt_loader *l;
-        ck_assert_ok(clt_loader_create(&l, &ds, clt_cpu(), &o));
+        ck_assert_ok(clt_loader_create(&l, &ds, clt_test_cpu(), &o));
         ck_assert_int_eq(clt_loader_num_batches(l), 1);
         clt_tensor *x, *y;
         ck_assert_ok(clt_loader_next(l, &x, &y));
@@ -182,7 +182,7 @@ START_TEST(test_loader_huge_batch)
     }
     o.batch_size = 3;
     clt_loader *l;
-    ck_assert_ok(clt_loader_create(&l, &ds, clt_cpu(), &o));
+    ck_assert_ok(clt_loader_create(&l, &ds, clt_test_cpu(), &o));
     ck_assert_int_eq(clt_loader_num_batches(l), 4);
     clt_loader_free(l);
     clt_dataset_free(&ds);
@@ -195,9 +195,9 @@ END_TEST
 START_TEST(test_plan_huge_batch)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 32, 2, 10, 1));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 32, 2, 10, 1));
     clt_plan_options o = clt_plan_default_options();
-    o.device = clt_cpu();
+    o.device = clt_test_cpu();
     clt_plan p;
     int64_t sizes[] = {INT64_C(1) << 62, (INT64_C(1) << 62) + 12345, INT64_MAX};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -227,7 +227,7 @@ START_TEST(test_narrow_message)
 {
     clt_tensor *t, *v = (clt_tensor *)1;
     int64_t shape[2] = {4, 3};
-    ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_FLOAT32, 2, shape));
+    ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_FLOAT32, 2, shape));
     ck_assert_status(clt_narrow(&v, t, INT64_MAX, INT64_MAX), CLT_ERR_SHAPE);
     ck_assert_ptr_null(v);
     ck_assert_msg(strstr(clt_last_error(), "9223372036854775807 rows from row 9223372036854775807"), "'%s'",
@@ -245,7 +245,7 @@ START_TEST(test_format_huge_empty)
 {
     clt_tensor *t;
     int64_t shape[2] = {INT64_C(1) << 60, 0};
-    ck_assert_ok(clt_empty(&t, clt_cpu(), CLT_FLOAT32, 2, shape));
+    ck_assert_ok(clt_empty(&t, clt_test_cpu(), CLT_FLOAT32, 2, shape));
     char buf[256];
     ck_assert_ok(clt_tensor_format(t, buf, sizeof buf));
     char want[256];
@@ -255,7 +255,7 @@ START_TEST(test_format_huge_empty)
     clt_tensor_release(t);
     /* Every dimension counts, a zero one as 1: (0, 2^62, 2^62) is refused. */
     int64_t wide[3] = {0, INT64_C(1) << 62, INT64_C(1) << 62};
-    ck_assert_status(clt_empty(&t, clt_cpu(), CLT_FLOAT32, 3, wide), CLT_ERR_SHAPE);
+    ck_assert_status(clt_empty(&t, clt_test_cpu(), CLT_FLOAT32, 3, wide), CLT_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "dimension 1"));
 }
 END_TEST
@@ -281,7 +281,7 @@ END_TEST
 START_TEST(test_copy_overlap)
 {
     float host[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-    clt_tensor *x = clt_test_upload(clt_cpu(), host, 8, 1), *a, *b;
+    clt_tensor *x = clt_test_upload(clt_test_cpu(), host, 8, 1), *a, *b;
     ck_assert_status(clt_copy_(x, x), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "overlap"));
     ck_assert_ok(clt_narrow(&a, x, 0, 4));

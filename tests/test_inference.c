@@ -16,8 +16,6 @@
 #include "ops/ops_internal.h"
 #include "ops/tune.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 enum { B = 256, IN = 32, H1 = 64, H2 = 256, OUT = 10 };
 
 static int64_t floats_to_bytes(int64_t n) { return n * B * 4; }
@@ -30,7 +28,7 @@ static int64_t packed(int64_t in, int64_t out)
 {
     /* The library's own choice (CLT_DENSE, CLT_DEVICE_CLASS, the device type). */
     int slot, cpu = 0;
-    ck_assert_ok(clt__resolve(dev(), &slot));
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
     ck_assert_ok(clt__dense_cpu(slot, &cpu));
     int64_t tn = clt__cpu_tile_default(slot).tn;
     return cpu ? (out + tn - 1) / tn * tn * in * 4 : 0;
@@ -47,12 +45,12 @@ static void forward_peak(clt_model *m, clt_tensor *x, int training, int64_t *pea
         ck_assert_ok(clt_model_forward(m, x, &y0));
         clt_tensor_release(y0);
     }
-    ck_assert_ok(clt_synchronize(dev()));
-    ck_assert_ok(clt_memory_reset_peak(dev()));
+    ck_assert_ok(clt_synchronize(clt_test_device()));
+    ck_assert_ok(clt_memory_reset_peak(clt_test_device()));
     clt_tensor *y;
     ck_assert_ok(clt_model_forward(m, x, &y));
-    *peak = clt_memory_max_allocated(dev());
-    *stored = clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
+    *peak = clt_memory_max_allocated(clt_test_device());
+    *stored = clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS);
     clt_tensor_release(y);
 }
 
@@ -62,15 +60,15 @@ static void check_peaks(int fused)
     ck_assert_int_eq(setenv("CLT_FUSE", fused ? "1" : "0", 1), 0);
     int64_t hiddens[2] = {H1, H2};
     clt_model *m;
-    ck_assert_ok(clt_model_create_mlp(&m, dev(), IN, 2, hiddens, OUT, 1));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), IN, 2, hiddens, OUT, 1));
     float host[B * IN];
     clt_test_fill_uniform(host, B * IN, 3, -1, 1);
     int64_t shape[2] = {B, IN};
     clt_tensor *x;
-    ck_assert_ok(clt_from_host(&x, dev(), CLT_FLOAT32, 2, shape, host));
+    ck_assert_ok(clt_from_host(&x, clt_test_device(), CLT_FLOAT32, 2, shape, host));
     int64_t weights = 4 * clt_model_num_parameter_elements(m);
     int64_t batch = floats_to_bytes(IN);
-    ck_assert_int_eq(clt_memory_allocated(dev()), weights + batch);
+    ck_assert_int_eq(clt_memory_allocated(clt_test_device()), weights + batch);
 
     int64_t infer_peak, infer_stored, train_peak, train_stored;
     int64_t kept = packed(IN, H1) + packed(H1, H2) + packed(H2, OUT);
@@ -85,14 +83,14 @@ static void check_peaks(int fused)
         ck_assert_int_eq(infer_peak, weights + batch + kept + floats_to_bytes(H2 + H2));
     }
     /* Nothing stays but the output and the packed weights. */
-    ck_assert_int_eq(clt_memory_allocated(dev()), weights + batch + kept);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), weights + kept);
+    ck_assert_int_eq(clt_memory_allocated(clt_test_device()), weights + batch + kept);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_WEIGHTS), weights + kept);
 
     forward_peak(m, x, 1, &train_peak, &train_stored);
     /* Kept for backward: both ReLU outputs (the Linears' inputs are those
      * and the caller's batch). */
     ck_assert_int_eq(train_stored, floats_to_bytes(H1 + H2));
-    ck_assert_int_eq(clt_memory_max_allocated_category(dev(), CLT_MEM_ACTIVATIONS), train_stored);
+    ck_assert_int_eq(clt_memory_max_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), train_stored);
     if (fused) {
         /* The first ReLU's output, stored, is the second product's input,
          * alive at that moment in inference too; the last product's moment
@@ -105,7 +103,7 @@ static void check_peaks(int fused)
         ck_assert_int_eq(train_peak, infer_peak - kept + floats_to_bytes(H1));
     }
     clt_model_set_training(m, 0);
-    ck_assert_int_eq(clt_memory_allocated(dev()), weights + batch);
+    ck_assert_int_eq(clt_memory_allocated(clt_test_device()), weights + batch);
 
     clt_model_free(m);
 
@@ -116,11 +114,11 @@ static void check_peaks(int fused)
         int depth = d ? 6 : 2;
         int64_t wide[6] = {H1, H1, H1, H1, H1, H1};
         clt_model *deep;
-        ck_assert_ok(clt_model_create_mlp(&deep, dev(), IN, depth, wide, OUT, 2));
+        ck_assert_ok(clt_model_create_mlp(&deep, clt_test_device(), IN, depth, wide, OUT, 2));
         int64_t dweights = 4 * clt_model_num_parameter_elements(deep);
         forward_peak(deep, x, 0, &infer_peak, &infer_stored);
         int64_t dkept = packed(IN, H1) + (depth - 1) * packed(H1, H1) + packed(H1, OUT);
-        ck_assert_int_eq(clt_memory_allocated(dev()), dweights + batch + dkept);
+        ck_assert_int_eq(clt_memory_allocated(clt_test_device()), dweights + batch + dkept);
         excess[d] = infer_peak - dweights - batch - dkept;
         forward_peak(deep, x, 1, &train_peak, &train_stored);
         ck_assert_int_eq(train_stored, floats_to_bytes(depth * H1));

@@ -105,7 +105,7 @@ START_TEST(test_library_readers_refuse)
     odd_file odd[3];
     make_odd(odd);
     clt_model *m = NULL;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 16, 1, 10, 1));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 16, 1, 10, 1));
     /* A data folder whose training images are each kind in turn, its
      * labels a real file. */
     char data[300], images[400];

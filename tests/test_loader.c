@@ -105,7 +105,7 @@ START_TEST(test_batches_and_shuffling)
     o.batch_size = B;
     o.seed = 7;
     clt_loader *l;
-    ck_assert_ok(clt_loader_create(&l, &ds, clt_cpu(), &o));
+    ck_assert_ok(clt_loader_create(&l, &ds, clt_test_cpu(), &o));
     ck_assert_int_eq(clt_loader_num_examples(l), N);
     ck_assert_int_eq(clt_loader_num_batches(l), NB);
     ck_assert_int_eq(clt_loader_epoch(l), 0);
@@ -131,7 +131,7 @@ START_TEST(test_batches_and_shuffling)
 
     /* Same seed: same orders, also when starting at epoch 1 directly. */
     clt_loader *l2;
-    ck_assert_ok(clt_loader_create(&l2, &ds, clt_cpu(), &o));
+    ck_assert_ok(clt_loader_create(&l2, &ds, clt_test_cpu(), &o));
     run_epoch(l2, &ds, 0, again, NB);
     order_of(again, NB, oa);
     for (int i = 0; i < N; i++) ck_assert_int_eq(oa[i], o0[i]);
@@ -153,7 +153,7 @@ START_TEST(test_batches_and_shuffling)
 
     /* Another seed: another order. */
     o.seed = 8;
-    ck_assert_ok(clt_loader_create(&l2, &ds, clt_cpu(), &o));
+    ck_assert_ok(clt_loader_create(&l2, &ds, clt_test_cpu(), &o));
     run_epoch(l2, &ds, 0, again, NB);
     order_of(again, NB, oa);
     same = 1;
@@ -169,7 +169,7 @@ START_TEST(test_batches_and_shuffling)
     o = clt_loader_default_options();
     o.batch_size = 10;
     o.seed = 1234;
-    ck_assert_ok(clt_loader_create(&l, &ten, clt_cpu(), &o));
+    ck_assert_ok(clt_loader_create(&l, &ten, clt_test_cpu(), &o));
     run_epoch(l, &ten, 0, again, 1);
     const int64_t pinned[10] = {4, 5, 9, 6, 3, 2, 1, 8, 7, 0};
     for (int i = 0; i < 10; i++) ck_assert_int_eq(again[0].index[i], pinned[i]);
@@ -190,7 +190,7 @@ START_TEST(test_file_order_subset_and_flatten)
     o.shuffle = 0;
     o.flatten = 1;
     clt_loader *l;
-    ck_assert_ok(clt_loader_create(&l, &ds, clt_cpu(), &o));
+    ck_assert_ok(clt_loader_create(&l, &ds, clt_test_cpu(), &o));
     ck_assert_int_eq(clt_loader_num_batches(l), 5);
     batch b[5];
     int64_t order[300];
@@ -207,7 +207,7 @@ START_TEST(test_file_order_subset_and_flatten)
     o.shuffle = 1;
     o.flatten = 0;
     o.limit = 37;
-    ck_assert_ok(clt_loader_create(&l, &ds, clt_cpu(), &o));
+    ck_assert_ok(clt_loader_create(&l, &ds, clt_test_cpu(), &o));
     ck_assert_int_eq(clt_loader_num_examples(l), 37);
     ck_assert_int_eq(clt_loader_num_batches(l), 1);
     run_epoch(l, &ds, 0, b, 1);
@@ -219,21 +219,21 @@ START_TEST(test_file_order_subset_and_flatten)
 
     /* A limit past the end means everything. */
     o.limit = 1000;
-    ck_assert_ok(clt_loader_create(&l, &ds, clt_cpu(), &o));
+    ck_assert_ok(clt_loader_create(&l, &ds, clt_test_cpu(), &o));
     ck_assert_int_eq(clt_loader_num_examples(l), 300);
     clt_loader_free(l);
 
     o = clt_loader_default_options();
     o.batch_size = 0;
-    ck_assert_status(clt_loader_create(&l, &ds, clt_cpu(), &o), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_loader_create(&l, &ds, clt_test_cpu(), &o), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(l);
     o = clt_loader_default_options();
     o.rank = 2;
     o.world = 2;
-    ck_assert_status(clt_loader_create(&l, &ds, clt_cpu(), &o), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_loader_create(&l, &ds, clt_test_cpu(), &o), CLT_ERR_INVALID_ARGUMENT);
     o = clt_loader_default_options();
     o.limit = -1;
-    ck_assert_status(clt_loader_create(&l, &ds, clt_cpu(), &o), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_loader_create(&l, &ds, clt_test_cpu(), &o), CLT_ERR_INVALID_ARGUMENT);
     clt_dataset_free(&ds);
     clt_test_assert_no_live_tensors();
 }
@@ -250,7 +250,7 @@ START_TEST(test_shards)
         o.batch_size = B;
         o.seed = 99;
         clt_loader *whole;
-        ck_assert_ok(clt_loader_create(&whole, &ds, clt_cpu(), &o));
+        ck_assert_ok(clt_loader_create(&whole, &ds, clt_test_cpu(), &o));
         batch full[NB], part[4][NB];
         run_epoch(whole, &ds, 0, full, NB);
         clt_loader_free(whole);
@@ -258,7 +258,7 @@ START_TEST(test_shards)
         for (int r = 0; r < world; r++) {
             o.rank = r;
             clt_loader *l;
-            ck_assert_ok(clt_loader_create(&l, &ds, clt_cpu(), &o));
+            ck_assert_ok(clt_loader_create(&l, &ds, clt_test_cpu(), &o));
             ck_assert_int_eq(clt_loader_num_batches(l), NB);
             run_epoch(l, &ds, 0, part[r], NB);
             clt_loader_free(l);

@@ -6,18 +6,6 @@
 
 #include "support.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
-/* Some device other than dev(), when there is one. */
-static int other_device(clt_device *out)
-{
-    for (int i = 0; i < clt_device_list_count(); i++) {
-        ck_assert_ok(clt_device_list_entry(i, out));
-        if (!clt_device_equal(*out, dev())) return 1;
-    }
-    return 0;
-}
-
 /* Mean loss over rows; grad = (softmax - onehot) / rows. */
 static double ref_xent(const float *x, const int32_t *labels, int64_t rows, int64_t cols, float *grad)
 {
@@ -43,15 +31,15 @@ static void run(const float *x, const int32_t *labels, int64_t rows, int64_t col
     int64_t sx[] = {rows + 2, cols}, sl[] = {rows};
     clt_tensor *base, *tx, *tl, *tloss, *tgrad;
     if (as_view) {
-        ck_assert_ok(clt_from_host(&base, dev(), CLT_FLOAT32, 2, sx, buf));
+        ck_assert_ok(clt_from_host(&base, clt_test_device(), CLT_FLOAT32, 2, sx, buf));
         ck_assert_ok(clt_narrow(&tx, base, 1, rows));
     } else {
         sx[0] = rows;
-        ck_assert_ok(clt_from_host(&base, dev(), CLT_FLOAT32, 2, sx, x));
+        ck_assert_ok(clt_from_host(&base, clt_test_device(), CLT_FLOAT32, 2, sx, x));
         tx = clt_tensor_retain(base);
     }
     free(buf);
-    ck_assert_ok(clt_from_host(&tl, dev(), CLT_INT32, 1, sl, labels));
+    ck_assert_ok(clt_from_host(&tl, clt_test_device(), CLT_INT32, 1, sl, labels));
     ck_assert_ok(clt_softmax_cross_entropy(&tloss, grad ? &tgrad : NULL, tx, tl));
     ck_assert_int_eq(clt_tensor_ndim(tloss), 0);
     ck_assert_ok(clt_item(tloss, loss));
@@ -161,8 +149,8 @@ START_TEST(test_empty_batch)
 {
     int64_t sx[] = {0, 5}, sl[] = {0};
     clt_tensor *x, *l, *loss, *grad;
-    ck_assert_ok(clt_empty(&x, dev(), CLT_FLOAT32, 2, sx));
-    ck_assert_ok(clt_empty(&l, dev(), CLT_INT32, 1, sl));
+    ck_assert_ok(clt_empty(&x, clt_test_device(), CLT_FLOAT32, 2, sx));
+    ck_assert_ok(clt_empty(&l, clt_test_device(), CLT_INT32, 1, sl));
     ck_assert_ok(clt_softmax_cross_entropy(&loss, &grad, x, l));
     double v;
     ck_assert_ok(clt_item(loss, &v));
@@ -180,10 +168,10 @@ START_TEST(test_errors)
 {
     int64_t s23[] = {2, 3}, s2[] = {2}, s3[] = {3};
     clt_tensor *x, *l, *l3, *lf, *loss = (clt_tensor *)1, *grad = (clt_tensor *)1;
-    ck_assert_ok(clt_zeros(&x, dev(), CLT_FLOAT32, 2, s23));
-    ck_assert_ok(clt_zeros(&l, dev(), CLT_INT32, 1, s2));
-    ck_assert_ok(clt_zeros(&l3, dev(), CLT_INT32, 1, s3));
-    ck_assert_ok(clt_zeros(&lf, dev(), CLT_FLOAT32, 1, s2));
+    ck_assert_ok(clt_zeros(&x, clt_test_device(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&l, clt_test_device(), CLT_INT32, 1, s2));
+    ck_assert_ok(clt_zeros(&l3, clt_test_device(), CLT_INT32, 1, s3));
+    ck_assert_ok(clt_zeros(&lf, clt_test_device(), CLT_FLOAT32, 1, s2));
     ck_assert_status(clt_softmax_cross_entropy(NULL, NULL, x, l), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_softmax_cross_entropy(&loss, &grad, NULL, l), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(loss);
@@ -193,7 +181,7 @@ START_TEST(test_errors)
     ck_assert_msg(strstr(clt_last_error(), "(2, 3)") && strstr(clt_last_error(), "(3,)"), "%s", clt_last_error());
     ck_assert_status(clt_softmax_cross_entropy(&loss, NULL, lf, l), CLT_ERR_SHAPE);
     clt_device other;
-    if (other_device(&other)) {
+    if (clt_test_other_device(&other)) {
         clt_tensor *far;
         ck_assert_ok(clt_zeros(&far, other, CLT_INT32, 1, s2));
         ck_assert_status(clt_softmax_cross_entropy(&loss, NULL, x, far), CLT_ERR_DEVICE_MISMATCH);
@@ -232,10 +220,10 @@ static void run_mse(const float *p, const float *t, int64_t rows, int64_t cols, 
 {
     int64_t sp[] = {rows, cols}, st[] = {rows}, ss[] = {cols};
     clt_tensor *tp, *tt, *tl, *tg = NULL, *tm, *ta, *tsc = NULL;
-    ck_assert_ok(clt_from_host(&tp, dev(), CLT_FLOAT32, 2, sp, p));
-    if (flat_target) ck_assert_ok(clt_from_host(&tt, dev(), CLT_FLOAT32, 1, st, t));
-    else ck_assert_ok(clt_from_host(&tt, dev(), CLT_FLOAT32, 2, sp, t));
-    if (scale) ck_assert_ok(clt_from_host(&tsc, dev(), CLT_FLOAT32, 1, ss, scale));
+    ck_assert_ok(clt_from_host(&tp, clt_test_device(), CLT_FLOAT32, 2, sp, p));
+    if (flat_target) ck_assert_ok(clt_from_host(&tt, clt_test_device(), CLT_FLOAT32, 1, st, t));
+    else ck_assert_ok(clt_from_host(&tt, clt_test_device(), CLT_FLOAT32, 2, sp, t));
+    if (scale) ck_assert_ok(clt_from_host(&tsc, clt_test_device(), CLT_FLOAT32, 1, ss, scale));
     ck_assert_ok(clt_mse_loss(&tl, grad ? &tg : NULL, tp, tt));
     ck_assert_int_eq(clt_tensor_ndim(tl), 0);
     ck_assert_ok(clt_item(tl, loss));
@@ -340,13 +328,13 @@ START_TEST(test_mse_errors)
     int64_t s23[] = {2, 3}, s32[] = {3, 2}, s2[] = {2}, s21[] = {2, 1}, s3[] = {3};
     clt_tensor *p, *t32, *ti, *col, *flat, *sc2, *sc3, *loss = (clt_tensor *)1, *grad = (clt_tensor *)1;
     clt_tensor *mae = (clt_tensor *)1;
-    ck_assert_ok(clt_zeros(&p, dev(), CLT_FLOAT32, 2, s23));
-    ck_assert_ok(clt_zeros(&t32, dev(), CLT_FLOAT32, 2, s32));
-    ck_assert_ok(clt_zeros(&ti, dev(), CLT_INT32, 2, s23));
-    ck_assert_ok(clt_zeros(&col, dev(), CLT_FLOAT32, 2, s21));
-    ck_assert_ok(clt_zeros(&flat, dev(), CLT_FLOAT32, 1, s2));
-    ck_assert_ok(clt_zeros(&sc2, dev(), CLT_FLOAT32, 1, s2));
-    ck_assert_ok(clt_zeros(&sc3, dev(), CLT_FLOAT32, 1, s3));
+    ck_assert_ok(clt_zeros(&p, clt_test_device(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&t32, clt_test_device(), CLT_FLOAT32, 2, s32));
+    ck_assert_ok(clt_zeros(&ti, clt_test_device(), CLT_INT32, 2, s23));
+    ck_assert_ok(clt_zeros(&col, clt_test_device(), CLT_FLOAT32, 2, s21));
+    ck_assert_ok(clt_zeros(&flat, clt_test_device(), CLT_FLOAT32, 1, s2));
+    ck_assert_ok(clt_zeros(&sc2, clt_test_device(), CLT_FLOAT32, 1, s2));
+    ck_assert_ok(clt_zeros(&sc3, clt_test_device(), CLT_FLOAT32, 1, s3));
     ck_assert_status(clt_mse_loss(NULL, NULL, p, p), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_mse_loss(&loss, &grad, NULL, p), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(loss);
@@ -375,7 +363,7 @@ START_TEST(test_mse_empty_batch)
 {
     int64_t s[] = {0, 2};
     clt_tensor *p, *loss, *grad;
-    ck_assert_ok(clt_empty(&p, dev(), CLT_FLOAT32, 2, s));
+    ck_assert_ok(clt_empty(&p, clt_test_device(), CLT_FLOAT32, 2, s));
     ck_assert_ok(clt_mse_loss(&loss, &grad, p, p));
     double v;
     ck_assert_ok(clt_item(loss, &v));

@@ -493,7 +493,7 @@ END_TEST
 START_TEST(test_devices_count_separately)
 {
     clt_test_skip_if(clt_num_gpus() < 1, "gpu", "needs a GPU besides the CPU, found none");
-    clt_device g = fresh(clt_gpu(0)), c = fresh(clt_cpu());
+    clt_device g = fresh(clt_gpu(0)), c = fresh(clt_test_cpu());
     clt_tensor *t = alloc_bytes(g, 3 * MIB), *u;
     ck_assert_int_eq(clt_memory_allocated(c), 0);
     ck_assert_ok(clt_copy_to(&u, t, c));

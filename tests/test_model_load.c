@@ -58,7 +58,7 @@ START_TEST(test_mlp_round_trip_with_standardizer)
     char dir[256], path[300];
     clt_test_make_temp_dir(dir, sizeof dir, "model-mlp");
     snprintf(path, sizeof path, "%s/mlp.safetensors", dir);
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     int64_t hiddens[2] = {12, 7};
     clt_model *m;
     ck_assert_ok(clt_model_create_mlp(&m, dev, 6, 2, hiddens, 3, 42));
@@ -127,7 +127,7 @@ START_TEST(test_resmlp_and_regression_round_trip)
     char dir[256], path[300];
     clt_test_make_temp_dir(dir, sizeof dir, "model-res");
     snprintf(path, sizeof path, "%s/res.safetensors", dir);
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     /* A ResMLP saved as the tool saves it, no description beyond the numbers. */
     clt_model *m;
     ck_assert_ok(clt_model_create_resmlp(&m, dev, 10, 8, 2, 4, 3));
@@ -219,7 +219,7 @@ START_TEST(test_capstone_checkpoint_loads)
     char dir[256], path[300];
     clt_test_make_temp_dir(dir, sizeof dir, "model-old");
     snprintf(path, sizeof path, "%s/old.safetensors", dir);
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     clt_model *m;
     ck_assert_ok(clt_model_create_resmlp(&m, dev, 784, 16, 2, 10, 5));
     const char *keys[] = {"format", "cltensor.arch", "cltensor.hiddens", "cltensor.blocks", "cltensor.epoch"};
@@ -261,7 +261,7 @@ START_TEST(test_hostile_metadata_refused)
     char dir[256], path[300];
     clt_test_make_temp_dir(dir, sizeof dir, "model-bad");
     snprintf(path, sizeof path, "%s/bad.safetensors", dir);
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     int64_t h = 4;
     clt_model *m;
     ck_assert_ok(clt_model_create_mlp(&m, dev, 3, 1, &h, 2, 1)); /* 0: Linear(3,4), 1: ReLU, 2: Linear(4,2) */
@@ -357,7 +357,7 @@ START_TEST(test_hostile_standardizer_refused)
     char dir[256], path[300];
     clt_test_make_temp_dir(dir, sizeof dir, "model-pre");
     snprintf(path, sizeof path, "%s/pre.safetensors", dir);
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     int64_t h = 4, three = 3, four = 4;
     clt_model *m;
     ck_assert_ok(clt_model_create_mlp(&m, dev, 3, 1, &h, 2, 1));

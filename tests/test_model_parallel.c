@@ -12,8 +12,8 @@
 static void pick_devices(clt_device *dev)
 {
     int two = clt_num_gpus() >= 2;
-    dev[0] = two ? clt_gpu(0) : clt_cpu();
-    dev[1] = two ? clt_gpu(1) : clt_cpu();
+    dev[0] = two ? clt_gpu(0) : clt_test_cpu();
+    dev[1] = two ? clt_gpu(1) : clt_test_cpu();
 }
 
 /* net = Flatten, Linear(784,h), ReLU, Res, Res, Linear(h,10): layers 0..5. */
@@ -68,7 +68,7 @@ START_TEST(test_split_names_and_values)
 {
     clt_device dev[2];
     pick_devices(dev);
-    clt_model *ref = resmlp(clt_cpu()), *st[2];
+    clt_model *ref = resmlp(clt_test_cpu()), *st[2];
     int first[2] = {0, 4};
     ck_assert_ok(clt_model_split(ref, 2, first, dev, st));
     ck_assert(clt_device_equal(clt_model_device(st[1]), dev[1]));
@@ -149,7 +149,7 @@ static void train_and_compare(int adam, int micro)
         for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) clt_tensor_release(list[i]);
     }
     /* The whole run changed the parameters. */
-    clt_model *init = resmlp(clt_cpu());
+    clt_model *init = resmlp(clt_test_cpu());
     ck_assert_double_gt(tensor_err(clt_model_parameters(ref), clt_model_parameters(init)), 1e-3);
     clt_model_free(init);
     ck_assert_status(clt_pipeline_backward(p, clt_model_parameters(st[1]), NULL), CLT_ERR_INVALID_ARGUMENT);
@@ -190,7 +190,7 @@ START_TEST(test_micro_batches)
     int64_t sizes[] = {1, 37};
     int micro[] = {1, 3, 50};
     for (int i = 0; i < 2; i++) {
-        clt_tensor *x = batch_x(clt_cpu(), sizes[i], 9), *xr, *yr;
+        clt_tensor *x = batch_x(clt_test_cpu(), sizes[i], 9), *xr, *yr;
         ck_assert_ok(clt_to(&xr, x, dev[0]));
         ck_assert_ok(clt_model_forward(ref, xr, &yr));
         for (int j = 0; j < 3; j++) {

@@ -44,7 +44,7 @@ static float *load_params(const char *path, int half, int64_t *n)
 {
     clt_model *m;
     clt_tensor *wide;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 32, 1, 10, 0));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 32, 1, 10, 0));
     if (half) ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
     ck_assert_ok(clt_checkpoint_load(path, m, NULL, NULL));
     *n = clt_model_num_parameter_elements(m);
@@ -97,7 +97,7 @@ static void compare(const char *args)
     double err = clt_test_max_rel_err(b, a, n1);
     ck_assert_msg(half || err < 1e-5, "parameters differ by %g after %s", err, args);
     clt_model *init;
-    ck_assert_ok(clt_model_create_resmlp(&init, clt_cpu(), 784, 32, 1, 10, 0));
+    ck_assert_ok(clt_model_create_resmlp(&init, clt_test_cpu(), 784, 32, 1, 10, 0));
     float *c = clt_test_read(clt_model_parameters(init));
     ck_assert_msg(clt_test_max_rel_err(a, c, n1) > 1e-3, "training changed nothing");
     clt_model_free(init);

@@ -10,8 +10,6 @@
 #include "ops/ops_internal.h"
 #include "ops/tune.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 /* Bytes of the w^T panels an evaluating model keeps for its Linears when
  * the CPU kernels run its products (src/ops/dense.c: panels of the device's
  * default tile's columns, zero-padded), else 0. */
@@ -29,11 +27,11 @@ static int64_t kept_panels(const clt_model *m)
     return bytes;
 }
 
-/* A second device distinct from dev(), when the machine has one. */
-static int other_device(clt_device *out)
+/* The test CPU, when it is a device other than clt_test_device(). */
+static int cpu_apart(clt_device *out)
 {
-    *out = clt_cpu();
-    return clt_device_exists(*out) && !clt_device_equal(*out, dev());
+    *out = clt_test_cpu();
+    return clt_device_exists(*out) && !clt_device_equal(*out, clt_test_device());
 }
 
 static int64_t numel_of(const clt_tensor *t) { return clt_tensor_numel(t); }
@@ -42,7 +40,7 @@ START_TEST(test_resmlp_names_and_layout)
 {
     enum { IN = 784, H = 16, OUT = 10 };
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, dev(), IN, H, 2, OUT, 1));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), IN, H, 2, OUT, 1));
     const char *want[] = {"net.1.weight",        "net.1.bias",          "net.3.body.0.weight", "net.3.body.0.bias",
                           "net.3.body.2.weight", "net.3.body.2.bias",   "net.4.body.0.weight", "net.4.body.0.bias",
                           "net.4.body.2.weight", "net.4.body.2.bias",   "net.5.weight",        "net.5.bias"};
@@ -51,8 +49,8 @@ START_TEST(test_resmlp_names_and_layout)
     ck_assert_int_eq(clt_model_num_parameter_tensors(m), 12);
     int64_t N = (int64_t)H * IN + H + 4 * ((int64_t)H * H + H) + (int64_t)OUT * H + OUT;
     ck_assert_int_eq(clt_model_num_parameter_elements(m), N);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), 4 * N);
-    ck_assert_int_eq(clt_memory_allocated(dev()), 4 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_WEIGHTS), 4 * N);
+    ck_assert_int_eq(clt_memory_allocated(clt_test_device()), 4 * N);
 
     float *flat = clt_test_read(clt_model_parameters(m));
     int64_t offset = 0;
@@ -88,7 +86,7 @@ END_TEST
 START_TEST(test_resmlp_structure)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, dev(), 784, 16, 2, 10, 1));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), 784, 16, 2, 10, 1));
     ck_assert_str_eq(clt_model_prefix(m), "net");
     ck_assert_int_eq(clt_model_num_layers(m), 6);
     static const clt_layer_kind kinds[] = {CLT_LAYER_FLATTEN,  CLT_LAYER_LINEAR,   CLT_LAYER_RELU,
@@ -121,7 +119,7 @@ START_TEST(test_mlp_names)
 {
     int64_t hiddens[] = {7, 3};
     clt_model *m;
-    ck_assert_ok(clt_model_create_mlp(&m, dev(), 5, 2, hiddens, 2, 1));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 5, 2, hiddens, 2, 1));
     const char *want[] = {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"};
     ck_assert_int_eq(clt_model_num_parameter_tensors(m), 6);
     for (int i = 0; i < 6; i++) {
@@ -132,7 +130,7 @@ START_TEST(test_mlp_names)
     ck_assert_int_eq(clt_model_num_parameter_elements(m), 5 * 7 + 7 + 7 * 3 + 3 + 3 * 2 + 2);
     clt_model_free(m);
     clt_model *single;
-    ck_assert_ok(clt_model_create_mlp(&single, dev(), 4, 0, NULL, 3, 1));
+    ck_assert_ok(clt_model_create_mlp(&single, clt_test_device(), 4, 0, NULL, 3, 1));
     ck_assert_int_eq(clt_model_num_parameter_elements(single), 15);
     clt_model_free(single);
     clt_test_assert_no_live_tensors();
@@ -143,9 +141,9 @@ START_TEST(test_init_pytorch_default)
 {
     int64_t hiddens[] = {300};
     clt_model *a, *b, *c;
-    ck_assert_ok(clt_model_create_mlp(&a, dev(), 50, 1, hiddens, 7, 42));
-    ck_assert_ok(clt_model_create_mlp(&b, dev(), 50, 1, hiddens, 7, 42));
-    ck_assert_ok(clt_model_create_mlp(&c, dev(), 50, 1, hiddens, 7, 43));
+    ck_assert_ok(clt_model_create_mlp(&a, clt_test_device(), 50, 1, hiddens, 7, 42));
+    ck_assert_ok(clt_model_create_mlp(&b, clt_test_device(), 50, 1, hiddens, 7, 42));
+    ck_assert_ok(clt_model_create_mlp(&c, clt_test_device(), 50, 1, hiddens, 7, 43));
     int64_t fan_in[] = {50, 50, 300, 300};
     for (int i = 0; i < 4; i++) {
         clt_tensor *p;
@@ -279,7 +277,7 @@ START_TEST(test_resmlp_step_matches_host)
 {
     const float lr = 0.1f, momentum = 0.9f, wd = 0.01f;
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, dev(), RF, RH, RK, RO, 11));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), RF, RH, RK, RO, 11));
     ck_assert_int_eq(clt_model_num_parameter_elements(m), R_N);
     clt_optimizer *opt;
     ck_assert_ok(clt_optimizer_create_sgd(&opt, m, lr, momentum, wd));
@@ -300,8 +298,8 @@ START_TEST(test_resmlp_step_matches_host)
         /* Device: the batch is (B, 3, 4) and Flatten makes it (B, 12). */
         int64_t xs[] = {RB, 3, 4}, ys[] = {RB};
         clt_tensor *x, *lab, *logits, *loss, *dlogits;
-        ck_assert_ok(clt_from_host(&x, dev(), CLT_FLOAT32, 3, xs, xf));
-        ck_assert_ok(clt_from_host(&lab, dev(), CLT_INT32, 1, ys, y));
+        ck_assert_ok(clt_from_host(&x, clt_test_device(), CLT_FLOAT32, 3, xs, xf));
+        ck_assert_ok(clt_from_host(&lab, clt_test_device(), CLT_INT32, 1, ys, y));
         ck_assert_ok(clt_model_zero_grad(m));
         ck_assert_ok(clt_model_forward(m, x, &logits));
         ck_assert_ok(clt_cross_entropy_loss_grad(&loss, &dlogits, logits, lab));
@@ -356,20 +354,20 @@ START_TEST(test_zero_grad_and_accumulation)
 {
     int64_t hiddens[] = {13};
     clt_model *m;
-    ck_assert_ok(clt_model_create_mlp(&m, dev(), 6, 1, hiddens, 3, 5));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 6, 1, hiddens, 3, 5));
     int64_t N = clt_model_num_parameter_elements(m);
     /* No gradients before the first backward, and zero_grad allocates none. */
     ck_assert_ok(clt_model_zero_grad(m));
     ck_assert_ptr_null(clt_model_gradients(m));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_GRADIENTS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_GRADIENTS), 0);
 
     float xf[4 * 6];
     clt_test_fill_uniform(xf, 24, 3, -1, 1);
     int64_t xs[] = {4, 6};
     clt_tensor *x;
-    ck_assert_ok(clt_from_host(&x, dev(), CLT_FLOAT32, 2, xs, xf));
+    ck_assert_ok(clt_from_host(&x, clt_test_device(), CLT_FLOAT32, 2, xs, xf));
     forward_backward(m, x);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_GRADIENTS), 4 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_GRADIENTS), 4 * N);
     float *g1 = clt_test_read(clt_model_gradients(m));
     double norm = 0;
     for (int64_t i = 0; i < N; i++) norm += fabs(g1[i]);
@@ -390,7 +388,7 @@ START_TEST(test_zero_grad_and_accumulation)
     ck_assert_ok(clt_model_zero_grad(m));
     float *g0 = clt_test_read(clt_model_gradients(m));
     for (int64_t i = 0; i < N; i++) ck_assert_float_eq(g0[i], 0.0f);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_GRADIENTS), 4 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_GRADIENTS), 4 * N);
     forward_backward(m, x);
     float *g3 = clt_test_read(clt_model_gradients(m));
     ck_assert_mem_eq(g3, g1, (size_t)N * sizeof(float));
@@ -408,31 +406,31 @@ START_TEST(test_activations_kept_and_freed)
 {
     enum { B = 5, H = 8, K = 3 };
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, dev(), 12, H, K, 4, 1));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), 12, H, K, 4, 1));
     int64_t xs[] = {B, 3, 4};
     clt_tensor *x, *y, *dy;
-    ck_assert_ok(clt_ones(&x, dev(), CLT_FLOAT32, 3, xs));
-    int64_t base = clt_memory_allocated(dev());
+    ck_assert_ok(clt_ones(&x, clt_test_device(), CLT_FLOAT32, 3, xs));
+    int64_t base = clt_memory_allocated(clt_test_device());
 
     /* Training: ReLU outputs and block outputs are kept, B*H floats each:
      * the first ReLU, and per block its two ReLUs and its sum. */
     ck_assert_int_eq(clt_model_training(m), 1);
     ck_assert_ok(clt_model_forward(m, x, &y));
     int64_t kept = 4 * (int64_t)B * H * (1 + 3 * K);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), kept);
-    ck_assert_int_eq(clt_memory_allocated(dev()), base + kept + (int64_t)clt_tensor_nbytes(y));
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), kept);
+    ck_assert_int_eq(clt_memory_allocated(clt_test_device()), base + kept + (int64_t)clt_tensor_nbytes(y));
     /* A second forward replaces what the first kept. */
     clt_tensor_release(y);
     ck_assert_ok(clt_model_forward(m, x, &y));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), kept);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), kept);
     ck_assert_ok(clt_ones_like(&dy, y));
     ck_assert_ok(clt_model_backward(m, dy, NULL));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     /* Backward consumed the forward. */
     ck_assert_status(clt_model_backward(m, dy, NULL), CLT_ERR_INVALID_ARGUMENT);
     clt_tensor_release(y);
     clt_tensor_release(dy);
-    int64_t with_grads = clt_memory_allocated(dev());
+    int64_t with_grads = clt_memory_allocated(clt_test_device());
     ck_assert_int_eq(with_grads, base + 4 * clt_model_num_parameter_elements(m));
 
     /* Inference (no_grad): nothing is kept beyond the output, and on CPU
@@ -440,11 +438,11 @@ START_TEST(test_activations_kept_and_freed)
     clt_model_set_training(m, 0);
     ck_assert_int_eq(clt_model_training(m), 0);
     ck_assert_ok(clt_model_forward(m, x, &y));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     int64_t panels = kept_panels(m);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS),
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_WEIGHTS),
                      4 * clt_model_num_parameter_elements(m) + panels);
-    ck_assert_int_eq(clt_memory_allocated(dev()), with_grads + panels + (int64_t)clt_tensor_nbytes(y));
+    ck_assert_int_eq(clt_memory_allocated(clt_test_device()), with_grads + panels + (int64_t)clt_tensor_nbytes(y));
     ck_assert_ok(clt_ones_like(&dy, y));
     ck_assert_status(clt_model_backward(m, dy, NULL), CLT_ERR_INVALID_ARGUMENT);
     clt_tensor_release(y);
@@ -452,12 +450,12 @@ START_TEST(test_activations_kept_and_freed)
 
     /* Training keeps no packed weights. */
     clt_model_set_training(m, 1);
-    ck_assert_int_eq(clt_memory_allocated(dev()), with_grads);
+    ck_assert_int_eq(clt_memory_allocated(clt_test_device()), with_grads);
     /* Leaving training mode drops a pending forward. */
     ck_assert_ok(clt_model_forward(m, x, &y));
-    ck_assert_int_gt(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_gt(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     clt_model_set_training(m, 0);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     clt_tensor_release(y);
     clt_tensor_release(x);
     clt_model_free(m);
@@ -473,15 +471,15 @@ START_TEST(test_output_kept_by_last_relu)
     ck_assert_ok(clt_model_create(&m, NULL));
     ck_assert_ok(clt_model_add_linear(m, 3, 4));
     ck_assert_ok(clt_model_add_relu(m));
-    ck_assert_ok(clt_model_init(m, dev(), 1));
+    ck_assert_ok(clt_model_init(m, clt_test_device(), 1));
     int64_t xs[] = {2, 3};
     clt_tensor *x, *y, *dy, *dx;
-    ck_assert_ok(clt_ones(&x, dev(), CLT_FLOAT32, 2, xs));
+    ck_assert_ok(clt_ones(&x, clt_test_device(), CLT_FLOAT32, 2, xs));
     ck_assert_ok(clt_model_forward(m, x, &y));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 2 * 4 * 4);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 2 * 4 * 4);
     ck_assert_ok(clt_ones_like(&dy, y));
     ck_assert_ok(clt_model_backward(m, dy, &dx));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     ck_assert_int_eq(clt_tensor_category(y), CLT_MEM_OTHER);
     ck_assert_int_eq(clt_tensor_dim(dx, 1), 3);
     clt_tensor_release(x);
@@ -496,33 +494,33 @@ END_TEST
 START_TEST(test_model_to)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 6, 5, 1, 3, 2));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 6, 5, 1, 3, 2));
     int64_t N = clt_model_num_parameter_elements(m);
     float *before = clt_test_read(clt_model_parameters(m));
     int64_t xs[] = {2, 6};
     clt_tensor *x, *y, *dy;
-    ck_assert_ok(clt_ones(&x, clt_cpu(), CLT_FLOAT32, 2, xs));
+    ck_assert_ok(clt_ones(&x, clt_test_cpu(), CLT_FLOAT32, 2, xs));
     forward_backward(m, x);
     float *gbefore = clt_test_read(clt_model_gradients(m));
 
-    ck_assert_ok(clt_model_to(m, dev()));
-    ck_assert(clt_device_equal(clt_model_device(m), dev()));
-    ck_assert(clt_device_equal(clt_tensor_device(clt_model_parameters(m)), dev()));
-    ck_assert(clt_device_equal(clt_tensor_device(clt_model_gradients(m)), dev()));
+    ck_assert_ok(clt_model_to(m, clt_test_device()));
+    ck_assert(clt_device_equal(clt_model_device(m), clt_test_device()));
+    ck_assert(clt_device_equal(clt_tensor_device(clt_model_parameters(m)), clt_test_device()));
+    ck_assert(clt_device_equal(clt_tensor_device(clt_model_gradients(m)), clt_test_device()));
     for (int i = 0; i < clt_model_num_parameter_tensors(m); i++) {
         clt_tensor *p, *g;
         ck_assert_ok(clt_model_named_parameter(m, i, NULL, &p, &g));
-        ck_assert(clt_device_equal(clt_tensor_device(p), dev()));
-        ck_assert(clt_device_equal(clt_tensor_device(g), dev()));
+        ck_assert(clt_device_equal(clt_tensor_device(p), clt_test_device()));
+        ck_assert(clt_device_equal(clt_tensor_device(g), clt_test_device()));
     }
     float *after = clt_test_read(clt_model_parameters(m)), *gafter = clt_test_read(clt_model_gradients(m));
     ck_assert_mem_eq(before, after, (size_t)N * sizeof(float));
     ck_assert_mem_eq(gbefore, gafter, (size_t)N * sizeof(float));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), 4 * N);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_GRADIENTS), 4 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_WEIGHTS), 4 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_GRADIENTS), 4 * N);
 
     clt_device other;
-    if (other_device(&other)) {
+    if (cpu_apart(&other)) {
         /* Everything left the CPU; an input left behind is refused. */
         ck_assert_int_eq(clt_memory_allocated_category(other, CLT_MEM_WEIGHTS), 0);
         ck_assert_int_eq(clt_memory_allocated_category(other, CLT_MEM_GRADIENTS), 0);
@@ -530,11 +528,11 @@ START_TEST(test_model_to)
         ck_assert_ptr_null(y);
     }
     clt_tensor *xd;
-    ck_assert_ok(clt_to(&xd, x, dev()));
+    ck_assert_ok(clt_to(&xd, x, clt_test_device()));
     ck_assert_ok(clt_model_forward(m, xd, &y));
-    ck_assert(clt_device_equal(clt_tensor_device(y), dev()));
+    ck_assert(clt_device_equal(clt_tensor_device(y), clt_test_device()));
     ck_assert_ok(clt_ones_like(&dy, y));
-    if (other_device(&other)) {
+    if (cpu_apart(&other)) {
         clt_tensor *dy_other;
         ck_assert_ok(clt_to(&dy_other, dy, other));
         ck_assert_status(clt_model_backward(m, dy_other, NULL), CLT_ERR_DEVICE_MISMATCH);
@@ -545,7 +543,7 @@ START_TEST(test_model_to)
     ck_assert_ok(clt_model_backward(m, dy, NULL));
     /* Moving to where it is already is a no-op. */
     clt_tensor *flat = clt_model_parameters(m);
-    ck_assert_ok(clt_model_to(m, dev()));
+    ck_assert_ok(clt_model_to(m, clt_test_device()));
     ck_assert_ptr_eq(clt_model_parameters(m), flat);
     free(before);
     free(after);
@@ -564,7 +562,7 @@ START_TEST(test_clip_grad_norm)
 {
     int64_t hiddens[] = {9};
     clt_model *m;
-    ck_assert_ok(clt_model_create_mlp(&m, dev(), 7, 1, hiddens, 4, 3));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 7, 1, hiddens, 4, 3));
     double norm;
     ck_assert_ok(clt_model_clip_grad_norm(m, 1.0, &norm));
     ck_assert_double_eq(norm, 0.0);
@@ -572,7 +570,7 @@ START_TEST(test_clip_grad_norm)
     clt_test_fill_uniform(xf, 21, 8, -3, 3);
     int64_t xs[] = {3, 7};
     clt_tensor *x;
-    ck_assert_ok(clt_from_host(&x, dev(), CLT_FLOAT32, 2, xs, xf));
+    ck_assert_ok(clt_from_host(&x, clt_test_device(), CLT_FLOAT32, 2, xs, xf));
     forward_backward(m, x);
     int64_t N = clt_model_num_parameter_elements(m);
     float *g = clt_test_read(clt_model_gradients(m));
@@ -610,11 +608,11 @@ START_TEST(test_errors)
     ck_assert_ok(clt_model_add_residual(m, 3));
     int64_t xs[] = {2, 4};
     clt_tensor *x, *y = NULL;
-    ck_assert_ok(clt_ones(&x, dev(), CLT_FLOAT32, 2, xs));
+    ck_assert_ok(clt_ones(&x, clt_test_device(), CLT_FLOAT32, 2, xs));
     ck_assert_status(clt_model_forward(m, x, &y), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_status(clt_model_to(m, dev()), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_ok(clt_model_init(m, dev(), 1));
-    ck_assert_status(clt_model_init(m, dev(), 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_model_to(m, clt_test_device()), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ok(clt_model_init(m, clt_test_device(), 1));
+    ck_assert_status(clt_model_init(m, clt_test_device(), 1), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_model_add_relu(m), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_model_forward(m, NULL, &y), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_model_forward(m, x, NULL), CLT_ERR_INVALID_ARGUMENT);
@@ -622,20 +620,20 @@ START_TEST(test_errors)
     /* A wrong input width names the layer. */
     int64_t bad[] = {2, 5};
     clt_tensor *xb;
-    ck_assert_ok(clt_ones(&xb, dev(), CLT_FLOAT32, 2, bad));
+    ck_assert_ok(clt_ones(&xb, clt_test_device(), CLT_FLOAT32, 2, bad));
     ck_assert_status(clt_model_forward(m, xb, &y), CLT_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "net.0"));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     clt_tensor *xi;
-    ck_assert_ok(clt_zeros(&xi, dev(), CLT_INT32, 2, xs));
+    ck_assert_ok(clt_zeros(&xi, clt_test_device(), CLT_INT32, 2, xs));
     ck_assert_status(clt_model_forward(m, xi, &y), CLT_ERR_UNSUPPORTED);
 
     /* dy must match the forward output. */
     ck_assert_ok(clt_model_forward(m, x, &y));
     clt_tensor *dy;
-    ck_assert_ok(clt_ones(&dy, dev(), CLT_FLOAT32, 2, (int64_t[]){3, 3}));
+    ck_assert_ok(clt_ones(&dy, clt_test_device(), CLT_FLOAT32, 2, (int64_t[]){3, 3}));
     ck_assert_status(clt_model_backward(m, dy, NULL), CLT_ERR_SHAPE);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_ACTIVATIONS), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS), 0);
     ck_assert_status(clt_model_backward(m, NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_model_zero_grad(NULL), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(clt_model_num_parameter_elements(NULL), 0);
@@ -644,9 +642,9 @@ START_TEST(test_errors)
 
     int64_t h[] = {3};
     clt_model *bad_mlp = (clt_model *)&h; /* a non-NULL sentinel: failures must reset it */
-    ck_assert_status(clt_model_create_mlp(&bad_mlp, dev(), 4, 1, NULL, 2, 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_model_create_mlp(&bad_mlp, clt_test_device(), 4, 1, NULL, 2, 1), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(bad_mlp);
-    ck_assert_status(clt_model_create_resmlp(&bad_mlp, dev(), 4, 0, 1, 2, 1), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_model_create_resmlp(&bad_mlp, clt_test_device(), 4, 0, 1, 2, 1), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_model_create_mlp(&bad_mlp, clt_gpu(97), 4, 1, h, 2, 1), CLT_ERR_NO_DEVICE);
     ck_assert_ptr_null(bad_mlp);
 
@@ -668,10 +666,10 @@ START_TEST(test_model_to_pinned_refused)
 {
     int64_t hidden[] = {3};
     clt_model *m;
-    ck_assert_ok(clt_model_create_mlp(&m, clt_cpu(), 4, 1, hidden, 2, 1));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), 4, 1, hidden, 2, 1));
     ck_assert_status(clt_model_to(m, clt_pinned()), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "pinned"));
-    ck_assert(clt_device_equal(clt_model_device(m), clt_cpu()));
+    ck_assert(clt_device_equal(clt_model_device(m), clt_test_cpu()));
     clt_model_free(m);
     clt_test_assert_no_live_tensors();
 }

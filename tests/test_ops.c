@@ -5,18 +5,6 @@
 
 #include "support.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
-/* Some device other than dev(), when there is one. */
-static int other_device(clt_device *out)
-{
-    for (int i = 0; i < clt_device_list_count(); i++) {
-        ck_assert_ok(clt_device_list_entry(i, out));
-        if (!clt_device_equal(*out, dev())) return 1;
-    }
-    return 0;
-}
-
 static const int64_t sizes[] = {1, 7, 13, 257, 1000};
 
 static float *random_floats(int64_t n, uint64_t seed)
@@ -33,7 +21,7 @@ static clt_tensor *view_of(const float *x, int64_t n, clt_tensor **base)
     for (int i = 0; i < 3; i++) buf[i] = buf[n + 3 + i] = 42.0f;
     memcpy(buf + 3, x, (size_t)n * sizeof *x);
     int64_t shape[] = {n + 6};
-    ck_assert_ok(clt_from_host(base, dev(), CLT_FLOAT32, 1, shape, buf));
+    ck_assert_ok(clt_from_host(base, clt_test_device(), CLT_FLOAT32, 1, shape, buf));
     free(buf);
     clt_tensor *v;
     ck_assert_ok(clt_narrow(&v, *base, 3, n));
@@ -102,7 +90,7 @@ START_TEST(test_fill_int32)
 {
     int64_t shape[] = {3, 5};
     clt_tensor *t;
-    ck_assert_ok(clt_zeros(&t, dev(), CLT_INT32, 2, shape));
+    ck_assert_ok(clt_zeros(&t, clt_test_device(), CLT_INT32, 2, shape));
     ck_assert_ok(clt_fill_(t, -7));
     int32_t got[15];
     ck_assert_ok(clt_to_host(t, got, sizeof got));
@@ -147,7 +135,7 @@ START_TEST(test_relu_nan_passes)
     float x[3] = {NAN, -1.0f, 2.0f};
     int64_t shape[] = {3};
     clt_tensor *tx, *ty;
-    ck_assert_ok(clt_from_host(&tx, dev(), CLT_FLOAT32, 1, shape, x));
+    ck_assert_ok(clt_from_host(&tx, clt_test_device(), CLT_FLOAT32, 1, shape, x));
     ck_assert_ok(clt_relu(&ty, tx));
     float *y = clt_test_read(ty);
     ck_assert(isnan(y[0]));
@@ -164,8 +152,8 @@ START_TEST(test_zero_size)
 {
     int64_t shape[] = {0, 4};
     clt_tensor *a, *b, *y, *dx;
-    ck_assert_ok(clt_empty(&a, dev(), CLT_FLOAT32, 2, shape));
-    ck_assert_ok(clt_empty(&b, dev(), CLT_FLOAT32, 2, shape));
+    ck_assert_ok(clt_empty(&a, clt_test_device(), CLT_FLOAT32, 2, shape));
+    ck_assert_ok(clt_empty(&b, clt_test_device(), CLT_FLOAT32, 2, shape));
     ck_assert_ok(clt_fill_(a, 1));
     ck_assert_ok(clt_scale_(a, 2));
     ck_assert_ok(clt_axpy_(a, 2, b));
@@ -185,9 +173,9 @@ START_TEST(test_errors)
 {
     int64_t s3[] = {3}, s4[] = {4};
     clt_tensor *a, *b, *i, *out = (clt_tensor *)1;
-    ck_assert_ok(clt_zeros(&a, dev(), CLT_FLOAT32, 1, s3));
-    ck_assert_ok(clt_zeros(&b, dev(), CLT_FLOAT32, 1, s4));
-    ck_assert_ok(clt_zeros(&i, dev(), CLT_INT32, 1, s3));
+    ck_assert_ok(clt_zeros(&a, clt_test_device(), CLT_FLOAT32, 1, s3));
+    ck_assert_ok(clt_zeros(&b, clt_test_device(), CLT_FLOAT32, 1, s4));
+    ck_assert_ok(clt_zeros(&i, clt_test_device(), CLT_INT32, 1, s3));
     ck_assert_status(clt_fill_(NULL, 1), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_scale_(NULL, 1), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_scale_(i, 1), CLT_ERR_UNSUPPORTED);
@@ -200,7 +188,7 @@ START_TEST(test_errors)
     ck_assert_status(clt_relu(NULL, a), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_relu_backward(&out, a, b), CLT_ERR_SHAPE);
     clt_device other;
-    if (other_device(&other)) {
+    if (clt_test_other_device(&other)) {
         clt_tensor *far;
         ck_assert_ok(clt_zeros(&far, other, CLT_FLOAT32, 1, s3));
         ck_assert_status(clt_add_(a, far), CLT_ERR_DEVICE_MISMATCH);
@@ -219,10 +207,10 @@ START_TEST(test_shapes_match_exactly)
 {
     int64_t s23[] = {2, 3}, s32[] = {3, 2}, s2[] = {2}, s21[] = {2, 1};
     clt_tensor *a, *b, *i2, *i21, *out = NULL;
-    ck_assert_ok(clt_zeros(&a, dev(), CLT_FLOAT32, 2, s23));
-    ck_assert_ok(clt_zeros(&b, dev(), CLT_FLOAT32, 2, s32));
-    ck_assert_ok(clt_zeros(&i2, dev(), CLT_INT32, 1, s2));
-    ck_assert_ok(clt_zeros(&i21, dev(), CLT_INT32, 2, s21));
+    ck_assert_ok(clt_zeros(&a, clt_test_device(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&b, clt_test_device(), CLT_FLOAT32, 2, s32));
+    ck_assert_ok(clt_zeros(&i2, clt_test_device(), CLT_INT32, 1, s2));
+    ck_assert_ok(clt_zeros(&i21, clt_test_device(), CLT_INT32, 2, s21));
     ck_assert_status(clt_add_(a, b), CLT_ERR_SHAPE);
     ck_assert_msg(strstr(clt_last_error(), "clt_add_: shapes (2, 3) and (3, 2) differ"), "%s", clt_last_error());
     ck_assert_status(clt_axpy_(a, 2, b), CLT_ERR_SHAPE);
@@ -238,8 +226,8 @@ START_TEST(test_shapes_match_exactly)
     /* Two one-element tensors match: a loss of shape () adds into a (1) total. */
     int64_t s1[] = {1};
     clt_tensor *total, *loss;
-    ck_assert_ok(clt_zeros(&total, dev(), CLT_FLOAT32, 1, s1));
-    ck_assert_ok(clt_full(&loss, dev(), CLT_FLOAT32, 0, NULL, 2.5));
+    ck_assert_ok(clt_zeros(&total, clt_test_device(), CLT_FLOAT32, 1, s1));
+    ck_assert_ok(clt_full(&loss, clt_test_device(), CLT_FLOAT32, 0, NULL, 2.5));
     ck_assert_ok(clt_axpy_(total, 2, loss));
     double v;
     ck_assert_ok(clt_item(total, &v));

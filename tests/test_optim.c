@@ -6,8 +6,6 @@
 
 #include "support.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 static clt_model *small_model(clt_device d)
 {
     int64_t hiddens[] = {11};
@@ -34,13 +32,13 @@ static void backward_once(clt_model *m, uint64_t seed)
 
 START_TEST(test_lazy_state)
 {
-    clt_model *m = small_model(dev());
+    clt_model *m = small_model(clt_test_device());
     int64_t N = clt_model_num_parameter_elements(m);
     clt_optimizer *adam, *sgdm, *sgd;
     ck_assert_ok(clt_optimizer_create_adam(&adam, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0));
     ck_assert_ok(clt_optimizer_create_sgd(&sgdm, m, 0.1f, 0.9f, 0));
     ck_assert_ok(clt_optimizer_create_sgd(&sgd, m, 0.1f, 0, 0));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_OPTIMIZER), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_OPTIMIZER), 0);
     ck_assert_int_eq(clt_optimizer_num_states(adam), 2);
     ck_assert_int_eq(clt_optimizer_num_states(sgdm), 1);
     ck_assert_int_eq(clt_optimizer_num_states(sgd), 0);
@@ -49,15 +47,15 @@ START_TEST(test_lazy_state)
     float *p0 = clt_test_read(clt_model_parameters(m));
     ck_assert_ok(clt_optimizer_step(adam));
     ck_assert_int_eq(clt_optimizer_steps(adam), 0);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_OPTIMIZER), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_OPTIMIZER), 0);
     float *p1 = clt_test_read(clt_model_parameters(m));
     ck_assert_mem_eq(p0, p1, (size_t)N * sizeof(float));
 
     backward_once(m, 1);
-    int64_t before = clt_memory_allocated(dev());
+    int64_t before = clt_memory_allocated(clt_test_device());
     ck_assert_ok(clt_optimizer_step(adam));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_OPTIMIZER), 8 * N);
-    ck_assert_int_eq(clt_memory_allocated(dev()), before + 8 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_OPTIMIZER), 8 * N);
+    ck_assert_int_eq(clt_memory_allocated(clt_test_device()), before + 8 * N);
     for (int i = 0; i < 2; i++) {
         const char *name;
         clt_tensor *st;
@@ -65,26 +63,26 @@ START_TEST(test_lazy_state)
         ck_assert_str_eq(name, i == 0 ? "exp_avg" : "exp_avg_sq");
         ck_assert_int_eq(clt_tensor_numel(st), N);
         ck_assert_int_eq(clt_tensor_category(st), CLT_MEM_OPTIMIZER);
-        ck_assert(clt_device_equal(clt_tensor_device(st), dev()));
+        ck_assert(clt_device_equal(clt_tensor_device(st), clt_test_device()));
     }
     ck_assert_ok(clt_optimizer_step(adam));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_OPTIMIZER), 8 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_OPTIMIZER), 8 * N);
     ck_assert_int_eq(clt_optimizer_steps(adam), 2);
 
     ck_assert_ok(clt_optimizer_step(sgdm));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_OPTIMIZER), 12 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_OPTIMIZER), 12 * N);
     const char *name;
     ck_assert_ok(clt_optimizer_state(sgdm, 0, &name, NULL));
     ck_assert_str_eq(name, "momentum_buffer");
     ck_assert_ok(clt_optimizer_step(sgd));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_OPTIMIZER), 12 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_OPTIMIZER), 12 * N);
     ck_assert_status(clt_optimizer_state(sgd, 0, NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
 
     clt_optimizer_free(adam);
     clt_optimizer_free(sgdm);
     clt_optimizer_free(sgd);
     clt_optimizer_free(NULL);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_OPTIMIZER), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_OPTIMIZER), 0);
     free(p0);
     free(p1);
     clt_model_free(m);
@@ -97,7 +95,7 @@ END_TEST
 static void check_against_host(int adam, float lr, float momentum, float wd, int decoupled)
 {
     const float b1 = 0.8f, b2 = 0.95f, eps = 1e-6f;
-    clt_model *m = small_model(dev());
+    clt_model *m = small_model(clt_test_device());
     int64_t N = clt_model_num_parameter_elements(m);
     clt_optimizer *opt;
     if (adam)
@@ -168,7 +166,7 @@ END_TEST
 
 START_TEST(test_schedule_and_restore)
 {
-    clt_model *m = small_model(dev());
+    clt_model *m = small_model(clt_test_device());
     int64_t N = clt_model_num_parameter_elements(m);
     clt_optimizer *opt;
     ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 1));
@@ -181,14 +179,14 @@ START_TEST(test_schedule_and_restore)
     ck_assert_status(clt_optimizer_set_steps(opt, -1), CLT_ERR_INVALID_ARGUMENT);
     /* init_state makes zeroed state ready for a checkpoint to fill. */
     ck_assert_ok(clt_optimizer_init_state(opt));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_OPTIMIZER), 8 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_OPTIMIZER), 8 * N);
     clt_tensor *st;
     ck_assert_ok(clt_optimizer_state(opt, 1, NULL, &st));
     float *v = clt_test_read(st);
     for (int64_t i = 0; i < N; i++) ck_assert_float_eq(v[i], 0.0f);
     free(v);
     ck_assert_ok(clt_optimizer_init_state(opt));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_OPTIMIZER), 8 * N);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_OPTIMIZER), 8 * N);
     backward_once(m, 3);
     ck_assert_ok(clt_optimizer_step(opt));
     ck_assert_int_eq(clt_optimizer_steps(opt), 42);
@@ -200,8 +198,8 @@ END_TEST
 
 START_TEST(test_state_follows_parameters)
 {
-    clt_device other = clt_cpu();
-    clt_test_skip_if(!clt_device_exists(other) || clt_device_equal(other, dev()), "gpu",
+    clt_device other = clt_test_cpu();
+    clt_test_skip_if(!clt_device_exists(other) || clt_device_equal(other, clt_test_device()), "gpu",
                      "needs a GPU besides the CPU");
     clt_model *m = small_model(other);
     clt_optimizer *opt;
@@ -212,7 +210,7 @@ START_TEST(test_state_follows_parameters)
     ck_assert_ok(clt_optimizer_state(opt, 0, NULL, &st));
     ck_assert(clt_device_equal(clt_tensor_device(st), other));
     /* The model moved after the state was born: the step refuses. */
-    ck_assert_ok(clt_model_to(m, dev()));
+    ck_assert_ok(clt_model_to(m, clt_test_device()));
     ck_assert_status(clt_optimizer_step(opt), CLT_ERR_DEVICE_MISMATCH);
     ck_assert_status(clt_optimizer_init_state(opt), CLT_ERR_DEVICE_MISMATCH);
     clt_optimizer_free(opt);
@@ -220,7 +218,7 @@ START_TEST(test_state_follows_parameters)
     ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0));
     ck_assert_ok(clt_optimizer_step(opt));
     ck_assert_ok(clt_optimizer_state(opt, 0, NULL, &st));
-    ck_assert(clt_device_equal(clt_tensor_device(st), dev()));
+    ck_assert(clt_device_equal(clt_tensor_device(st), clt_test_device()));
     ck_assert_int_eq(clt_memory_allocated_category(other, CLT_MEM_OPTIMIZER), 0);
     clt_optimizer_free(opt);
     clt_model_free(m);
@@ -230,7 +228,7 @@ END_TEST
 
 START_TEST(test_invalid_arguments)
 {
-    clt_model *m = small_model(dev());
+    clt_model *m = small_model(clt_test_device());
     clt_optimizer *opt = (clt_optimizer *)m; /* a non-NULL sentinel: failures must reset it */
     ck_assert_status(clt_optimizer_create_sgd(&opt, m, -0.1f, 0, 0), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(opt);
@@ -263,12 +261,12 @@ START_TEST(test_convert_after_optimizer_refused)
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     int32_t y[2] = {0, 1};
     clt_tensor *tx, *ty, *logits, *loss, *dlogits;
-    ck_assert_ok(clt_from_host(&tx, clt_cpu(), CLT_FLOAT32, 2, xs, x));
-    ck_assert_ok(clt_from_host(&ty, clt_cpu(), CLT_INT32, 1, ys, y));
+    ck_assert_ok(clt_from_host(&tx, clt_test_cpu(), CLT_FLOAT32, 2, xs, x));
+    ck_assert_ok(clt_from_host(&ty, clt_test_cpu(), CLT_INT32, 1, ys, y));
     for (int round_trip = 0; round_trip < 2; round_trip++) {
         clt_model *m;
         clt_optimizer *opt;
-        ck_assert_ok(clt_model_create_mlp(&m, clt_cpu(), 4, 1, hidden, 2, 1));
+        ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), 4, 1, hidden, 2, 1));
         ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0));
         ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
         if (round_trip) ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT32));

@@ -6,18 +6,6 @@
 
 #include "support.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
-/* Some device other than dev(), when there is one. */
-static int other_device(clt_device *out)
-{
-    for (int i = 0; i < clt_device_list_count(); i++) {
-        ck_assert_ok(clt_device_list_entry(i, out));
-        if (!clt_device_equal(*out, dev())) return 1;
-    }
-    return 0;
-}
-
 static const int64_t sizes[] = {1, 13, 257};
 
 /* A view of n elements at offset 2 in a padded tensor. */
@@ -27,7 +15,7 @@ static clt_tensor *upload(const float *x, int64_t n, clt_tensor **base)
     for (int i = 0; i < 2; i++) buf[i] = buf[n + 2 + i] = 77.0f;
     memcpy(buf + 2, x, (size_t)n * sizeof *x);
     int64_t shape[] = {n + 4};
-    ck_assert_ok(clt_from_host(base, dev(), CLT_FLOAT32, 1, shape, buf));
+    ck_assert_ok(clt_from_host(base, clt_test_device(), CLT_FLOAT32, 1, shape, buf));
     free(buf);
     clt_tensor *v;
     ck_assert_ok(clt_narrow(&v, *base, 2, n));
@@ -55,7 +43,7 @@ static void check_sgd(int64_t n, float lr, float momentum, float wd)
         clt_test_fill_uniform(g, n, 10 * (uint64_t)step + (uint64_t)n, -1, 1);
         int64_t shape[] = {n};
         clt_tensor *tg;
-        ck_assert_ok(clt_from_host(&tg, dev(), CLT_FLOAT32, 1, shape, g));
+        ck_assert_ok(clt_from_host(&tg, clt_test_device(), CLT_FLOAT32, 1, shape, g));
         ck_assert_ok(clt_sgd_step_(tp, tg, momentum != 0 ? tbuf : NULL, lr, momentum, wd, step == 1));
         clt_tensor_release(tg);
         for (int64_t i = 0; i < n; i++) {
@@ -104,7 +92,7 @@ static void check_adam(int64_t n, float lr, float wd, int decoupled)
         clt_test_fill_uniform(g, n, 20 * (uint64_t)step + (uint64_t)n, -1, 1);
         int64_t shape[] = {n};
         clt_tensor *tg;
-        ck_assert_ok(clt_from_host(&tg, dev(), CLT_FLOAT32, 1, shape, g));
+        ck_assert_ok(clt_from_host(&tg, clt_test_device(), CLT_FLOAT32, 1, shape, g));
         ck_assert_ok(clt_adam_step_(tp, tg, tm, tv, lr, b1, b2, eps, wd, decoupled, step));
         clt_tensor_release(tg);
         double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
@@ -145,10 +133,10 @@ START_TEST(test_empty_param)
 {
     int64_t shape[] = {0};
     clt_tensor *p, *g, *m, *v;
-    ck_assert_ok(clt_empty(&p, dev(), CLT_FLOAT32, 1, shape));
-    ck_assert_ok(clt_empty(&g, dev(), CLT_FLOAT32, 1, shape));
-    ck_assert_ok(clt_empty(&m, dev(), CLT_FLOAT32, 1, shape));
-    ck_assert_ok(clt_empty(&v, dev(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_empty(&p, clt_test_device(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_empty(&g, clt_test_device(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_empty(&m, clt_test_device(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_empty(&v, clt_test_device(), CLT_FLOAT32, 1, shape));
     ck_assert_ok(clt_sgd_step_(p, g, m, 0.1f, 0.9f, 0, 1));
     ck_assert_ok(clt_adam_step_(p, g, m, v, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0, 1));
     clt_tensor_release(p);
@@ -163,10 +151,10 @@ START_TEST(test_errors)
 {
     int64_t s3[] = {3}, s4[] = {4};
     clt_tensor *p, *g4, *m, *i;
-    ck_assert_ok(clt_zeros(&p, dev(), CLT_FLOAT32, 1, s3));
-    ck_assert_ok(clt_zeros(&g4, dev(), CLT_FLOAT32, 1, s4));
-    ck_assert_ok(clt_zeros(&m, dev(), CLT_FLOAT32, 1, s3));
-    ck_assert_ok(clt_zeros(&i, dev(), CLT_INT32, 1, s3));
+    ck_assert_ok(clt_zeros(&p, clt_test_device(), CLT_FLOAT32, 1, s3));
+    ck_assert_ok(clt_zeros(&g4, clt_test_device(), CLT_FLOAT32, 1, s4));
+    ck_assert_ok(clt_zeros(&m, clt_test_device(), CLT_FLOAT32, 1, s3));
+    ck_assert_ok(clt_zeros(&i, clt_test_device(), CLT_INT32, 1, s3));
     ck_assert_status(clt_sgd_step_(NULL, m, NULL, 0.1f, 0, 0, 1), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_sgd_step_(p, g4, NULL, 0.1f, 0, 0, 1), CLT_ERR_SHAPE);
     ck_assert_status(clt_sgd_step_(p, i, NULL, 0.1f, 0, 0, 1), CLT_ERR_UNSUPPORTED);
@@ -179,7 +167,7 @@ START_TEST(test_errors)
     ck_assert_status(clt_adam_step_(p, m, g4, m, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0, 1), CLT_ERR_SHAPE);
     ck_assert_status(clt_adam_step_(p, m, i, m, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0, 1), CLT_ERR_UNSUPPORTED);
     clt_device other;
-    if (other_device(&other)) {
+    if (clt_test_other_device(&other)) {
         clt_tensor *far;
         ck_assert_ok(clt_zeros(&far, other, CLT_FLOAT32, 1, s3));
         ck_assert_status(clt_sgd_step_(p, far, NULL, 0.1f, 0, 0, 1), CLT_ERR_DEVICE_MISMATCH);

@@ -57,7 +57,7 @@ static clt_model *small_model(void)
 {
     clt_model *m = NULL;
     int64_t hiddens[] = {8};
-    ck_assert_ok(clt_model_create_mlp(&m, clt_cpu(), 784, 1, hiddens, 10, 3));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), 784, 1, hiddens, 10, 3));
     return m;
 }
 

@@ -16,13 +16,11 @@
 #include "ops/tune.h"
 #include "nn/nn_internal.h"
 
-static clt_device dev(void) { return clt_cpu(); }
-
 /* 1 when dev's products run the CPU kernels, the only ones that pack. */
 static int cpu_kernels(void)
 {
     int slot, cpu = 0;
-    ck_assert_ok(clt__resolve(dev(), &slot));
+    ck_assert_ok(clt__resolve(clt_test_cpu(), &slot));
     ck_assert_ok(clt__dense_cpu(slot, &cpu));
     return cpu;
 }
@@ -86,7 +84,7 @@ static clt_tensor *weight_view(clt_tensor *flat, int64_t at, int64_t n, int64_t 
 static clt_tensor *random_tensor(int64_t rows, int64_t cols, uint64_t seed)
 {
     float *h = clt_test_random_floats(rows * cols, seed);
-    clt_tensor *t = clt_test_upload(dev(), h, rows, cols);
+    clt_tensor *t = clt_test_upload(clt_test_cpu(), h, rows, cols);
     free(h);
     return t;
 }
@@ -107,7 +105,7 @@ START_TEST(test_packed_products)
     clt__cpu_cache_sizes_override(l1, l2 / 4);
     l2 /= 4;
     int slot;
-    ck_assert_ok(clt__resolve(dev(), &slot));
+    ck_assert_ok(clt__resolve(clt_test_cpu(), &slot));
     clt__gemm_tile tile = clt__cpu_tile_default(slot);
     int64_t kc = (int64_t)clt__cpu_gemm_blocking(1 << 20, 1 << 20, 1 << 20, tile).kc;
     int64_t bk = kc + kc / 2 + 7, bm = (int64_t)(2 * l2 / ((size_t)bk * sizeof(float))) + 13;
@@ -156,9 +154,9 @@ START_TEST(test_packed_refresh_after_writes)
     ck_assert_ok(clt_reshape(&params, flat, 1, fs));
     clt_tensor *g2 = random_tensor(1, total, 3);
     ck_assert_ok(clt_reshape(&grads, g2, 1, fs));
-    ck_assert_ok(clt_zeros(&buf, dev(), CLT_FLOAT32, 1, fs));
-    ck_assert_ok(clt_zeros(&m1, dev(), CLT_FLOAT32, 1, fs));
-    ck_assert_ok(clt_zeros(&v1, dev(), CLT_FLOAT32, 1, fs));
+    ck_assert_ok(clt_zeros(&buf, clt_test_cpu(), CLT_FLOAT32, 1, fs));
+    ck_assert_ok(clt_zeros(&m1, clt_test_cpu(), CLT_FLOAT32, 1, fs));
+    ck_assert_ok(clt_zeros(&v1, clt_test_cpu(), CLT_FLOAT32, 1, fs));
     src = random_tensor(N, K, 4);
     clt__packed_weight pw;
     memset(&pw, 0, sizeof pw);
@@ -239,7 +237,7 @@ static float *forward(clt_model *m, clt_tensor *x)
 static void assert_fresh(clt_model *m, clt_tensor *x, int64_t rows, int64_t outs)
 {
     clt_model *f;
-    ck_assert_ok(clt_model_create_resmlp(&f, dev(), 12, 24, 2, 5, 99));
+    ck_assert_ok(clt_model_create_resmlp(&f, clt_test_cpu(), 12, 24, 2, 5, 99));
     ck_assert_ok(clt_copy_(clt_model_parameters(f), clt_model_parameters(m)));
     clt_model_set_training(f, 0);
     float *got = forward(m, x), *want = forward(f, x);
@@ -260,7 +258,7 @@ START_TEST(test_model_keeps_panels)
                      clt_test_cpu_name());
     enum { ROWS = 6, OUTS = 5 };
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, dev(), 12, 24, 2, OUTS, 7));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 12, 24, 2, OUTS, 7));
     int lin = m->nlinears;
     clt_tensor *x = random_tensor(ROWS, 12, 8);
     int64_t n = clt_model_num_parameter_elements(m);
@@ -279,7 +277,7 @@ START_TEST(test_model_keeps_panels)
     ck_assert_int_eq(model_packs(m), lin);
     free(forward(m, x));
     ck_assert_int_eq(model_packs(m), lin);
-    int64_t kept = clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS) - 4 * n;
+    int64_t kept = clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS) - 4 * n;
     ck_assert_int_gt(kept, 0);
 
     clt_optimizer *sgd, *adam;
@@ -292,7 +290,7 @@ START_TEST(test_model_keeps_panels)
     assert_fresh(m, x, ROWS, OUTS);
     ck_assert_int_eq(model_packs(m), 3 * lin);
     /* Repacking reuses the buffers. */
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS) - 4 * n, kept);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS) - 4 * n, kept);
 
     /* A checkpoint saved now, then overwritten parameters, then the load. */
     char dir[256], path[300];
@@ -325,19 +323,19 @@ START_TEST(test_model_keeps_panels)
 
     /* Training mode frees them; so does a dtype conversion. */
     clt_model_set_training(m, 1);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), 4 * n);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS), 4 * n);
     clt_model_set_training(m, 0);
     free(forward(m, x));
-    ck_assert_int_gt(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), 4 * n);
+    ck_assert_int_gt(clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS), 4 * n);
     clt_optimizer_free(sgd);
     clt_optimizer_free(adam);
     ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), 2 * n);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS), 2 * n);
     /* A float16 model packs per call and keeps nothing. */
     clt_tensor *y16;
     ck_assert_ok(clt_model_forward(m, x, &y16));
     clt_tensor_release(y16);
-    ck_assert_int_eq(clt_memory_allocated_category(dev(), CLT_MEM_WEIGHTS), 2 * n);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS), 2 * n);
 
     clt_tensor_release(x);
     clt_model_free(m);

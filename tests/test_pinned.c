@@ -13,7 +13,7 @@
 static int devices(clt_device *out)
 {
     int n = 0;
-    out[n++] = clt_cpu();
+    out[n++] = clt_test_cpu();
     for (int i = 0; i < 2 && i < clt_num_gpus(); i++) out[n++] = clt_gpu(i);
     return n;
 }
@@ -75,7 +75,7 @@ START_TEST(test_host_ptr_and_round_trip)
         clt_tensor_release(back);
     }
     clt_tensor *dev_t;
-    ck_assert_ok(clt_ones(&dev_t, clt_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_ones(&dev_t, clt_test_cpu(), CLT_FLOAT32, 1, shape));
     void *none;
     ck_assert_status(clt_tensor_host_ptr(dev_t, 0, &none), CLT_ERR_UNSUPPORTED);
     ck_assert_int_eq(clt_tensor_in_flight(dev_t), 0);
@@ -156,7 +156,7 @@ START_TEST(test_write_waits_when_asked)
     int64_t shape[] = {N};
     clt_tensor *p, *d;
     ck_assert_ok(clt_from_host(&p, clt_pinned(), CLT_FLOAT32, 1, shape, data));
-    ck_assert_ok(clt_to_async(&d, p, clt_cpu(), NULL));
+    ck_assert_ok(clt_to_async(&d, p, clt_test_cpu(), NULL));
     uint64_t before = clt_sync_count(clt_pinned());
     ck_assert_ok(clt_tensor_write(p, other, sizeof other, 1));
     ck_assert_int_eq(clt_tensor_in_flight(p), 0);
@@ -219,12 +219,12 @@ START_TEST(test_release_in_flight_does_not_wait)
     clt_test_fill_uniform(data, N, 10, 0, 1);
     int64_t shape[] = {N};
     clt_tensor *p, *d, *w;
-    ck_assert_ok(clt_ones(&w, clt_cpu(), CLT_FLOAT32, 1, shape));
-    ck_assert_ok(clt_synchronize(clt_cpu()));
+    ck_assert_ok(clt_ones(&w, clt_test_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_synchronize(clt_test_cpu()));
     ck_assert_ok(clt_from_host(&p, clt_pinned(), CLT_FLOAT32, 1, shape, data));
-    cl_event gate = clt_test_close_gate(clt_cpu());
+    cl_event gate = clt_test_close_gate(clt_test_cpu());
     clt_sync_set_debug(CLT_SYNC_DEBUG_ERROR);
-    ck_assert_ok(clt_to_async(&d, p, clt_cpu(), NULL));
+    ck_assert_ok(clt_to_async(&d, p, clt_test_cpu(), NULL));
     clt_tensor_release(p);
     /* Same size: would reuse p's block if it were freed now. */
     clt_tensor *p2;

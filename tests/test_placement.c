@@ -176,15 +176,15 @@ START_TEST(test_copy_cpu_gpu)
     if (clt_num_gpus() < 1) {
         clt_tensor *t, *c = (clt_tensor *)&t;
         int64_t shape[] = {4};
-        ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_FLOAT32, 1, shape));
+        ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape));
         ck_assert_status(clt_copy_to(&c, t, clt_gpu(0)), CLT_ERR_NO_DEVICE);
         ck_assert_ptr_null(c);
         clt_tensor_release(t);
         clt_test_assert_no_live_tensors();
         return;
     }
-    check_copy_between(clt_cpu(), clt_gpu(0));
-    check_copy_between(clt_gpu(0), clt_cpu());
+    check_copy_between(clt_test_cpu(), clt_gpu(0));
+    check_copy_between(clt_gpu(0), clt_test_cpu());
 }
 END_TEST
 
@@ -278,7 +278,7 @@ static void check_mismatch(clt_device da, clt_device db)
 START_TEST(test_device_mismatch)
 {
     if (clt_num_gpus() >= 2) check_mismatch(clt_gpu(0), clt_gpu(1));
-    if (clt_num_gpus() >= 1) check_mismatch(clt_cpu(), clt_gpu(0));
+    if (clt_num_gpus() >= 1) check_mismatch(clt_test_cpu(), clt_gpu(0));
     if (clt_num_gpus() == 0) ck_assert_int_eq(clt_device_list_count(), 1); /* one device: nothing to mismatch */
 }
 END_TEST

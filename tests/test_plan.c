@@ -13,15 +13,13 @@
 
 #include "support.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 static clt_tensor *batch_x(int64_t rows, int64_t cols)
 {
     float *host = malloc((size_t)(rows * cols) * sizeof *host);
     clt_test_fill_uniform(host, rows * cols, (uint64_t)rows, -1.0f, 1.0f);
     int64_t shape[2] = {rows, cols};
     clt_tensor *t;
-    ck_assert_ok(clt_from_host(&t, dev(), CLT_FLOAT32, 2, shape, host));
+    ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_FLOAT32, 2, shape, host));
     free(host);
     return t;
 }
@@ -31,7 +29,7 @@ static clt_tensor *batch_labels(int64_t rows, int classes)
     int32_t *host = malloc((size_t)rows * sizeof *host);
     for (int64_t i = 0; i < rows; i++) host[i] = (int32_t)(i * 7 % classes);
     clt_tensor *t;
-    ck_assert_ok(clt_from_host(&t, dev(), CLT_INT32, 1, &rows, host));
+    ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_INT32, 1, &rows, host));
     free(host);
     return t;
 }
@@ -44,7 +42,7 @@ static void make_loss_sum(void)
 {
     int64_t one = 1;
     clt_tensor_release(loss_sum);
-    ck_assert_ok(clt_zeros(&loss_sum, dev(), CLT_FLOAT32, 1, &one));
+    ck_assert_ok(clt_zeros(&loss_sum, clt_test_device(), CLT_FLOAT32, 1, &one));
 }
 
 static void free_loss_sum(void)
@@ -77,11 +75,11 @@ static void measure(clt_model *m, clt_optimizer *opt, int64_t rows, int64_t in, 
     clt_tensor *x = batch_x(rows, in), *y = batch_labels(rows, classes);
     int64_t steps = clt_optimizer_steps(opt);
     ck_assert_ok(train_step(m, opt, x, y));
-    ck_assert_ok(clt_synchronize(dev()));
-    ck_assert_ok(clt_memory_reset_peak(dev()));
+    ck_assert_ok(clt_synchronize(clt_test_device()));
+    ck_assert_ok(clt_memory_reset_peak(clt_test_device()));
     ck_assert_ok(train_step(m, opt, x, y));
-    *peak = clt_memory_max_allocated(dev());
-    *peak_act = clt_memory_max_allocated_category(dev(), CLT_MEM_ACTIVATIONS);
+    *peak = clt_memory_max_allocated(clt_test_device());
+    *peak_act = clt_memory_max_allocated_category(clt_test_device(), CLT_MEM_ACTIVATIONS);
     ck_assert_int_eq(clt_optimizer_steps(opt), steps + 2);
     clt_tensor_release(x);
     clt_tensor_release(y);
@@ -109,7 +107,7 @@ static void check_step(clt_model *m, int64_t in, int classes, int segments, clt_
         o.momentum = kind == CLT_OPTIMIZER_SGD ? 0.9f : 0.0f;
         o.dtype = dt;
         o.recompute_blocks = segments;
-        o.device = dev();
+        o.device = clt_test_device();
         clt_plan p;
         ck_assert_ok(clt_plan_step(m, &o, &p));
         ck_assert_int_eq(p.input_features, in);
@@ -142,7 +140,7 @@ START_TEST(test_exercise1_mlp)
 {
     int64_t hiddens[3] = {512, 512, 512};
     clt_model *m;
-    ck_assert_ok(clt_model_create_mlp(&m, dev(), 256, 3, hiddens, 10, 0));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 256, 3, hiddens, 10, 0));
     check_model(m, 256, 10, 0);
     clt_model_free(m);
     clt_test_assert_no_live_tensors();
@@ -157,7 +155,7 @@ START_TEST(test_exercise1_packed_rows)
 {
     int64_t hiddens[2] = {1024, 1024};
     clt_model *m;
-    ck_assert_ok(clt_model_create_mlp(&m, dev(), 1024, 2, hiddens, 10, 0));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 1024, 2, hiddens, 10, 0));
     clt_optimizer *opt;
     ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.01f, 0.0f, 0.0f));
     make_loss_sum();
@@ -165,7 +163,7 @@ START_TEST(test_exercise1_packed_rows)
     for (int k = 0; k < 2; k++) {
         clt_plan_options o = clt_plan_default_options();
         o.batch_size = batches[k];
-        o.device = dev();
+        o.device = clt_test_device();
         clt_plan p;
         ck_assert_ok(clt_plan_step(m, &o, &p));
         int64_t peak, peak_act;
@@ -186,7 +184,7 @@ START_TEST(test_exercise1_resmlp)
     int sizes[] = {0, CLT_RECOMPUTE_AUTO, 3};
     for (int k = 0; k < 3; k++) {
         clt_model *m;
-        ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
+        ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), 48, 64, 7, 10, 1));
         check_model(m, 48, 10, sizes[k]);
         clt_model_free(m);
     }
@@ -205,7 +203,7 @@ START_TEST(test_exercise1_half)
     const clt_optimizer_kind kinds[] = {CLT_OPTIMIZER_ADAM, CLT_OPTIMIZER_SGD};
     for (int k = 0; k < 2; k++) {
         clt_model *m;
-        ck_assert_ok(clt_model_create_mlp(&m, dev(), 256, 3, hiddens, 10, 0));
+        ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 256, 3, hiddens, 10, 0));
         ck_assert_float_eq(clt_model_loss_scale(m), 65536.0f);
         check_step(m, 256, 10, 0, CLT_FLOAT16, kinds[k]);
         clt_model_free(m);
@@ -213,7 +211,7 @@ START_TEST(test_exercise1_half)
     const int sizes[] = {0, CLT_RECOMPUTE_AUTO, 3};
     for (int k = 0; k < 3; k++) {
         clt_model *m;
-        ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
+        ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), 48, 64, 7, 10, 1));
         check_step(m, 48, 10, sizes[k], CLT_FLOAT16, kinds[k % 2]);
         clt_model_free(m);
     }
@@ -234,7 +232,7 @@ START_TEST(test_any_model)
     const int depth[] = {1, 2, 5};
     for (int k = 0; k < 3; k++) {
         clt_model *m;
-        ck_assert_ok(clt_model_create_mlp(&m, dev(), 40, depth[k], hiddens[k], 7, 0));
+        ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 40, depth[k], hiddens[k], 7, 0));
         check_step(m, 40, 7, 0, k == 2 ? CLT_FLOAT16 : CLT_FLOAT32, k == 2 ? CLT_OPTIMIZER_ADAM : CLT_OPTIMIZER_SGD);
         clt_model_free(m);
     }
@@ -248,7 +246,7 @@ START_TEST(test_any_model)
     ck_assert_ok(clt_model_add_residual(m, 48));
     ck_assert_ok(clt_model_add_linear(m, 48, 5));
     ck_assert_ok(clt_model_add_relu(m));
-    ck_assert_ok(clt_model_init(m, dev(), 3));
+    ck_assert_ok(clt_model_init(m, clt_test_device(), 3));
     check_step(m, 24, 5, 1, CLT_FLOAT32, CLT_OPTIMIZER_ADAM);
     clt_model_free(m);
     clt_test_assert_no_live_tensors();
@@ -262,12 +260,12 @@ END_TEST
 START_TEST(test_half_halves)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), 48, 64, 7, 10, 1));
     int64_t n = clt_model_num_parameter_elements(m);
     clt_plan_options o = clt_plan_default_options();
     o.batch_size = 1024;
     o.optimizer = CLT_OPTIMIZER_ADAM;
-    o.device = dev();
+    o.device = clt_test_device();
     clt_plan f32, f16;
     ck_assert_ok(clt_plan_step(m, &o, &f32));
     o.dtype = CLT_FLOAT16;
@@ -304,13 +302,13 @@ START_TEST(test_exercise1_unfused)
     int64_t hiddens[3] = {512, 512, 512};
     clt_plan_options o = clt_plan_default_options();
     o.batch_size = 256;
-    o.device = dev();
+    o.device = clt_test_device();
     clt_plan unfused[2], fused[2];
     /* One model at a time: the measured peak is the device's. */
     for (int k = 0; k < 2; k++) {
         clt_model *m;
-        if (k == 0) ck_assert_ok(clt_model_create_mlp(&m, dev(), 256, 3, hiddens, 10, 0));
-        else ck_assert_ok(clt_model_create_resmlp(&m, dev(), 48, 64, 7, 10, 1));
+        if (k == 0) ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 256, 3, hiddens, 10, 0));
+        else ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), 48, 64, 7, 10, 1));
         ck_assert_int_eq(setenv("CLT_FUSE", "0", 1), 0);
         check_model(m, k ? 48 : 256, 10, 0);
         if (k) check_model(m, 48, 10, 3);
@@ -358,25 +356,25 @@ static clt_status trainer_step(clt_model *m, clt_optimizer *opt, int64_t rows)
  * status, and the peak reserved memory. */
 static clt_status from_scratch(int64_t cap, int segments, int half, int64_t batch, int64_t *reserved)
 {
-    ck_assert_ok(clt_memory_empty_cache(dev()));
-    ck_assert_ok(clt_memory_reset_peak(dev()));
-    ck_assert_ok(clt_memory_set_cap(dev(), cap));
+    ck_assert_ok(clt_memory_empty_cache(clt_test_device()));
+    ck_assert_ok(clt_memory_reset_peak(clt_test_device()));
+    ck_assert_ok(clt_memory_set_cap(clt_test_device(), cap));
     clt_model *m = NULL;
     clt_optimizer *opt = NULL;
-    clt_status s = clt_model_create_resmlp(&m, dev(), IN, H, BLOCKS, OUT, 2);
+    clt_status s = clt_model_create_resmlp(&m, clt_test_device(), IN, H, BLOCKS, OUT, 2);
     if (s == CLT_OK && half) s = clt_model_to_dtype(m, CLT_FLOAT16);
     if (s == CLT_OK) s = clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0);
     if (s == CLT_OK) s = clt_model_set_recompute(m, segments);
     int64_t one = 1;
-    if (s == CLT_OK) s = clt_zeros(&loss_sum, dev(), CLT_FLOAT32, 1, &one);
+    if (s == CLT_OK) s = clt_zeros(&loss_sum, clt_test_device(), CLT_FLOAT32, 1, &one);
     for (int k = 0; k < 2 && s == CLT_OK; k++) s = trainer_step(m, opt, batch);
-    if (s == CLT_OK) s = clt_synchronize(dev());
-    *reserved = clt_memory_max_reserved(dev());
+    if (s == CLT_OK) s = clt_synchronize(clt_test_device());
+    *reserved = clt_memory_max_reserved(clt_test_device());
     free_loss_sum();
     clt_optimizer_free(opt);
     clt_model_free(m);
-    ck_assert_ok(clt_memory_set_cap(dev(), 0));
-    ck_assert_ok(clt_memory_empty_cache(dev()));
+    ck_assert_ok(clt_memory_set_cap(clt_test_device(), 0));
+    ck_assert_ok(clt_memory_empty_cache(clt_test_device()));
     if (s != CLT_OK) ck_assert_int_eq(s, CLT_ERR_OUT_OF_MEMORY);
     return s;
 }
@@ -404,7 +402,7 @@ static clt_plan_options resmlp_options(int segments)
     clt_plan_options o = clt_plan_default_options();
     o.optimizer = CLT_OPTIMIZER_ADAM;
     o.recompute_blocks = segments;
-    o.device = dev();
+    o.device = clt_test_device();
     return o;
 }
 
@@ -415,7 +413,7 @@ START_TEST(test_exercise2_cap)
     for (int ck = 0; ck < 2; ck++) {
         int segments = ck ? CLT_RECOMPUTE_AUTO : 0;
         clt_model *m;
-        ck_assert_ok(clt_model_create_resmlp(&m, dev(), IN, H, BLOCKS, OUT, 2));
+        ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), IN, H, BLOCKS, OUT, 2));
         clt_plan_options o = resmlp_options(segments);
         ck_assert_ok(clt_plan_max_batch(m, &o, cap, 1 << 20, &predicted[ck]));
         /* The largest batch whose tensor bytes alone fit. */
@@ -456,7 +454,7 @@ START_TEST(test_reserved_uncapped)
         for (int k = 0; k < 3; k++) {
             int segments = ck ? CLT_RECOMPUTE_AUTO : 0;
             clt_model *m;
-            ck_assert_ok(clt_model_create_resmlp(&m, dev(), IN, H, BLOCKS, OUT, 2));
+            ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), IN, H, BLOCKS, OUT, 2));
             clt_plan_options o = resmlp_options(segments);
             o.batch_size = batches[k];
             o.dtype = half ? CLT_FLOAT16 : CLT_FLOAT32;
@@ -479,9 +477,9 @@ END_TEST
 START_TEST(test_errors_and_report)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, dev(), 8, 16, 4, 3, 1));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), 8, 16, 4, 3, 1));
     clt_plan_options o = clt_plan_default_options();
-    o.device = dev();
+    o.device = clt_test_device();
     clt_plan p;
     ck_assert_status(clt_plan_step(NULL, &o, &p), CLT_ERR_INVALID_ARGUMENT);
     o.batch_size = 0;

@@ -10,8 +10,6 @@
 
 #include "support.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 /* The counters two runs must share: everything the book and the tensors
  * decide (the cap aside, which the caller sets). */
 static void assert_same_stats(clt_device a, clt_device b, const char *what)
@@ -119,7 +117,7 @@ static void program(clt_device d, int segments, int half, double *loss)
 
 static void same_program(int segments, int half)
 {
-    clt_device real = dev(), plan = clt_plan_device(real);
+    clt_device real = clt_test_device(), plan = clt_plan_device(real);
     double real_loss = 0, plan_loss = -1;
     uint64_t s0 = clt_sync_count(real), p0 = clt_sync_count(plan);
     program(real, segments, half, &real_loss);
@@ -146,7 +144,7 @@ END_TEST
 /* Names, existence, what is refused, and that fills and kernels are skipped. */
 START_TEST(test_device_values)
 {
-    clt_device real = dev(), plan = clt_plan_device(real);
+    clt_device real = clt_test_device(), plan = clt_plan_device(real);
     char name[32], want[40];
     ck_assert_ok(clt_device_name(real, want + 5, sizeof want - 5));
     memcpy(want, "plan:", 5);
@@ -195,7 +193,7 @@ END_TEST
 /* The cap of the device planned for, and a cap of its own. */
 START_TEST(test_caps)
 {
-    clt_device plan = clt_plan_device(dev());
+    clt_device plan = clt_plan_device(clt_test_device());
     ck_assert_ok(clt_memory_set_cap(plan, 4 << 20));
     int64_t n = 2 << 20;
     clt_tensor *a = NULL, *b = NULL;

@@ -74,7 +74,7 @@ START_TEST(test_classifier_tool_agrees_with_library)
     snprintf(input, sizeof input, "%s/train-layout.csv", dir);
     snprintf(feats, sizeof feats, "%s/features.csv", dir);
     snprintf(preds, sizeof preds, "%s/preds.csv", dir);
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     int64_t h = 9;
     clt_model *m;
     ck_assert_ok(clt_model_create_mlp(&m, dev, WIDTH, 1, &h, 3, 11));
@@ -161,7 +161,7 @@ START_TEST(test_regression_in_target_units)
     clt_test_make_temp_dir(dir, sizeof dir, "predict-reg");
     snprintf(model, sizeof model, "%s/r.safetensors", dir);
     snprintf(feats, sizeof feats, "%s/features.csv", dir);
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     int64_t h = 6;
     clt_model *m;
     ck_assert_ok(clt_model_create_mlp(&m, dev, WIDTH, 1, &h, 1, 3));

@@ -84,7 +84,7 @@ static clt_memory_record *record_steps(clt_device dev, int ckpt)
 
 START_TEST(test_samples_sum_to_counters)
 {
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     clt_memory_record *r = record_steps(dev, 0);
     int64_t n = clt_memory_record_count(r);
     ck_assert_msg(n > 20, "only %lld samples for two steps", (long long)n);
@@ -119,7 +119,7 @@ END_TEST
 
 START_TEST(test_checkpointing_marks_recompute)
 {
-    clt_memory_record *r = record_steps(clt_cpu(), 2);
+    clt_memory_record *r = record_steps(clt_test_cpu(), 2);
     int recompute = 0;
     for (int i = 0; i < clt_memory_record_num_phases(r); i++)
         recompute += strcmp(clt_memory_record_phase(r, i), "step 1 backward: recompute net.3-net.4") == 0;
@@ -144,7 +144,7 @@ START_TEST(test_svg_names_the_peak)
 {
     char dir[64];
     clt_test_make_temp_dir(dir, sizeof dir, "record");
-    clt_memory_record *r = record_steps(clt_cpu(), 0);
+    clt_memory_record *r = record_steps(clt_test_cpu(), 0);
     char path[128];
     char *svg = write_svg(r, dir, path, sizeof path);
     clt_memory_sample s;
@@ -179,7 +179,7 @@ START_TEST(test_svg_escapes_hostile_names)
 {
     char dir[64];
     clt_test_make_temp_dir(dir, sizeof dir, "record-names");
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     char cut[160], cut_drawn[160];
     memset(cut, 'c', 126);
     strcpy(cut + 126, "\xc3\xa9"); /* 'e' acute: its first byte is the 127th */

@@ -6,18 +6,6 @@
 
 #include "support.h"
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
-/* Some device other than dev(), when there is one. */
-static int other_device(clt_device *out)
-{
-    for (int i = 0; i < clt_device_list_count(); i++) {
-        ck_assert_ok(clt_device_list_entry(i, out));
-        if (!clt_device_equal(*out, dev())) return 1;
-    }
-    return 0;
-}
-
 static float *random_floats(int64_t n, uint64_t seed)
 {
     float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
@@ -33,7 +21,7 @@ static clt_tensor *view_of(const float *x, int64_t rows, int64_t cols, clt_tenso
     for (int64_t i = 0; i < total; i++) buf[i] = 1000.0f;
     if (rows * cols > 0) memcpy(buf + 2 * cols, x, (size_t)(rows * cols) * sizeof *x);
     int64_t shape[] = {rows + 4, cols};
-    ck_assert_ok(clt_from_host(base, dev(), CLT_FLOAT32, 2, shape, buf));
+    ck_assert_ok(clt_from_host(base, clt_test_device(), CLT_FLOAT32, 2, shape, buf));
     free(buf);
     clt_tensor *v;
     ck_assert_ok(clt_narrow(&v, *base, 2, rows));
@@ -82,7 +70,7 @@ START_TEST(test_sum_empty)
 {
     int64_t shape[] = {0, 3};
     clt_tensor *x, *s, *m;
-    ck_assert_ok(clt_empty(&x, dev(), CLT_FLOAT32, 2, shape));
+    ck_assert_ok(clt_empty(&x, clt_test_device(), CLT_FLOAT32, 2, shape));
     ck_assert_ok(clt_sum(&s, x));
     ck_assert_ok(clt_mean(&m, x));
     ck_assert(item(s) == 0.0);
@@ -168,8 +156,8 @@ START_TEST(test_count_equal)
         }
         int64_t shape[] = {n};
         clt_tensor *ta, *tb, *tc;
-        ck_assert_ok(clt_from_host(&ta, dev(), CLT_INT32, 1, shape, a));
-        ck_assert_ok(clt_from_host(&tb, dev(), CLT_INT32, 1, shape, b));
+        ck_assert_ok(clt_from_host(&ta, clt_test_device(), CLT_INT32, 1, shape, a));
+        ck_assert_ok(clt_from_host(&tb, clt_test_device(), CLT_INT32, 1, shape, b));
         ck_assert_ok(clt_count_equal(&tc, ta, tb));
         ck_assert_int_eq(clt_tensor_dtype(tc), CLT_FLOAT32);
         ck_assert(item(tc) == (double)want);
@@ -182,7 +170,7 @@ START_TEST(test_count_equal)
     }
     int64_t zero[] = {0};
     clt_tensor *ta, *tc;
-    ck_assert_ok(clt_empty(&ta, dev(), CLT_INT32, 1, zero));
+    ck_assert_ok(clt_empty(&ta, clt_test_device(), CLT_INT32, 1, zero));
     ck_assert_ok(clt_count_equal(&tc, ta, ta));
     ck_assert(item(tc) == 0.0);
     clt_tensor_release(ta);
@@ -195,11 +183,11 @@ START_TEST(test_errors)
 {
     int64_t s3[] = {3}, s23[] = {2, 3}, s20[] = {2, 0}, s4[] = {4};
     clt_tensor *f1, *f2, *i1, *i4, *e, *out = (clt_tensor *)1;
-    ck_assert_ok(clt_zeros(&f1, dev(), CLT_FLOAT32, 1, s3));
-    ck_assert_ok(clt_zeros(&f2, dev(), CLT_FLOAT32, 2, s23));
-    ck_assert_ok(clt_zeros(&i1, dev(), CLT_INT32, 1, s3));
-    ck_assert_ok(clt_zeros(&i4, dev(), CLT_INT32, 1, s4));
-    ck_assert_ok(clt_empty(&e, dev(), CLT_FLOAT32, 2, s20));
+    ck_assert_ok(clt_zeros(&f1, clt_test_device(), CLT_FLOAT32, 1, s3));
+    ck_assert_ok(clt_zeros(&f2, clt_test_device(), CLT_FLOAT32, 2, s23));
+    ck_assert_ok(clt_zeros(&i1, clt_test_device(), CLT_INT32, 1, s3));
+    ck_assert_ok(clt_zeros(&i4, clt_test_device(), CLT_INT32, 1, s4));
+    ck_assert_ok(clt_empty(&e, clt_test_device(), CLT_FLOAT32, 2, s20));
     ck_assert_status(clt_sum(NULL, f1), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_sum(&out, NULL), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(out);
@@ -211,7 +199,7 @@ START_TEST(test_errors)
     ck_assert_status(clt_count_equal(&out, f1, i1), CLT_ERR_UNSUPPORTED);
     ck_assert_status(clt_count_equal(&out, i1, i4), CLT_ERR_SHAPE);
     clt_device other;
-    if (other_device(&other)) {
+    if (clt_test_other_device(&other)) {
         clt_tensor *far;
         ck_assert_ok(clt_zeros(&far, other, CLT_INT32, 1, s3));
         ck_assert_status(clt_count_equal(&out, i1, far), CLT_ERR_DEVICE_MISMATCH);

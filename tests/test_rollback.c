@@ -29,7 +29,7 @@ typedef struct fixture {
 static void fixture_make(fixture *f, int half)
 {
     memset(f, 0, sizeof *f);
-    f->dev = clt_cpu();
+    f->dev = clt_test_cpu();
     float xs[B * IN];
     int32_t ys[B];
     clt_test_fill_uniform(xs, B * IN, 3, -1.0f, 1.0f);
@@ -218,7 +218,7 @@ static void rewrite(const char *src, const char *dst, const char *victim, clt_te
             if (!replacement) continue;
             tensors[k] = clt_tensor_retain(replacement);
         } else {
-            ck_assert_ok(clt_safetensors_read(f, fi.name, clt_cpu(), &tensors[k]));
+            ck_assert_ok(clt_safetensors_read(f, fi.name, clt_test_cpu(), &tensors[k]));
         }
         names[k++] = fi.name;
     }
@@ -298,13 +298,13 @@ static int make_bad_files(const fixture *f, const char *good, char paths[][160],
         int64_t shape[CLT_MAX_DIMS];
         memcpy(shape, fi.shape, (size_t)fi.ndim * sizeof *shape);
         shape[fi.ndim - 1] -= 1;
-        ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_FLOAT32, fi.ndim, shape));
+        ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_FLOAT32, fi.ndim, shape));
         whys[n] = "the last optimizer tensor has the wrong shape";
         rewrite(good, path_in_dir(paths[n], sizeof paths[n], "shape.safetensors"), victim, t, NULL, NULL);
         clt_tensor_release(t);
         /* The same shape in int32: every check of presence and shape passes,
          * the read of that last tensor fails. */
-        ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_INT32, fi.ndim, fi.shape));
+        ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_INT32, fi.ndim, fi.shape));
         n++;
         whys[n] = "the last optimizer tensor is I32";
         rewrite(good, path_in_dir(paths[n], sizeof paths[n], "dtype.safetensors"), victim, t, NULL, NULL);
@@ -419,7 +419,7 @@ START_TEST(test_failed_load_creates_no_state)
     clt_safetensors_info fi;
     ck_assert_ok(clt_safetensors_get_info(sf, clt_safetensors_find(sf, victim), &fi));
     clt_tensor *t;
-    ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_INT32, fi.ndim, fi.shape));
+    ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_INT32, fi.ndim, fi.shape));
     clt_safetensors_free(sf);
     rewrite(good, path_in_dir(bad, sizeof bad, "dtype.safetensors"), victim, t, NULL, NULL);
     clt_tensor_release(t);
@@ -538,23 +538,12 @@ END_TEST
 
 /* ---- host waits ---- */
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    static char text[1 << 20];
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    text[len] = '\0';
-    fclose(f);
-    return text;
-}
-
 START_TEST(test_trace_stop_is_a_sync_point)
 {
     clt_test_make_temp_dir(dir, sizeof dir, "rollback");
     char path[160];
     path_in_dir(path, sizeof path, "trace.json");
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     int64_t shape[] = {1024};
     clt_tensor *a;
     ck_assert_ok(clt_zeros(&a, dev, CLT_FLOAT32, 1, shape));
@@ -570,9 +559,9 @@ START_TEST(test_trace_stop_is_a_sync_point)
     ck_assert_int_eq(clt_sync_count(dev), 0);
     ck_assert_ok(clt_trace_stop());
     ck_assert_int_eq(clt_sync_count(dev), 1);
-    char *text = read_file(path);
-    ck_assert_ptr_nonnull(text);
+    char *text = clt_test_read_file(path);
     ck_assert_msg(strstr(text, "\"name\":\"clt_trace_stop\",\"cat\":\"sync\""), "trace:\n%.3000s", text);
+    free(text);
     clt_tensor_release(a);
     clt_test_remove_dir(dir);
     clt_test_assert_no_live_tensors();
@@ -587,7 +576,7 @@ START_TEST(test_callback_fallback_is_a_sync_point)
     clt_test_make_temp_dir(dir, sizeof dir, "rollback");
     char path[160];
     path_in_dir(path, sizeof path, "trace.json");
-    clt_device dev = clt_cpu();
+    clt_device dev = clt_test_cpu();
     float host[256] = {0};
     host[255] = 7.0f;
     int64_t shape[] = {256};
@@ -610,10 +599,10 @@ START_TEST(test_callback_fallback_is_a_sync_point)
     ck_assert_ok(clt_to_host(a, back, sizeof back));
     ck_assert_float_eq(back[255], 7.0f);
     ck_assert_ok(clt_trace_stop());
-    char *text = read_file(path);
-    ck_assert_ptr_nonnull(text);
+    char *text = clt_test_read_file(path);
     ck_assert_msg(strstr(text, "\"a host-to-device write (freeing its staging copy: no callback)\",\"cat\":\"sync\""),
                   "trace:\n%.3000s", text);
+    free(text);
     clt_tensor_release(a);
     clt_test_remove_dir(dir);
     clt_test_assert_no_live_tensors();

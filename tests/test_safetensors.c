@@ -94,12 +94,12 @@ START_TEST(test_round_trip_is_exact)
     int32_t ints[11];
     for (int i = 0; i < 11; i++) ints[i] = (i - 5) * 1000003;
     clt_tensor *t[6];
-    ck_assert_ok(clt_from_host(&t[0], clt_cpu(), CLT_FLOAT32, 2, s0, a));
-    ck_assert_ok(clt_from_host(&t[1], clt_cpu(), CLT_FLOAT32, 1, s1, b));
-    ck_assert_ok(clt_from_host(&t[2], clt_cpu(), CLT_FLOAT32, 3, s2, c));
-    ck_assert_ok(clt_from_host(&t[3], clt_cpu(), CLT_FLOAT32, 0, NULL, &scalar));
-    ck_assert_ok(clt_empty(&t[4], clt_cpu(), CLT_FLOAT32, 2, s4));
-    ck_assert_ok(clt_from_host(&t[5], clt_cpu(), CLT_INT32, 1, s5, ints));
+    ck_assert_ok(clt_from_host(&t[0], clt_test_cpu(), CLT_FLOAT32, 2, s0, a));
+    ck_assert_ok(clt_from_host(&t[1], clt_test_cpu(), CLT_FLOAT32, 1, s1, b));
+    ck_assert_ok(clt_from_host(&t[2], clt_test_cpu(), CLT_FLOAT32, 3, s2, c));
+    ck_assert_ok(clt_from_host(&t[3], clt_test_cpu(), CLT_FLOAT32, 0, NULL, &scalar));
+    ck_assert_ok(clt_empty(&t[4], clt_test_cpu(), CLT_FLOAT32, 2, s4));
+    ck_assert_ok(clt_from_host(&t[5], clt_test_cpu(), CLT_INT32, 1, s5, ints));
     const char *names[] = {"net.1.weight", "net.1.bias", "net.3.body.0.weight", "step", "empty", "counts"};
     const char *keys[] = {"format", "arch"}, *values[] = {"pt", "ResMLPClassifier(h=7, k=1)"};
     ck_assert_ok(clt_safetensors_save(path, 6, names, t, 2, keys, values));
@@ -132,7 +132,7 @@ START_TEST(test_round_trip_is_exact)
         ck_assert_uint_eq(info.end - info.begin, clt_tensor_nbytes(t[i]));
 
         clt_tensor *r;
-        ck_assert_ok(clt_safetensors_read(f, names[i], clt_cpu(), &r));
+        ck_assert_ok(clt_safetensors_read(f, names[i], clt_test_cpu(), &r));
         ck_assert_int_eq(clt_tensor_dtype(r), clt_tensor_dtype(t[i]));
         ck_assert_int_eq(clt_tensor_numel(r), clt_tensor_numel(t[i]));
         size_t nb = clt_tensor_nbytes(t[i]);
@@ -155,14 +155,14 @@ START_TEST(test_round_trip_is_exact)
     }
     ck_assert_int_eq(clt_safetensors_find(f, "net.9.weight"), -1);
     clt_tensor *r = NULL;
-    ck_assert_status(clt_safetensors_read(f, "net.9.weight", clt_cpu(), &r), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_safetensors_read(f, "net.9.weight", clt_test_cpu(), &r), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "net.9.weight"));
     ck_assert_ptr_null(r);
     ck_assert_status(clt_safetensors_read_into(f, "net.1.weight", t[2]), CLT_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "(7, 13)"));
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "(3, 5, 2)"));
     clt_tensor *wrong_dtype;
-    ck_assert_ok(clt_zeros(&wrong_dtype, clt_cpu(), CLT_INT32, 1, s1));
+    ck_assert_ok(clt_zeros(&wrong_dtype, clt_test_cpu(), CLT_INT32, 1, s1));
     ck_assert_status(clt_safetensors_read_into(f, "net.1.bias", wrong_dtype), CLT_ERR_SHAPE);
     clt_tensor_release(wrong_dtype);
     clt_safetensors_free(f);
@@ -215,7 +215,7 @@ START_TEST(test_reads_python_layout)
     ck_assert_int_eq(clt_safetensors_num_tensors(f), 5);
     ck_assert_str_eq(clt_safetensors_metadata(f, "format"), "pt");
     clt_tensor *w;
-    ck_assert_ok(clt_safetensors_read(f, "net.1.weight", clt_cpu(), &w));
+    ck_assert_ok(clt_safetensors_read(f, "net.1.weight", clt_test_cpu(), &w));
     ck_assert_int_eq(clt_tensor_dim(w, 0), 3);
     ck_assert_int_eq(clt_tensor_dim(w, 1), 2);
     float *x = clt_test_read(w);
@@ -223,21 +223,21 @@ START_TEST(test_reads_python_layout)
     free(x);
     clt_tensor_release(w);
 
-    ck_assert_ok(clt_safetensors_read(f, "half", clt_cpu(), &w));
+    ck_assert_ok(clt_safetensors_read(f, "half", clt_test_cpu(), &w));
     ck_assert_int_eq(clt_tensor_dtype(w), CLT_FLOAT32);
     x = clt_test_read(w);
     for (int i = 0; i < 6; i++) ck_assert_msg(x[i] == half_want[i], "half[%d] = %g, want %g", i, x[i], half_want[i]);
     free(x);
     clt_tensor_release(w);
 
-    ck_assert_ok(clt_safetensors_read(f, "brain", clt_cpu(), &w));
+    ck_assert_ok(clt_safetensors_read(f, "brain", clt_test_cpu(), &w));
     x = clt_test_read(w);
     ck_assert_float_eq(x[0], 1.0f);
     ck_assert_float_eq(x[1], -5.0f);
     free(x);
     clt_tensor_release(w);
 
-    ck_assert_status(clt_safetensors_read(f, "num_batches_tracked", clt_cpu(), &w), CLT_ERR_UNSUPPORTED);
+    ck_assert_status(clt_safetensors_read(f, "num_batches_tracked", clt_test_cpu(), &w), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "I64"));
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "num_batches_tracked"));
     clt_safetensors_free(f);
@@ -387,8 +387,8 @@ START_TEST(test_every_truncation_and_byte_flip)
     float w[6] = {1, 2, 3, 4, 5, 6};
     int32_t k[2] = {7, 8};
     clt_tensor *t[2];
-    ck_assert_ok(clt_from_host(&t[0], clt_cpu(), CLT_FLOAT32, 2, s0, w));
-    ck_assert_ok(clt_from_host(&t[1], clt_cpu(), CLT_INT32, 1, s1, k));
+    ck_assert_ok(clt_from_host(&t[0], clt_test_cpu(), CLT_FLOAT32, 2, s0, w));
+    ck_assert_ok(clt_from_host(&t[1], clt_test_cpu(), CLT_INT32, 1, s1, k));
     const char *names[] = {"w", "k"}, *keys[] = {"m"}, *values[] = {"v"};
     ck_assert_ok(clt_safetensors_save(path, 2, names, t, 1, keys, values));
     clt_tensor_release(t[0]);
@@ -419,7 +419,7 @@ START_TEST(test_every_truncation_and_byte_flip)
                 clt_safetensors_info info;
                 require(clt_safetensors_get_info(f, i, &info) == CLT_OK, "info %d", i);
                 clt_tensor *r;
-                if (clt_safetensors_read(f, info.name, clt_cpu(), &r) == CLT_OK) clt_tensor_release(r);
+                if (clt_safetensors_read(f, info.name, clt_test_cpu(), &r) == CLT_OK) clt_tensor_release(r);
             }
             clt_safetensors_free(f);
         }
@@ -437,7 +437,7 @@ START_TEST(test_file_shrinking_after_open)
     path_of(path, sizeof path, "shrinks.safetensors");
     int64_t s0[] = {64};
     clt_tensor *t;
-    ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_FLOAT32, 1, s0));
+    ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_FLOAT32, 1, s0));
     const char *names[] = {"w"};
     ck_assert_ok(clt_safetensors_save(path, 1, names, &t, 0, NULL, NULL));
     clt_safetensors *f;
@@ -446,7 +446,7 @@ START_TEST(test_file_shrinking_after_open)
     free(read_bytes(path, &n));
     ck_assert_int_eq(truncate(path, (off_t)n - 10), 0);
     clt_tensor *r;
-    ck_assert_status(clt_safetensors_read(f, "w", clt_cpu(), &r), CLT_ERR_FORMAT);
+    ck_assert_status(clt_safetensors_read(f, "w", clt_test_cpu(), &r), CLT_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "'w'"));
     ck_assert_status(clt_safetensors_read_into(f, "w", t), CLT_ERR_FORMAT);
     clt_safetensors_free(f);
@@ -460,7 +460,7 @@ static void save_filled(const char *path, int64_t n, float value, clt_status wan
 {
     int64_t shape[] = {n};
     clt_tensor *t;
-    ck_assert_ok(clt_full(&t, clt_cpu(), CLT_FLOAT32, 1, shape, value));
+    ck_assert_ok(clt_full(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape, value));
     const char *names[] = {"w"};
     clt_status s = clt_safetensors_save(path, 1, names, &t, 0, NULL, NULL);
     ck_assert_msg(s == want, "save: %s (%s)", clt_status_string(s), clt_last_error());
@@ -472,7 +472,7 @@ static void check_filled(const char *path, int64_t n, float value)
     clt_safetensors *f;
     ck_assert_ok(clt_safetensors_open(&f, path));
     clt_tensor *r;
-    ck_assert_ok(clt_safetensors_read(f, "w", clt_cpu(), &r));
+    ck_assert_ok(clt_safetensors_read(f, "w", clt_test_cpu(), &r));
     ck_assert_int_eq(clt_tensor_numel(r), n);
     float *x = clt_test_read(r);
     for (int64_t i = 0; i < n; i++) ck_assert_float_eq(x[i], value);
@@ -495,13 +495,13 @@ START_TEST(test_too_large_for_device_refused_before_reading)
     size_t n;
     free(read_bytes(path, &n));
     ck_assert_int_eq(truncate(path, (off_t)n - 10), 0);
-    ck_assert_ok(clt_memory_empty_cache(clt_cpu()));
-    ck_assert_ok(clt_memory_set_cap(clt_cpu(), 256 << 10));
+    ck_assert_ok(clt_memory_empty_cache(clt_test_cpu()));
+    ck_assert_ok(clt_memory_set_cap(clt_test_cpu(), 256 << 10));
     clt_tensor *r = NULL;
-    ck_assert_status(clt_safetensors_read(f, "w", clt_cpu(), &r), CLT_ERR_OUT_OF_MEMORY);
+    ck_assert_status(clt_safetensors_read(f, "w", clt_test_cpu(), &r), CLT_ERR_OUT_OF_MEMORY);
     ck_assert_ptr_null(r);
-    ck_assert_ok(clt_memory_set_cap(clt_cpu(), 0));
-    ck_assert_status(clt_safetensors_read(f, "w", clt_cpu(), &r), CLT_ERR_FORMAT);
+    ck_assert_ok(clt_memory_set_cap(clt_test_cpu(), 0));
+    ck_assert_status(clt_safetensors_read(f, "w", clt_test_cpu(), &r), CLT_ERR_FORMAT);
     ck_assert_ptr_null(r);
     clt_safetensors_free(f);
     remove_dir();
@@ -535,8 +535,8 @@ START_TEST(test_failed_save_keeps_old_file)
     /* Bad arguments are refused before anything is written. */
     int64_t shape[] = {3};
     clt_tensor *t[2];
-    ck_assert_ok(clt_zeros(&t[0], clt_cpu(), CLT_FLOAT32, 1, shape));
-    ck_assert_ok(clt_zeros(&t[1], clt_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_zeros(&t[0], clt_test_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_zeros(&t[1], clt_test_cpu(), CLT_FLOAT32, 1, shape));
     const char *dup[] = {"w", "w"}, *reserved[] = {"w", "__metadata__"}, *empty[] = {"", "x"};
     const char *not_utf8[] = {"w", "\xc3\x28"};
     ck_assert_status(clt_safetensors_save(path, 2, dup, t, 0, NULL, NULL), CLT_ERR_INVALID_ARGUMENT);

@@ -42,7 +42,7 @@ static size_t own_record(uint8_t *buf, size_t cap)
 {
     clt_tensor *t;
     int64_t shape[] = {1000};
-    ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape));
     clt_tensor_release(t);
     const char *path = clt__publish_path();
     ck_assert_ptr_nonnull(path);

@@ -80,7 +80,7 @@ END_TEST
 START_TEST(test_steady_state_adam) { run_steady_state(clt_try_gpu(0), 1); }
 END_TEST
 
-START_TEST(test_steady_state_cpu_device) { run_steady_state(clt_cpu(), 0); }
+START_TEST(test_steady_state_cpu_device) { run_steady_state(clt_test_cpu(), 0); }
 END_TEST
 
 int main(void)

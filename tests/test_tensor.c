@@ -30,7 +30,7 @@ START_TEST(test_ones_read_back)
 {
     clt_tensor *t;
     int64_t shape[] = {2, 3};
-    ck_assert_ok(clt_ones(&t, clt_cpu(), CLT_FLOAT32, 2, shape));
+    ck_assert_ok(clt_ones(&t, clt_test_cpu(), CLT_FLOAT32, 2, shape));
     float *x = clt_test_read(t);
     for (int i = 0; i < 6; i++) ck_assert_float_eq(x[i], 1.0f);
     free(x);
@@ -52,8 +52,8 @@ START_TEST(test_add_matches_host)
     clt_test_fill_uniform(b, N, 2, -1, 1);
     int64_t shape[] = {N};
     clt_tensor *ta, *tb, *ty;
-    ck_assert_ok(clt_from_host(&ta, clt_cpu(), CLT_FLOAT32, 1, shape, a));
-    ck_assert_ok(clt_from_host(&tb, clt_cpu(), CLT_FLOAT32, 1, shape, b));
+    ck_assert_ok(clt_from_host(&ta, clt_test_cpu(), CLT_FLOAT32, 1, shape, a));
+    ck_assert_ok(clt_from_host(&tb, clt_test_cpu(), CLT_FLOAT32, 1, shape, b));
     ck_assert_ok(clt_add(&ty, ta, tb));
     float *y = clt_test_read(ty);
     for (int i = 0; i < N; i++) ck_assert_float_eq(y[i], a[i] + b[i]);
@@ -71,9 +71,9 @@ START_TEST(test_zeros_full_int32)
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         int64_t shape[] = {sizes[k]};
         clt_tensor *z, *f, *i;
-        ck_assert_ok(clt_zeros(&z, clt_cpu(), CLT_FLOAT32, 1, shape));
-        ck_assert_ok(clt_full(&f, clt_cpu(), CLT_FLOAT32, 1, shape, -2.5));
-        ck_assert_ok(clt_full(&i, clt_cpu(), CLT_INT32, 1, shape, 7));
+        ck_assert_ok(clt_zeros(&z, clt_test_cpu(), CLT_FLOAT32, 1, shape));
+        ck_assert_ok(clt_full(&f, clt_test_cpu(), CLT_FLOAT32, 1, shape, -2.5));
+        ck_assert_ok(clt_full(&i, clt_test_cpu(), CLT_INT32, 1, shape, 7));
         ck_assert_int_eq(clt_tensor_dtype(i), CLT_INT32);
         ck_assert_uint_eq(clt_tensor_nbytes(i), (size_t)sizes[k] * 4);
         float *zx = clt_test_read(z), *fx = clt_test_read(f);
@@ -101,7 +101,7 @@ START_TEST(test_rand_matches_reference)
         int64_t n = sizes[k], shape[] = {n};
         clt_tensor *u, *u2, *g;
         ck_assert_ok(clt_rand(&u, clt_try_gpu(0), 1, shape, 42 + k));
-        ck_assert_ok(clt_rand(&u2, clt_cpu(), 1, shape, 42 + k));
+        ck_assert_ok(clt_rand(&u2, clt_test_cpu(), 1, shape, 42 + k));
         ck_assert_ok(clt_randn(&g, clt_try_gpu(0), 1, shape, 42 + k));
         float *ux = clt_test_read(u), *u2x = clt_test_read(u2), *gx = clt_test_read(g);
         for (int64_t i = 0; i < n; i++) {
@@ -127,10 +127,10 @@ START_TEST(test_rand_reproducible_and_distributed)
     enum { N = 20011 };
     int64_t shape[] = {N};
     clt_tensor *a, *b, *c, *g;
-    ck_assert_ok(clt_rand(&a, clt_cpu(), 1, shape, 7));
-    ck_assert_ok(clt_rand(&b, clt_cpu(), 1, shape, 7));
-    ck_assert_ok(clt_rand(&c, clt_cpu(), 1, shape, 8));
-    ck_assert_ok(clt_randn(&g, clt_cpu(), 1, shape, 7));
+    ck_assert_ok(clt_rand(&a, clt_test_cpu(), 1, shape, 7));
+    ck_assert_ok(clt_rand(&b, clt_test_cpu(), 1, shape, 7));
+    ck_assert_ok(clt_rand(&c, clt_test_cpu(), 1, shape, 8));
+    ck_assert_ok(clt_randn(&g, clt_test_cpu(), 1, shape, 7));
     float *ax = clt_test_read(a), *bx = clt_test_read(b), *cx = clt_test_read(c), *gx = clt_test_read(g);
     ck_assert_int_eq(memcmp(ax, bx, sizeof(float) * N), 0);
     ck_assert_int_ne(memcmp(ax, cx, sizeof(float) * N), 0);
@@ -164,14 +164,14 @@ START_TEST(test_from_host_to_host_item)
     int32_t labels[5] = {3, -1, 0, 2147483647, 9};
     int64_t shape[] = {5};
     clt_tensor *t;
-    ck_assert_ok(clt_from_host(&t, clt_cpu(), CLT_INT32, 1, shape, labels));
+    ck_assert_ok(clt_from_host(&t, clt_test_cpu(), CLT_INT32, 1, shape, labels));
     int32_t back[5];
     ck_assert_ok(clt_to_host(t, back, sizeof back));
     ck_assert_int_eq(memcmp(back, labels, sizeof back), 0);
     /* The caller's buffer is copied at once: changing it later does not matter. */
     float v = 2.75f;
     clt_tensor *s;
-    ck_assert_ok(clt_from_host(&s, clt_cpu(), CLT_FLOAT32, 0, NULL, &v));
+    ck_assert_ok(clt_from_host(&s, clt_test_cpu(), CLT_FLOAT32, 0, NULL, &v));
     v = 0;
     double item;
     ck_assert_ok(clt_item(s, &item));
@@ -198,7 +198,7 @@ START_TEST(test_shape_queries)
 {
     int64_t shape[] = {2, 3, 5};
     clt_tensor *t;
-    ck_assert_ok(clt_empty(&t, clt_cpu(), CLT_FLOAT32, 3, shape));
+    ck_assert_ok(clt_empty(&t, clt_test_cpu(), CLT_FLOAT32, 3, shape));
     int64_t got[CLT_MAX_DIMS];
     ck_assert_int_eq(clt_tensor_shape(t, got), 3);
     ck_assert_int_eq(got[0], 2);
@@ -208,14 +208,14 @@ START_TEST(test_shape_queries)
     ck_assert_int_eq(clt_tensor_dim(t, 3), 0);
     ck_assert_int_eq(clt_tensor_numel(t), 30);
     ck_assert_uint_eq(clt_tensor_nbytes(t), 120);
-    ck_assert_int_eq(clt_device_equal(clt_tensor_device(t), clt_cpu()), 1);
+    ck_assert_int_eq(clt_device_equal(clt_tensor_device(t), clt_test_cpu()), 1);
     ck_assert_str_eq(clt_dtype_name(CLT_FLOAT32), "float32");
     ck_assert_str_eq(clt_dtype_name(CLT_INT32), "int32");
     ck_assert_uint_eq(clt_dtype_size(CLT_INT32), 4);
     /* Eight dimensions is the limit, and works. */
     int64_t eight[8] = {1, 2, 1, 2, 1, 2, 1, 3};
     clt_tensor *e;
-    ck_assert_ok(clt_ones(&e, clt_cpu(), CLT_FLOAT32, 8, eight));
+    ck_assert_ok(clt_ones(&e, clt_test_cpu(), CLT_FLOAT32, 8, eight));
     ck_assert_int_eq(clt_tensor_numel(e), 24);
     float *x = clt_test_read(e);
     for (int i = 0; i < 24; i++) ck_assert_float_eq(x[i], 1.0f);
@@ -233,8 +233,8 @@ START_TEST(test_reshape_and_narrow_share_storage)
     for (int i = 0; i < R * C; i++) host[i] = (float)i;
     int64_t shape[] = {R, C};
     clt_tensor *t, *flat, *mid, *mid2, *inferred;
-    ck_assert_ok(clt_from_host(&t, clt_cpu(), CLT_FLOAT32, 2, shape, host));
-    int64_t before = clt_memory_allocated(clt_cpu());
+    ck_assert_ok(clt_from_host(&t, clt_test_cpu(), CLT_FLOAT32, 2, shape, host));
+    int64_t before = clt_memory_allocated(clt_test_cpu());
     int64_t fshape[] = {-1};
     ck_assert_ok(clt_reshape(&flat, t, 1, fshape));
     ck_assert_int_eq(clt_tensor_dim(flat, 0), R * C);
@@ -246,7 +246,7 @@ START_TEST(test_reshape_and_narrow_share_storage)
     ck_assert_ok(clt_reshape(&inferred, mid2, 2, ishape));
     ck_assert_int_eq(clt_tensor_dim(inferred, 1), 2);
     /* Views take no memory. */
-    ck_assert_int_eq(clt_memory_allocated(clt_cpu()), before);
+    ck_assert_int_eq(clt_memory_allocated(clt_test_cpu()), before);
     float *m = clt_test_read(mid2);
     for (int i = 0; i < 2 * C; i++) ck_assert_float_eq(m[i], (float)(3 * C + i));
     free(m);
@@ -267,7 +267,7 @@ START_TEST(test_reshape_and_narrow_share_storage)
     clt_tensor_release(flat);
     clt_tensor_release(mid);
     clt_tensor_release(mid2);
-    ck_assert_int_eq(clt_memory_allocated(clt_cpu()), before + (3 * C + 2 * C) * 4); /* + sum, ones */
+    ck_assert_int_eq(clt_memory_allocated(clt_test_cpu()), before + (3 * C + 2 * C) * 4); /* + sum, ones */
     m = clt_test_read(inferred);
     for (int i = 0; i < 2 * C; i++) ck_assert_float_eq(m[i], 1.0f);
     free(m);
@@ -282,7 +282,7 @@ START_TEST(test_view_errors)
 {
     int64_t shape[] = {4, 6};
     clt_tensor *t, *v = (clt_tensor *)&v;
-    ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_FLOAT32, 2, shape));
+    ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_FLOAT32, 2, shape));
     int64_t bad[] = {5, 5};
     ck_assert_status(clt_reshape(&v, t, 2, bad), CLT_ERR_SHAPE);
     ck_assert_ptr_null(v);
@@ -305,7 +305,7 @@ START_TEST(test_view_errors)
     ck_assert_int_eq(clt_tensor_numel(v), 0);
     clt_tensor_release(v);
     clt_tensor *s;
-    ck_assert_ok(clt_zeros(&s, clt_cpu(), CLT_FLOAT32, 0, NULL));
+    ck_assert_ok(clt_zeros(&s, clt_test_cpu(), CLT_FLOAT32, 0, NULL));
     ck_assert_status(clt_narrow(&v, s, 0, 1), CLT_ERR_SHAPE);
     clt_tensor_release(s);
     clt_tensor_release(t);
@@ -326,7 +326,7 @@ START_TEST(test_zero_size_tensors)
         ck_assert_int_eq(clt_tensor_numel(z), 0);
         ck_assert_uint_eq(clt_tensor_nbytes(z), 0);
         ck_assert_ok(clt_add(&sum, z, o));
-        ck_assert_ok(clt_copy_to(&c, r, clt_cpu()));
+        ck_assert_ok(clt_copy_to(&c, r, clt_test_cpu()));
         ck_assert_ok(clt_zeros_like(&like, c));
         ck_assert_ok(clt_copy_(like, c));
         ck_assert_ok(clt_to_host(sum, NULL, 0));
@@ -349,9 +349,9 @@ START_TEST(test_like_uses_source_device_and_dtype)
 {
     clt_device devs[3];
     int n = 0;
-    devs[n++] = clt_cpu();
+    devs[n++] = clt_test_cpu();
     for (int i = 0; i < clt_num_gpus() && n < 3; i++) devs[n++] = clt_gpu(i);
-    clt_device_set_default(clt_cpu()); /* *_like must ignore the default */
+    clt_device_set_default(clt_test_cpu()); /* *_like must ignore the default */
     for (int k = 0; k < n; k++) {
         int64_t shape[] = {3, 11};
         clt_tensor *src, *e, *z, *o;
@@ -384,10 +384,10 @@ START_TEST(test_refcount)
 {
     int64_t shape[] = {100};
     clt_tensor *t;
-    ck_assert_ok(clt_zeros(&t, clt_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape));
     ck_assert_ptr_eq(clt_tensor_retain(t), t);
     clt_tensor_release(t);
-    ck_assert_int_eq(clt_memory_allocated(clt_cpu()), 400);
+    ck_assert_int_eq(clt_memory_allocated(clt_test_cpu()), 400);
     clt_tensor_release(t);
     clt_tensor_release(NULL);
     ck_assert_ptr_null(clt_tensor_retain(NULL));
@@ -395,7 +395,7 @@ START_TEST(test_refcount)
 }
 END_TEST
 
-/* want names cpu:0; where clt_cpu() stands for another device, its name. */
+/* want names cpu:0; where clt_test_cpu() stands for another device, its name. */
 static void assert_format(const clt_tensor *t, const char *want)
 {
     char buf[4096], expect[4096];
@@ -414,27 +414,27 @@ START_TEST(test_print_format)
     float v[6] = {0.0769f, 0.4852f, 0.999f, 0.3158f, 0.78f, -0.9361f};
     int64_t s23[] = {2, 3}, s3[] = {3}, s222[] = {2, 2, 2};
     clt_tensor *t;
-    ck_assert_ok(clt_from_host(&t, clt_cpu(), CLT_FLOAT32, 2, s23, v));
+    ck_assert_ok(clt_from_host(&t, clt_test_cpu(), CLT_FLOAT32, 2, s23, v));
     assert_format(t, "tensor([[0.0769, 0.4852, 0.9990],\n        [0.3158, 0.7800, -0.9361]], device='cpu:0')");
     clt_tensor_release(t);
-    ck_assert_ok(clt_full(&t, clt_cpu(), CLT_INT32, 1, s3, -4));
+    ck_assert_ok(clt_full(&t, clt_test_cpu(), CLT_INT32, 1, s3, -4));
     assert_format(t, "tensor([-4, -4, -4], device='cpu:0', dtype=int32)");
     clt_tensor_release(t);
-    ck_assert_ok(clt_ones(&t, clt_cpu(), CLT_FLOAT32, 3, s222));
+    ck_assert_ok(clt_ones(&t, clt_test_cpu(), CLT_FLOAT32, 3, s222));
     assert_format(t, "tensor([[[1., 1.],\n         [1., 1.]],\n\n        [[1., 1.],\n         [1., 1.]]], "
                      "device='cpu:0')");
     clt_tensor_release(t);
     float sv = 3;
-    ck_assert_ok(clt_from_host(&t, clt_cpu(), CLT_FLOAT32, 0, NULL, &sv));
+    ck_assert_ok(clt_from_host(&t, clt_test_cpu(), CLT_FLOAT32, 0, NULL, &sv));
     assert_format(t, "tensor(3., device='cpu:0')");
     clt_tensor_release(t);
     float special[3] = {NAN, INFINITY, -INFINITY};
-    ck_assert_ok(clt_from_host(&t, clt_cpu(), CLT_FLOAT32, 1, s3, special));
+    ck_assert_ok(clt_from_host(&t, clt_test_cpu(), CLT_FLOAT32, 1, s3, special));
     assert_format(t, "tensor([nan, inf, -inf], device='cpu:0')");
     clt_tensor_release(t);
     /* Long tensors are summarised with three values at each end. */
     int64_t big[] = {2000};
-    ck_assert_ok(clt_full(&t, clt_cpu(), CLT_FLOAT32, 1, big, 2));
+    ck_assert_ok(clt_full(&t, clt_test_cpu(), CLT_FLOAT32, 1, big, 2));
     assert_format(t, "tensor([2., 2., 2., ..., 2., 2., 2.], device='cpu:0')");
     /* Too small a buffer is an error, not a truncated string. */
     char small[10];
@@ -446,7 +446,7 @@ START_TEST(test_print_format)
     ck_assert_ptr_nonnull(f);
     clt_tensor *wide;
     int64_t w[] = {999};
-    ck_assert_ok(clt_full(&wide, clt_cpu(), CLT_FLOAT32, 1, w, 0.5));
+    ck_assert_ok(clt_full(&wide, clt_test_cpu(), CLT_FLOAT32, 1, w, 0.5));
     ck_assert_ok(clt_tensor_print(wide, f));
     ck_assert_int_gt(ftell(f), 999 * 8);
     ck_assert_status(clt_tensor_print(wide, NULL), CLT_ERR_INVALID_ARGUMENT);

@@ -77,7 +77,7 @@ START_TEST(test_two_threads_two_models)
 {
     clt_device devs[2];
     int ngpu = clt_try_all_gpus(devs, 2);
-    if (ngpu < 2) devs[0] = devs[1] = clt_cpu();
+    if (ngpu < 2) devs[0] = devs[1] = clt_test_cpu();
     job alone[2], together[2];
     for (int i = 0; i < 2; i++) {
         memset(&alone[i], 0, sizeof alone[i]);

@@ -164,7 +164,7 @@ START_TEST(test_trace_unwritable_path_fails)
     ck_assert_ok(clt_trace_start(path));
     clt_tensor *t;
     int64_t shape[] = {8};
-    ck_assert_ok(clt_ones(&t, clt_cpu(), CLT_FLOAT32, 1, shape));
+    ck_assert_ok(clt_ones(&t, clt_test_cpu(), CLT_FLOAT32, 1, shape));
     ck_assert_int_eq(rmdir(dir), 0);
     ck_assert_status(clt_trace_stop(), CLT_ERR_IO);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), path));

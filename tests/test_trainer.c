@@ -20,7 +20,7 @@ static clt_trainer_options quiet_options(void)
 static clt_model *resmlp(uint64_t seed)
 {
     clt_model *m;
-    ck_assert_ok(clt_model_create_resmlp(&m, clt_cpu(), 784, 32, 1, 10, seed));
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 32, 1, 10, seed));
     return m;
 }
 
@@ -216,7 +216,7 @@ START_TEST(test_checkpoint_refuses_other_architecture)
     char path[] = "/tmp/clt-test-ckpt-XXXXXX";
     close(mkstemp(path));
     clt_model *small = resmlp(1), *wide;
-    ck_assert_ok(clt_model_create_resmlp(&wide, clt_cpu(), 784, 64, 1, 10, 1));
+    ck_assert_ok(clt_model_create_resmlp(&wide, clt_test_cpu(), 784, 64, 1, 10, 1));
     ck_assert_ok(clt_checkpoint_save(path, small, NULL, NULL));
     float *before = params(wide);
     ck_assert_status(clt_checkpoint_load(path, wide, NULL, NULL), CLT_ERR_FORMAT);
@@ -226,7 +226,7 @@ START_TEST(test_checkpoint_refuses_other_architecture)
     free(before);
     free(after);
     clt_model *deeper;
-    ck_assert_ok(clt_model_create_resmlp(&deeper, clt_cpu(), 784, 32, 2, 10, 1));
+    ck_assert_ok(clt_model_create_resmlp(&deeper, clt_test_cpu(), 784, 32, 2, 10, 1));
     ck_assert_status(clt_checkpoint_load(path, deeper, NULL, NULL), CLT_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "missing"));
     /* Every parameter present, plus one the model does not have. */

@@ -32,7 +32,7 @@ static void make_data(clt_dataset *ds, int flip)
 static clt_model *linear(uint64_t seed)
 {
     clt_model *m = NULL;
-    ck_assert_ok(clt_model_create_mlp(&m, clt_cpu(), D, 0, NULL, 1, seed));
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), D, 0, NULL, 1, seed));
     return m;
 }
 
@@ -108,7 +108,7 @@ START_TEST(test_regression_matches_reference_and_loss_drops)
     make_data(&ds, 0);
     clt_model *m = linear(5);
     clt_evaluation before, after;
-    ck_assert_ok(clt_model_to(m, clt_cpu()));
+    ck_assert_ok(clt_model_to(m, clt_test_cpu()));
     ck_assert_ok(clt_trainer_evaluate_metrics(m, &ds, 16, 0, NULL, &before));
     clt_trainer_options o = full_batch(30);
     clt_trainer_result r;

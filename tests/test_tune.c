@@ -22,8 +22,6 @@
 
 static char cache_dir[] = "/tmp/clt-test-tune-XXXXXX";
 
-static clt_device dev(void) { return clt_try_gpu(0); }
-
 typedef struct forced {
     int ta, tb;
     int64_t m, n, k;
@@ -42,7 +40,7 @@ static const forced cases[] = {
 static clt__gemm_tile default_tile(int ta, int64_t m, int64_t n, int64_t k)
 {
     int slot;
-    ck_assert_ok(clt__resolve(dev(), &slot));
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
     return clt__gemm_tile_default(slot, ta, (size_t)m, (size_t)n, (size_t)k, (size_t)(ta ? m : k), 0);
 }
 
@@ -51,7 +49,7 @@ static clt__gemm_tile default_tile(int ta, int64_t m, int64_t n, int64_t k)
 static void write_cache(const char *extra)
 {
     char path[1024], text[4096];
-    ck_assert_ok(clt_tune_cache_path(dev(), path, sizeof path));
+    ck_assert_ok(clt_tune_cache_path(clt_test_device(), path, sizeof path));
     size_t n = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const forced *c = &cases[i];
@@ -61,7 +59,7 @@ static void write_cache(const char *extra)
     n += (size_t)snprintf(text + n, sizeof text - n, "%s", extra);
     ck_assert_uint_lt(n, sizeof text);
     int slot;
-    ck_assert_ok(clt__resolve(dev(), &slot));
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
     uint8_t key[32];
     clt__cache_key(slot, "tune", NULL, NULL, key);
     ck_assert_ok(clt__cache_entry_write(path, key, text, n));
@@ -77,9 +75,9 @@ static void check_product(int ta, int tb, int64_t m, int64_t n, int64_t k)
     clt_test_ref_gemm(ta, tb, m, n, k, 1.0f, a, b, 0.0f, want);
     int64_t sa[] = {ta ? k : m, ta ? m : k}, sb[] = {tb ? n : k, tb ? k : n}, sc[] = {m, n};
     clt_tensor *ta_, *tb_, *tc;
-    ck_assert_ok(clt_from_host(&ta_, dev(), CLT_FLOAT32, 2, sa, a));
-    ck_assert_ok(clt_from_host(&tb_, dev(), CLT_FLOAT32, 2, sb, b));
-    ck_assert_ok(clt_full(&tc, dev(), CLT_FLOAT32, 2, sc, 3.0));
+    ck_assert_ok(clt_from_host(&ta_, clt_test_device(), CLT_FLOAT32, 2, sa, a));
+    ck_assert_ok(clt_from_host(&tb_, clt_test_device(), CLT_FLOAT32, 2, sb, b));
+    ck_assert_ok(clt_full(&tc, clt_test_device(), CLT_FLOAT32, 2, sc, 3.0));
     ck_assert_ok(clt_gemm(ta, tb, 1.0f, ta_, tb_, 0.0f, tc));
     float *got = clt_test_read(tc);
     double err = clt_test_max_rel_err(got, want, m * n);
@@ -100,7 +98,7 @@ START_TEST(test_forced_tiles_are_used_and_correct)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const forced *c = &cases[i];
         int tm = 0, tn = 0, tuned = 0;
-        ck_assert_ok(clt_tune_lookup(dev(), c->ta, c->tb, c->m, c->n, c->k, &tm, &tn, &tuned));
+        ck_assert_ok(clt_tune_lookup(clt_test_device(), c->ta, c->tb, c->m, c->n, c->k, &tm, &tn, &tuned));
         ck_assert_int_eq(tuned, 1);
         ck_assert_int_eq(tm, c->tm);
         ck_assert_int_eq(tn, c->tn);
@@ -110,7 +108,7 @@ START_TEST(test_forced_tiles_are_used_and_correct)
     const int64_t bad[][4] = {{0, 5, 5, 5}, {0, 6, 6, 6}, {1, 7, 7, 7}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int tm, tn, tuned = 1;
-        ck_assert_ok(clt_tune_lookup(dev(), (int)bad[i][0], (int)bad[i][0], bad[i][1], bad[i][2], bad[i][3], &tm, &tn,
+        ck_assert_ok(clt_tune_lookup(clt_test_device(), (int)bad[i][0], (int)bad[i][0], bad[i][1], bad[i][2], bad[i][3], &tm, &tn,
                                      &tuned));
         ck_assert_int_eq(tuned, 0);
         clt__gemm_tile d = default_tile((int)bad[i][0], bad[i][1], bad[i][2], bad[i][3]);
@@ -134,9 +132,9 @@ START_TEST(test_forced_tile_linear_relu)
     for (int i = 0; i < B * OC; i++) want[i] = want[i] + bias[i % OC] > 0 ? want[i] + bias[i % OC] : 0.0f;
     int64_t xs[] = {B, C}, ws[] = {OC, C}, bs[] = {OC};
     clt_tensor *tx, *tw, *tb, *ty;
-    ck_assert_ok(clt_from_host(&tx, dev(), CLT_FLOAT32, 2, xs, x));
-    ck_assert_ok(clt_from_host(&tw, dev(), CLT_FLOAT32, 2, ws, w));
-    ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, bs, bias));
+    ck_assert_ok(clt_from_host(&tx, clt_test_device(), CLT_FLOAT32, 2, xs, x));
+    ck_assert_ok(clt_from_host(&tw, clt_test_device(), CLT_FLOAT32, 2, ws, w));
+    ck_assert_ok(clt_from_host(&tb, clt_test_device(), CLT_FLOAT32, 1, bs, bias));
     ck_assert_ok(clt_linear_relu_forward(&ty, tx, tw, tb));
     float *got = clt_test_read(ty);
     ck_assert_double_lt(clt_test_max_rel_err(got, want, B * OC), TOL);
@@ -153,7 +151,7 @@ END_TEST
 static int file_has_line(const char *line)
 {
     char path[1024], buf[256];
-    ck_assert_ok(clt_tune_cache_path(dev(), path, sizeof path));
+    ck_assert_ok(clt_tune_cache_path(clt_test_device(), path, sizeof path));
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     int found = 0;
@@ -170,17 +168,17 @@ static int file_has_line(const char *line)
 START_TEST(test_default_tile_follows_vector_width)
 {
     int slot;
-    ck_assert_ok(clt__resolve(dev(), &slot));
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
     cl_uint w = 0;
     ck_assert_int_eq(clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof w, &w,
                                      NULL), CL_SUCCESS);
     int tm = 0, tn = 0, tuned = 1;
-    ck_assert_ok(clt_tune_lookup(dev(), 1, 0, 40, 300, 64, &tm, &tn, &tuned));
+    ck_assert_ok(clt_tune_lookup(clt_test_device(), 1, 0, 40, 300, 64, &tm, &tn, &tuned));
     ck_assert_int_eq(tuned, 0);
     int want_tm = w == 16 ? 12 : w == 8 || w == 4 ? 6 : 12, want_tn = w == 16 ? 32 : w == 8 ? 16 : w == 4 ? 8 : 16;
     ck_assert_msg(tm == want_tm && tn == want_tn, "width %u: default tile %dx%d, expected %dx%d", w, tm, tn, want_tm,
                   want_tn);
-    ck_assert_ok(clt_tune_lookup(dev(), 0, 0, 3, 5, 7, &tm, &tn, &tuned));
+    ck_assert_ok(clt_tune_lookup(clt_test_device(), 0, 0, 3, 5, 7, &tm, &tn, &tuned));
     ck_assert_int_eq(tuned, 0);
     ck_assert_msg(tm == (want_tm < 6 ? want_tm : 6) && tn == want_tn, "width %u: default tile %dx%d for an A in place",
                   w, tm, tn);
@@ -190,18 +188,18 @@ END_TEST
 START_TEST(test_tune_gemm_writes_cache)
 {
     int tm = 0, tn = 0;
-    ck_assert_ok(clt_tune_gemm(dev(), 1, 0, 23, 19, 11, &tm, &tn));
+    ck_assert_ok(clt_tune_gemm(clt_test_device(), 1, 0, 23, 19, 11, &tm, &tn));
     ck_assert(tm >= 1 && (tn == 8 || tn == 16 || tn == 32));
     char line[128];
     snprintf(line, sizeof line, "1 0 23 19 11 %d %d\n", tm, tn);
     ck_assert_msg(file_has_line(line), "the tuning cache lacks \"%s\"", line);
     int tm2, tn2, tuned = 0;
-    ck_assert_ok(clt_tune_lookup(dev(), 1, 0, 23, 19, 11, &tm2, &tn2, &tuned));
+    ck_assert_ok(clt_tune_lookup(clt_test_device(), 1, 0, 23, 19, 11, &tm2, &tn2, &tuned));
     ck_assert_int_eq(tuned, 1);
     ck_assert_int_eq(tm2, tm);
     ck_assert_int_eq(tn2, tn);
     check_product(1, 0, 23, 19, 11);
-    ck_assert_status(clt_tune_gemm(dev(), 0, 0, 0, 4, 4, NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_tune_gemm(clt_test_device(), 0, 0, 0, 4, 4, NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -210,12 +208,12 @@ END_TEST
 START_TEST(test_tune_on_first_use)
 {
     int tm, tn, tuned = 1;
-    ck_assert_ok(clt_tune_lookup(dev(), 0, 1, 11, 21, 5, &tm, &tn, &tuned));
+    ck_assert_ok(clt_tune_lookup(clt_test_device(), 0, 1, 11, 21, 5, &tm, &tn, &tuned));
     ck_assert_int_eq(tuned, 0);
     ck_assert_int_eq(setenv("CLT_TUNE", "1", 1), 0);
     check_product(0, 1, 11, 21, 5);
     ck_assert_int_eq(unsetenv("CLT_TUNE"), 0);
-    ck_assert_ok(clt_tune_lookup(dev(), 0, 1, 11, 21, 5, &tm, &tn, &tuned));
+    ck_assert_ok(clt_tune_lookup(clt_test_device(), 0, 1, 11, 21, 5, &tm, &tn, &tuned));
     ck_assert_int_eq(tuned, 1);
     char line[128];
     snprintf(line, sizeof line, "0 1 11 21 5 %d %d\n", tm, tn);

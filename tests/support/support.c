@@ -14,13 +14,23 @@
 
 #include "device/device_internal.h"
 
-#undef clt_cpu
 clt_device clt_test_cpu(void)
 {
     clt_device d = clt_cpu();
     if (clt_device_exists(d) || clt_device_list_count() == 0) return d;
     ck_assert_ok(clt_device_list_entry(clt_device_list_count() - 1, &d));
     return d;
+}
+
+clt_device clt_test_device(void) { return clt_try_gpu(0); }
+
+int clt_test_other_device(clt_device *out)
+{
+    for (int i = 0; i < clt_device_list_count(); i++) {
+        ck_assert_ok(clt_device_list_entry(i, out));
+        if (!clt_device_equal(*out, clt_test_device())) return 1;
+    }
+    return 0;
 }
 
 const char *clt_test_cpu_name(void)
@@ -216,20 +226,27 @@ void clt_test_make_temp_dir(char *dir, size_t len, const char *tag)
     ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
-char *clt_test_read_file(const char *path)
+uint8_t *clt_test_read_bytes(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     ck_assert_msg(f != NULL, "cannot open %s", path);
     ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    ck_assert_int_ge(n, 0);
+    long len = ftell(f);
+    ck_assert_int_ge(len, 0);
     ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
-    char *buf = malloc((size_t)n + 1);
+    uint8_t *buf = malloc((size_t)len + 1);
     ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
+    ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+    buf[len] = '\0';
     fclose(f);
+    *n = (size_t)len;
     return buf;
+}
+
+char *clt_test_read_file(const char *path)
+{
+    size_t n;
+    return (char *)clt_test_read_bytes(path, &n);
 }
 
 void clt_test_remove_dir(const char *dir)

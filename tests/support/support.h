@@ -8,14 +8,20 @@
 
 #include "core/error.h" /* OpenCL's types, at the library's target version */
 
-/* The device the tests name clt_cpu(): cpu:0, or where no CPU device
- * exists (CLT_CPU_AS_GPU=only, as on a GPU machine without pocl) the last
- * device listed, so that a test pairing cpu:0 with gpu:0 still uses two
- * devices when there are two. Elsewhere it is exactly clt_cpu(); a test
- * about cpu:0 itself #undefs clt_cpu. clt_test_cpu_name() is its name. */
+/* The CPU device of the tests: cpu:0, or where no CPU device exists
+ * (CLT_CPU_AS_GPU=only, as on a GPU machine without pocl) the last device
+ * listed, so that a test pairing it with gpu:0 still uses two devices when
+ * there are two. clt_test_cpu_name() is its name. */
 clt_device clt_test_cpu(void);
 const char *clt_test_cpu_name(void);
-#define clt_cpu() clt_test_cpu()
+
+/* The device most tests run on: clt_try_gpu(0), a GPU when there is one,
+ * else the CPU. */
+clt_device clt_test_device(void);
+
+/* 1 and *out set to the first listed device other than clt_test_device(),
+ * when there is one; else 0. */
+int clt_test_other_device(clt_device *out);
 
 /* Fails the test with the status name and clt_last_error() unless expr is CLT_OK. */
 #define ck_assert_ok(expr)                                                                          \
@@ -100,6 +106,9 @@ void clt_test_remove_dir(const char *dir);
 /* The whole of a file, NUL-terminated, in malloc'd memory; fails the test
  * when it cannot be read. */
 char *clt_test_read_file(const char *path);
+
+/* The same with its size in *n (a binary file may hold NUL bytes). */
+uint8_t *clt_test_read_bytes(const char *path, size_t *n);
 
 /* A test case whose tests each end by waiting for the work they queued:
  * pocl may still be compiling or running kernels when a forked test process
