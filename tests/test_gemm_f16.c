@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/half.h"
+#include "ops/linear_f16.h"
 #include "ops/ops_internal.h"
 #include "ops/tune.h"
 #include "support.h"

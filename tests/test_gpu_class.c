@@ -13,7 +13,7 @@
 
 #include "core/env.h"
 #include "device/device_internal.h"
-#include "ops/half.h"
+#include "ops/linear_f16.h"
 #include "ops/ops_internal.h"
 #include "support.h"
 

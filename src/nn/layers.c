@@ -15,7 +15,7 @@
 #include "../core/env.h"
 #include "../device/device_internal.h"
 #include "../memory/record.h"
-#include "../ops/half.h"
+#include "../ops/linear_f16.h"
 #include "../ops/ops_internal.h"
 #include "../tensor/tensor_internal.h"
 #include "cltensor/ops.h"

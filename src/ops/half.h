@@ -1,5 +1,6 @@
 /* Internal: float16 storage with float32 arithmetic (docs/half.md):
- * conversions, and the float16 Linear a half model's layers call. */
+ * conversions, fills, accumulation and unscaling (the float16 Linear a half
+ * model's layers call is linear_f16.h's). */
 #ifndef CLT_OPS_HALF_H
 #define CLT_OPS_HALF_H
 
@@ -23,14 +24,5 @@ clt_status clt__accumulate_f16(clt_tensor *dst, const clt_tensor *src);
 /* dst (float32) = src (float16) * scale; flag (int32, one element) is set to
  * 1 when a result is inf or NaN, and left alone otherwise. */
 clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale, clt_tensor *flag);
-
-/* The float16 forms of the linear layer's ops (clt_relu and clt_add take
- * float16 themselves); shapes as their float32 forms in cltensor/ops.h,
- * every tensor float16. On the CPU kernels the products read and write
- * float16 directly; elsewhere (CLBlast), and for an empty dimension, they
- * widen their operands into float32 scratch and narrow the result. */
-clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
-clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
-                                    const clt_tensor *x, const clt_tensor *w);
 
 #endif

@@ -72,67 +72,6 @@ clt__gemm_tile clt__gemm_tile_default(int slot, int transpose_a, size_t m, size_
     return t;
 }
 
-/* One cache's size from sysfs ("48K", "1280K", "2M"), 0 when unreadable. */
-static size_t sysfs_cache_size(int index, int *level, int *data)
-{
-    char path[96], buf[64];
-    *level = 0;
-    *data = 0;
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    if (fscanf(f, "%d", level) != 1) *level = 0;
-    fclose(f);
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", index);
-    f = fopen(path, "r");
-    if (!f) return 0;
-    *data = fgets(buf, sizeof buf, f) && strncmp(buf, "Instruction", 11) != 0;
-    fclose(f);
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
-    f = fopen(path, "r");
-    if (!f) return 0;
-    char *ok = fgets(buf, sizeof buf, f);
-    fclose(f);
-    if (!ok) return 0;
-    char *end;
-    unsigned long v = strtoul(buf, &end, 10);
-    unsigned long mul = *end == 'K' ? 1024ul : *end == 'M' ? 1024ul * 1024 : *end == '\n' || !*end ? 1 : 0;
-    /* 1 KiB to 1 GiB, else not believed. */
-    if (end == buf || mul == 0 || v == 0 || v > (1ul << 30) / mul || v * mul < 1024) return 0;
-    return (size_t)(v * mul);
-}
-
-static size_t cache_l1 = 32 * 1024, cache_l2 = 1024 * 1024;
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-
-static void read_caches(void)
-{
-    for (int i = 0; i < 8; i++) {
-        int level, data;
-        size_t size = sysfs_cache_size(i, &level, &data);
-        if (!size || !data) continue;
-        if (level == 1) cache_l1 = size;
-        if (level == 2) cache_l2 = size;
-    }
-}
-
-/* Set by tests only (clt__cpu_cache_sizes_override); 0 when unset. */
-static _Atomic size_t forced_l1, forced_l2;
-
-void clt__cpu_cache_sizes(size_t *l1, size_t *l2)
-{
-    pthread_once(&cache_once, read_caches);
-    size_t f1 = forced_l1, f2 = forced_l2;
-    *l1 = f1 && f2 ? f1 : cache_l1;
-    *l2 = f1 && f2 ? f2 : cache_l2;
-}
-
-void clt__cpu_cache_sizes_override(size_t l1, size_t l2)
-{
-    forced_l1 = l1;
-    forced_l2 = l2;
-}
-
 /* ---- the table: open addressing, linear probing, at most half full ---- */
 
 static uint64_t shape_hash(int ta, int tb, size_t m, size_t n, size_t k)

@@ -1,18 +1,11 @@
-/* Internal: the tile sizes of the CPU GEMM kernels (cl/gemm_cpu.cl), chosen
+/* Internal: the tile sizes of the CPU GEMM kernels (gemm_cpu.h), chosen
  * per device and product shape by the tuning cache (src/ops/tune.c). */
 #ifndef CLT_OPS_TUNE_H
 #define CLT_OPS_TUNE_H
 
 #include <stddef.h>
 #include "../tensor/tensor_internal.h"
-
-/* Rows (tm) and columns (tn: 8, 16 or 32) of C one work-item computes. */
-typedef struct clt__gemm_tile {
-    int tm, tn;
-} clt__gemm_tile;
-
-/* The tile cl/gemm_cpu.cl is built with when no -DTM= -DTN= is given. */
-#define CLT__TILE_BUILT_IN ((clt__gemm_tile){12, 32})
+#include "gemm_cpu.h"
 
 /* A slot's default tile, from its native float vector width w
  * (CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT): two vectors of B per depth (tn =
@@ -72,45 +65,5 @@ int clt__tune_parse(const char *text, size_t n, clt__tune_table *t, const char *
  * candidates now, which is then cached, else clt__gemm_tile_default. */
 clt_status clt__gemm_tile_for(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, size_t lda,
                               int half, clt__gemm_tile *out);
-
-/* The data cache sizes, in bytes, of the CPU this process runs on: level 1
- * and level 2 of cpu0 as Linux lists them in /sys/devices/system/cpu/cpu0/
- * cache/ (read once), else 32 KiB and 1 MiB. */
-void clt__cpu_cache_sizes(size_t *l1, size_t *l2);
-/* For tests: makes clt__cpu_cache_sizes report l1 and l2 bytes (both
- * nonzero), or the sizes read from sysfs again (0, 0). The GEMM's cache
- * blocking (clt__cpu_gemm_blocking) follows them from the next product. */
-void clt__cpu_cache_sizes_override(size_t l1, size_t l2);
-
-/* How the CPU kernels run a large product (op(a) (m,k) beyond twice L2,
- * n >= 512, k > kc; src/ops/dense.c): as launches over blocks of kc depths,
- * each work-item walking a row block's tiles against one panel of B (mtiles
- * at most: ceil(tiles / mtiles) blocks, which the kernel makes as even as
- * the tiles allow), A and B packed into panels. kc = 0: one launch over all
- * of k. */
-typedef struct clt__gemm_blocking {
-    size_t kc, mtiles;
-} clt__gemm_blocking;
-
-clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gemm_tile tile);
-
-/* Bytes of the row panels A is packed into for a product on the CPU kernels
- * (op(a) (m,k), a transposed when transpose_a, op(b) (k,n), leading
- * dimension of a lda), 0 when A is read in place: packing pays where rows a
- * multiple of 4 KiB apart would evict each other from the cache, for a
- * transposed A that two or more column panels read, and in blocked
- * products. Likewise the column panels of B (leading dimension ldb): a
- * transposed B is always packed, a B as is when its rows are a multiple of
- * 2 KiB apart or its panels too deep for L2 at their rows' stride (16 or
- * more deep) and in blocked products. The memory planner
- * counts the same bytes. */
-int64_t clt__cpu_gemm_pack_a_bytes(int transpose_a, size_t m, size_t n, size_t k, size_t lda, clt__gemm_tile tile);
-int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, size_t ldb, clt__gemm_tile tile);
-
-/* The CPU kernels with a given tile (src/ops/dense.c): c = alpha op(a) op(b)
- * + beta c, plus bias (n, may be NULL) on every row, then ReLU when relu. */
-clt_status clt__cpu_gemm(int slot, clt__gemm_tile tile, int transpose_a, int transpose_b, size_t m, size_t n,
-                         size_t k, float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
-                         float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu);
 
 #endif
