@@ -1,6 +1,7 @@
 /* Prediction: clt_model_predict (standardization in, softmax or the
  * target's units out) and `clt predict`, which agrees with it on every row,
- * from a file in the training layout or of the features alone. */
+ * from a file in the training layout or of the features alone; and `clt
+ * eval` of models made through the C API, a capstone checkpoint among them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,28 @@ START_TEST(test_classifier_tool_agrees_with_library)
         }
     }
 
+    /* clt eval on the training layout, its target where the model records it (a middle column): labelled with
+     * the library's predictions, then with each one class on. */
+    char labelled[300];
+    snprintf(labelled, sizeof labelled, "%s/labelled.csv", dir);
+    for (int shift = 0; shift < 2; shift++) {
+        FILE *f = fopen(labelled, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "a,b,species,c,d\n");
+        for (int i = 0; i < ROWS; i++)
+            fprintf(f, "%.9g,%.9g,\"%s\",%.9g,%.9g\n", (double)x[i * WIDTH], (double)x[i * WIDTH + 1],
+                    names[(classes[i] + shift) % 3], (double)x[i * WIDTH + 2], (double)x[i * WIDTH + 3]);
+        fclose(f);
+        int rc = clt_test_shell(out, sizeof out, "%s eval --load %s --data %s", clt_test_clt_path(), model, labelled);
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+        ck_assert_msg(strstr(out, shift ? "test accuracy 0.0000 (37 examples, " : "test accuracy 1.0000 (37 examples, "),
+                      "%s", out);
+    }
+    /* Not a Fashion-MNIST classifier. */
+    int erc = clt_test_shell(out, sizeof out, "%s eval --load %s --data %s", clt_test_clt_path(), model, dir);
+    ck_assert_msg(erc == 2 && strstr(out, "a classifier of 4 inputs and 3 outputs, not a Fashion-MNIST classifier"),
+                  "exit %d: %s", erc, out);
+
     /* Wrong widths: the library's CLT_ERR_SHAPE, the tool's exit 2 naming both; nothing written. */
     ck_assert_status(clt_model_predict(m, &d, x, ROWS, WIDTH - 1, probs, classes), CLT_ERR_SHAPE);
     ck_assert_msg(strstr(clt_last_error(), "3 features") && strstr(clt_last_error(), "takes 4"), "%s",
@@ -198,7 +221,59 @@ START_TEST(test_regression_in_target_units)
         ck_assert_msg(got[i] == y[i], "row %d: %.9g against %.9g", i, (double)got[i], (double)y[i]);
         p = end + 1;
     }
+    /* clt eval on rows whose target is the library's prediction plus 1: MSE and MAE 1, in the target's units. */
+    char labelled[300];
+    snprintf(labelled, sizeof labelled, "%s/labelled.csv", dir);
+    FILE *f = fopen(labelled, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < ROWS; i++)
+        fprintf(f, "%.9g,%.9g,%.9g,%.9g,%.9g\n", (double)x[i * WIDTH], (double)x[i * WIDTH + 1], (double)x[i * WIDTH + 2],
+                (double)x[i * WIDTH + 3], (double)y[i] + 1);
+    fclose(f);
+    rc = clt_test_shell(out, sizeof out, "%s eval --load %s --data %s", clt_test_clt_path(), model, labelled);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    const char *mse = strstr(out, "test mse "), *mae = strstr(out, "test mae ");
+    ck_assert_msg(mse && mae && strstr(out, "(37 examples, "), "%s", out);
+    ck_assert_msg(fabs(atof(mse + 9) - 1) < 1e-3 && fabs(atof(mae + 9) - 1) < 1e-3, "%s", out);
     clt_model_description_free(&d);
+    clt_model_free(m);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
+/* A capstone checkpoint as PyTorch writes it (no metadata: no layer list) is evaluated on Fashion-MNIST's
+ * test split, with the library's own figures. */
+START_TEST(test_eval_old_checkpoint)
+{
+    char dir[256], model[300], out[4096];
+    clt_test_make_temp_dir(dir, sizeof dir, "eval-old");
+    snprintf(model, sizeof model, "%s/old.safetensors", dir);
+    clt_test_write_idx_split(dir, "t10k", 64, 5, 0);
+    clt_device dev = clt_try_gpu(0); /* where clt eval evaluates without --device */
+    char devname[32];
+    clt_device_name(dev, devname, sizeof devname);
+    clt_model *m;
+    ck_assert_ok(clt_model_create_resmlp(&m, dev, 784, 16, 1, 10, 4));
+    int n = clt_model_num_parameter_tensors(m);
+    const char *names[16];
+    clt_tensor *tensors[16];
+    ck_assert_int_le(n, 16);
+    for (int i = 0; i < n; i++) ck_assert_ok(clt_model_named_parameter(m, i, &names[i], &tensors[i], NULL));
+    ck_assert_ok(clt_safetensors_save(model, n, names, tensors, 0, NULL, NULL));
+    clt_dataset test;
+    ck_assert_ok(clt_fashion_mnist_load(&test, dir, CLT_SPLIT_TEST));
+    double loss, acc;
+    clt_model_set_training(m, 0);
+    ck_assert_ok(clt_trainer_evaluate(m, &test, 256, 0, &loss, &acc));
+    int rc = clt_test_shell(out, sizeof out, "%s eval --load %s --data %s", clt_test_clt_path(), model, dir);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    char want[128];
+    snprintf(want, sizeof want, "test loss %.4f, test accuracy %.4f (64 images, %s)", loss, acc, devname);
+    ck_assert_msg(strstr(out, want), "want '%s': %s", want, out);
+    rc = clt_test_shell(out, sizeof out, "%s eval --load %s --data %s --hiddens 16 --blocks 2", clt_test_clt_path(),
+                        model, dir);
+    ck_assert_msg(rc == 2 && strstr(out, "16 hiddens and 1 blocks, not 16 and 2"), "exit %d: %s", rc, out);
+    clt_dataset_free(&test);
     clt_model_free(m);
     clt_test_remove_dir(dir);
 }
@@ -210,6 +285,7 @@ int main(void)
     TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_classifier_tool_agrees_with_library);
     tcase_add_test(tc, test_regression_in_target_units);
+    tcase_add_test(tc, test_eval_old_checkpoint);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

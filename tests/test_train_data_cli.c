@@ -124,6 +124,9 @@ START_TEST(test_classes_from_csv)
     double acc = predicted_accuracy("m.st", "cls-test.csv", header, sizeof header);
     ck_assert_str_eq(header, "predicted,p_neg,p_pos");
     ck_assert_msg(fabs(acc - test) < 1e-9, "clt predict's accuracy %g, the test figure %g", acc, test);
+    /* clt eval on the test file, read as the model records it: the figures the run printed. */
+    ck_assert_msg(run("%s eval --load %s/m.st --data %s/cls-test.csv", clt_test_clt_path(), dir, dir) == 0, "%s", out);
+    ck_assert_msg(figure(out, "test accuracy ") == test && strstr(out, "(100 examples, "), "%s", out);
     /* So does a model continued with --resume, and one saved at an epoch's end. */
     ck_assert_msg(run("%s train --data %s/cls.csv --standardize --hiddens 16,16 --epochs 2 --batch-size 32 --lr 0.2 "
                       "--save %s/r.st", clt_test_clt_path(), dir, dir) == 0, "%s", out);
@@ -176,6 +179,16 @@ START_TEST(test_regression_from_csv)
                   "clt predict: mse %g, mae %g; the test figures %g, %g", se / n, ae / n, mse, mae);
     free(truth);
     free(preds);
+    /* clt eval reads the test file's target "y" as recorded, standardises and reports the target's units. */
+    ck_assert_msg(run("%s eval --load %s/r.st --data %s/reg-test.csv", clt_test_clt_path(), dir, dir) == 0, "%s", out);
+    ck_assert_msg(fabs(figure(out, "test mse ") - mse) <= 1e-5 * mse && fabs(figure(out, "test mae ") - mae) <= 1e-5 * mae,
+                  "mse %g, mae %g: %s", mse, mae, out);
+    ck_assert_msg(strstr(out, "(100 examples, "), "%s", out);
+    /* A regression is no Fashion-MNIST classifier, and a file of another layout is bad data. */
+    ck_assert_int_eq(run("%s eval --load %s/r.st --data %s", clt_test_clt_path(), dir, dir), 2);
+    ck_assert_msg(strstr(out, "is a regression of 2 inputs and 1 outputs, not a Fashion-MNIST classifier"), "%s", out);
+    ck_assert_int_eq(run("%s eval --load %s/r.st --data %s/cls-test.csv", clt_test_clt_path(), dir, dir), 2);
+    ck_assert_msg(strstr(out, "cls-test.csv: no target column 'y'"), "%s", out);
     /* The target by index, the task forced. */
     ck_assert_int_eq(run("%s train --data %s/reg.csv --target 0 --task regress --epochs 1 --steps 1", clt_test_clt_path(),
                          dir), 0);

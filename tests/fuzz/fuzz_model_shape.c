@@ -1,6 +1,6 @@
 /* libFuzzer target: a ResMLP's shape read from a checkpoint
- * (clt_checkpoint_resmlp_shape) and the model built from it as `clt eval
- * --load` does (784 inputs, 10 outputs): a shape is refused with a status or
+ * (clt_checkpoint_resmlp_shape) and the capstone's ResMLP of that shape
+ * (784 inputs, 10 outputs): a shape is refused with a status or
  * gives a model whose parameter count is the checked one, never a wrapped
  * count. Models too large to build in a fuzzer's memory are only counted. */
 #include <cltensor.h>

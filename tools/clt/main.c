@@ -15,7 +15,7 @@ static const struct {
     {"devices", clt_cmd_devices, "list every OpenCL platform and device"},
     {"smi", clt_cmd_smi, "memory per device and per cltensor process, like nvidia-smi"},
     {"train", clt_cmd_train, "train the chapter's ResMLP classifier on Fashion-MNIST"},
-    {"eval", clt_cmd_eval, "test loss and accuracy of a checkpoint"},
+    {"eval", clt_cmd_eval, "test figures of any saved model"},
     {"predict", clt_cmd_predict, "a saved model's predictions for the rows of a data file, as CSV"},
     {"timeline", clt_cmd_timeline, "draw a CLT_TRACE trace as an SVG timeline"},
     {"tune", clt_cmd_tune, "time GEMM tile sizes for a model's shapes and cache the fastest"},

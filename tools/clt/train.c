@@ -1,6 +1,7 @@
 /* clt train and clt eval: the chapter's capstone, a ResMLPClassifier on
  * Fashion-MNIST, and training on a data file of the user's (CSV, .npy/.npz,
- * IDX): classes or a regression, a validation split, standardisation. */
+ * IDX): classes or a regression, a validation split, standardisation; and
+ * evaluating any saved model on either. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,26 +482,83 @@ static int train_run(train_args a, const clt_collective *comm)
     return rc;
 }
 
+/* clt eval's data: Fashion-MNIST's test split from a folder, or a data file
+ * read as the model records (its target column, task and classes). Returns
+ * 0, or the exit status after a message (2 for bad data). */
+static int eval_data(const train_args *a, const clt_model_description *desc, clt_dataset *ds)
+{
+    if (data_is_folder(a)) {
+        if (a->target || a->labels) {
+            fprintf(stderr, "clt eval: --target and --labels take a data file as --data, not the folder %s\n", a->data);
+            return 2;
+        }
+        if (desc->task != CLT_TASK_CLASSIFY || desc->num_inputs != 784 || desc->num_outputs != 10) {
+            fprintf(stderr, "clt eval: %s is a %s of %lld inputs and %lld outputs, not a Fashion-MNIST classifier "
+                            "(784 and 10): give its data file as --data\n", a->load,
+                    desc->task == CLT_TASK_REGRESS ? "regression" : "classifier", (long long)desc->num_inputs,
+                    (long long)desc->num_outputs);
+            return 2;
+        }
+        return clt_fashion_mnist_load(ds, a->data, CLT_SPLIT_TEST) != CLT_OK ? fail("eval", "loading the data") : 0;
+    }
+    /* The training set as the model knows it: its width, task, outputs and class names. */
+    clt_dataset like = {.rows = 1, .cols = desc->num_inputs, .task = desc->task, .num_classes = desc->num_classes,
+                        .class_names = desc->class_names,
+                        .outputs = desc->task == CLT_TASK_REGRESS ? desc->num_outputs : 0};
+    clt_data_options o = clt_data_default_options();
+    o.target = a->target ? a->target : desc->target;
+    o.labels_path = a->labels;
+    o.like = &like;
+    if (clt_dataset_load(ds, a->data, &o) != CLT_OK) {
+        fprintf(stderr, "clt eval: reading the data: %s\n", clt_last_error());
+        return 2;
+    }
+    return 0;
+}
+
+/* With --hiddens or --blocks: they must be the ResMLP's of the --load file. */
+static int eval_check_shape(const train_args *a)
+{
+    int64_t h, k;
+    if (!a->hiddens_given && !a->blocks_given) return 0;
+    if (a->hidden_layers > 1) {
+        fprintf(stderr, "clt eval: --hiddens takes the ResMLP's one width; the model's layers are read from %s\n",
+                a->load);
+        return 2;
+    }
+    if (clt_checkpoint_resmlp_shape(a->load, &h, &k) != CLT_OK) return fail("eval", "reading the checkpoint");
+    if ((a->hiddens_given && a->hiddens != h) || (a->blocks_given && a->blocks != k)) {
+        fprintf(stderr, "clt eval: %s holds a ResMLP with %lld hiddens and %lld blocks, not %lld and %lld\n", a->load,
+                (long long)h, (long long)k, (long long)a->hiddens, (long long)a->blocks);
+        return 2;
+    }
+    return 0;
+}
+
 int clt_cmd_eval(int argc, char **argv)
 {
     train_args a;
     int rc = clt_tool_train_parse_args(argc, argv, &a, 1);
     if (rc) return rc < 0 ? 0 : rc;
-    if ((rc = env_device("eval", &a))) return rc;
-    clt_dataset test = {0};
-    if (clt_fashion_mnist_load(&test, a.data, CLT_SPLIT_TEST) != CLT_OK) return fail("eval", "loading the data");
-    clt_model *model = NULL;
+    if ((rc = env_device("eval", &a)) || (rc = eval_check_shape(&a))) return rc;
     clt_device dev = a.have_device ? a.device : clt_try_gpu(0);
-    rc = make_model("eval", &a, dev, 784, 10, &model);
-    double loss = 0, acc = 0;
-    if (rc == 0 && clt_model_to(model, dev) != CLT_OK) rc = fail("eval", "moving the model");
-    if (rc == 0 && clt_trainer_evaluate(model, &test, a.batch_size, 0, &loss, &acc) != CLT_OK)
+    clt_model *model = NULL;
+    clt_model_description desc;
+    if (clt_model_load(&model, a.load, dev, &desc) != CLT_OK) return fail("eval", "loading the model");
+    clt_dataset test = {0};
+    rc = eval_data(&a, &desc, &test);
+    const clt_standardizer *st = desc.has_standardizer ? &desc.standardizer : NULL;
+    if (rc == 0 && st && clt_standardizer_apply(st, &test) != CLT_OK) rc = fail("eval", "standardizing");
+    clt_evaluation ev;
+    if (rc == 0 && clt_trainer_evaluate_metrics(model, &test, a.batch_size, 0, st, &ev) != CLT_OK)
         rc = fail("eval", "evaluating");
     if (rc == 0) {
         char name[32] = "";
         clt_device_name(dev, name, sizeof name);
-        printf("test loss %.4f, test accuracy %.4f (%lld images, %s)\n", loss, acc, (long long)test.n, name);
+        print_figures("test", &test, ev.loss, ev.accuracy, ev.mse, ev.mae);
+        printf(" (%lld %s, %s)\n", (long long)ev.examples, data_is_folder(&a) ? "images" : "examples", name);
     }
+    clt_model_description_free(&desc);
     clt_model_free(model);
     clt_dataset_free(&test);
     return rc;

@@ -90,11 +90,19 @@ static const char *train_usage =
     "same file, and none but --save the --resume or --load file.\n";
 
 static const char *eval_usage =
-    "usage: clt eval --load FILE [--data DIR] [--hiddens H --blocks K] [--device D] [--batch-size B]\n"
+    "usage: clt eval --load FILE [--data DIR|FILE] [--target COLUMN] [--labels FILE]\n"
+    "                [--hiddens H --blocks K] [--device D] [--batch-size B]\n"
     "\n"
-    "Prints the test loss and accuracy of a ResMLP checkpoint. The architecture\n"
-    "is read from the checkpoint; --hiddens and --blocks, when given, must agree.\n"
-    "The device is --device, else CLT_DEVICE when set, else gpu:0 when there is one, else cpu.\n";
+    "Prints the test loss and accuracy (classes) or the loss, MSE and MAE (a\n"
+    "regression, in the target's units) of any saved model: one made by clt train\n"
+    "or through the C API, rebuilt from the file (clt_model_load), or a ResMLP\n"
+    "checkpoint. The data is Fashion-MNIST's test split (a folder, default\n"
+    "data/fashion-mnist) or a data file (CSV, .npy/.npz or IDX) in the training\n"
+    "data's layout, its target the column the model records (or --target), its\n"
+    "classes the training data's; the model's stored standardization is applied.\n"
+    "--labels is the targets' file of an IDX or .npy file. --hiddens and --blocks,\n"
+    "when given, must agree with a ResMLP checkpoint's. The device is --device,\n"
+    "else CLT_DEVICE when set, else gpu:0 when there is one, else cpu.\n";
 
 /* The option handlers print their own message, prefixed with the command
  * ("clt train: ..."), and return 0 to refuse the value. */
@@ -399,8 +407,8 @@ static const struct option_spec {
     {"--fit", 0, 0, opt_fit},
     {"--fit=any", 0, 0, opt_fit_any},
     {"--no-shuffle", 0, 0, opt_no_shuffle},
-    {"--target", 1, 0, opt_target},
-    {"--labels", 1, 0, opt_labels},
+    {"--target", 1, 1, opt_target},
+    {"--labels", 1, 1, opt_labels},
     {"--task", 1, 0, opt_task},
     {"--test", 1, 0, opt_test},
     {"--val-split", 1, 0, opt_val_split},
