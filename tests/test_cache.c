@@ -667,6 +667,11 @@ START_TEST(test_tuning_cache_huge_refused)
     ck_assert_ptr_null(clt__tune_table_find(&t, 1, 1, 1, 7, 9));
     clt__tune_entry more = {0, 1, 999999, 7, 9, {4, 16}, 1};
     ck_assert_int_eq(clt__tune_table_put(&t, more), 0);
+    /* Content refused for its bytes empties a table already loaded, as
+     * content refused for its lines does. */
+    ck_assert_int_eq(clt__tune_parse(text, CLT__TUNE_MAX_BYTES + 1, &t, &why), 0);
+    ck_assert_uint_eq(t.count, 0);
+    ck_assert_ptr_null(t.slots);
     clt__tune_table_free(&t);
     free(text);
 }

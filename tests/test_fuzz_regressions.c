@@ -12,6 +12,7 @@
 /* The targets without their libFuzzer entry points. */
 #define CLT_FUZZ_NO_ENTRY
 #include "fuzz/fuzz_args.c"
+#include "fuzz/fuzz_cache_entry.c"
 #include "fuzz/fuzz_clblast_params.c"
 #include "fuzz/fuzz_csv.c"
 #include "fuzz/fuzz_env.c"
@@ -21,6 +22,7 @@
 #include "fuzz/fuzz_resume.c"
 #include "fuzz/fuzz_safetensors.c"
 #include "fuzz/fuzz_smi.c"
+#include "fuzz/fuzz_tune_cache.c"
 
 #include "support.h"
 
@@ -93,6 +95,12 @@ END_TEST
 START_TEST(test_replay_smi) { replay("smi", fuzz_smi); }
 END_TEST
 
+START_TEST(test_replay_cache_entry) { replay("cache_entry", fuzz_cache_entry); }
+END_TEST
+
+START_TEST(test_replay_tune_cache) { replay("tune_cache", fuzz_tune_cache); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fuzz_regressions");
@@ -107,6 +115,8 @@ int main(void)
     tcase_add_test(tc, test_replay_env);
     tcase_add_test(tc, test_replay_model_shape);
     tcase_add_test(tc, test_replay_smi);
+    tcase_add_test(tc, test_replay_cache_entry);
+    tcase_add_test(tc, test_replay_tune_cache);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -168,6 +168,7 @@ int clt__tune_parse(const char *text, size_t n, clt__tune_table *t, const char *
 {
     *why = NULL;
     if (n > CLT__TUNE_MAX_BYTES) {
+        clt__tune_table_free(t);
         *why = "larger than the bound of 1 MiB";
         return 0;
     }
@@ -226,24 +227,33 @@ static const clt__tune_entry *find(slot_tuning *t, int ta, int tb, size_t m, siz
 /* Adds or replaces a shape's entry. Lock held. */
 static int put(slot_tuning *t, clt__tune_entry e) { return clt__tune_table_put(&t->table, e); }
 
+int clt__tune_read(const char *path, const uint8_t key[32], clt__tune_table *t, char *why, size_t whylen)
+{
+    uint8_t *file;
+    const uint8_t *text;
+    size_t len;
+    int r = clt__cache_entry_read(path, key, CLT__TUNE_MAX_BYTES, &file, &text, &len, why, whylen);
+    if (r < 0) clt__tune_table_free(t);
+    if (r != 1) return r;
+    const char *bad = NULL;
+    if (!clt__tune_parse((const char *)text, len, t, &bad)) {
+        snprintf(why, whylen, "%s", bad);
+        r = -1;
+    }
+    free(file);
+    return r;
+}
+
 /* Reads the slot's file once; a file that fails a check is reported and
  * removed, and reads as empty. Lock held. */
 static void load(int slot, slot_tuning *t)
 {
     if (t->loaded) return;
     t->loaded = 1;
-    uint8_t key[32], *file;
+    uint8_t key[32];
     char dir[900], path[1024], why[256];
     if (tune_entry_of(slot, 0, key, dir, sizeof dir, path, sizeof path) != 1) return;
-    const uint8_t *text;
-    size_t len;
-    int r = clt__cache_entry_read(path, key, CLT__TUNE_MAX_BYTES, &file, &text, &len, why, sizeof why);
-    const char *bad = NULL;
-    if (r == 1 && !clt__tune_parse((const char *)text, len, &t->table, &bad)) {
-        snprintf(why, sizeof why, "%s", bad);
-        r = -1;
-    }
-    if (r == 1) free(file);
+    int r = clt__tune_read(path, key, &t->table, why, sizeof why);
     if (r < 0) {
         clt__warn("ignoring the tuning cache %s: %s; shapes use their default tiles until tuned again", path, why);
         clt__cache_entry_remove(path);

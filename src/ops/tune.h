@@ -4,6 +4,7 @@
 #define CLT_OPS_TUNE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "../tensor/tensor_internal.h"
 #include "gemm_cpu.h"
 
@@ -58,6 +59,12 @@ void clt__tune_table_free(clt__tune_table *t);
  * emptied when the content is beyond CLT__TUNE_MAX_BYTES or
  * CLT__TUNE_MAX_LINES (or memory runs out), else 1. Linear in n. */
 int clt__tune_parse(const char *text, size_t n, clt__tune_table *t, const char **why);
+/* The tuning cache's loader: the cache entry at path (src/core/cache.h,
+ * content at most CLT__TUNE_MAX_BYTES) made for key, read once and parsed
+ * into t as clt__tune_parse does. 1 when read; 0 when no file is there; -1
+ * with why (whylen bytes) saying what failed and t emptied when the entry
+ * or its content fails a check. */
+int clt__tune_read(const char *path, const uint8_t key[32], clt__tune_table *t, char *why, size_t whylen);
 
 /* The tile for op(a) (m,k) times op(b) (k,n) on a slot, a's leading
  * dimension lda, half when the operands are float16: the tuning cache's
