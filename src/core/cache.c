@@ -154,6 +154,22 @@ void clt__cache_key_hex(const uint8_t key[32], char out[65])
     out[64] = '\0';
 }
 
+int clt__cache_entry_name(const char *dir, const uint8_t key[32], const char *prefix, const char *suffix, char *path,
+                          size_t len)
+{
+    char hex[65];
+    clt__cache_key_hex(key, hex);
+    int n = snprintf(path, len, "%s/%s%.16s%s", dir, prefix, hex, suffix);
+    return n > 0 && (size_t)n < len ? 1 : 0;
+}
+
+int clt__cache_entry_path(const uint8_t key[32], const char *prefix, const char *suffix, int create, char *dir,
+                          size_t dirlen, char *path, size_t len)
+{
+    int r = clt__cache_dir(dir, dirlen, create);
+    return r != 1 ? r : clt__cache_entry_name(dir, key, prefix, suffix, path, len);
+}
+
 static int hex_is(const uint8_t *p, const uint8_t want[32])
 {
     char h[65];

@@ -49,6 +49,20 @@ int clt__cache_dir(char *buf, size_t len, int create);
  * without looking at it: 0 when caching is off or the path does not fit. */
 int clt__cache_dir_path(char *buf, size_t len);
 
+/* The name of key's entry in directory dir, "<dir>/<prefix><the key's
+ * first 16 hex digits><suffix>", into path (len bytes): 1, or 0 when it
+ * does not fit. */
+int clt__cache_entry_name(const char *dir, const uint8_t key[32], const char *prefix, const char *suffix, char *path,
+                          size_t len);
+
+/* The cache entry of key: its name (clt__cache_entry_name) in the cache
+ * directory into path (len bytes), the directory into dir (dirlen bytes).
+ * clt__cache_dir's answer (1: a trusted directory, created first when
+ * create; 0: no cache, or a path that does not fit; -1: a directory not
+ * used). */
+int clt__cache_entry_path(const uint8_t key[32], const char *prefix, const char *suffix, int create, char *dir,
+                          size_t dirlen, char *path, size_t len);
+
 /* Checks an entry held in buf (n bytes) against key, with content at most
  * max bytes: 1 with *content and *len (inside buf) when it holds, else 0
  * with *why saying what failed (a static string). */

@@ -101,12 +101,7 @@ static int entry_of(int slot, const char *options, const char *source, int creat
                     size_t dirlen, char *path, size_t len)
 {
     clt__cache_key(slot, "program", options, source, key);
-    int r = clt__cache_dir(dir, dirlen, create);
-    if (r != 1) return r;
-    char hex[65];
-    clt__cache_key_hex(key, hex);
-    int n = snprintf(path, len, "%s/%.16s.bin", dir, hex);
-    return n > 0 && (size_t)n < len ? 1 : 0;
+    return clt__cache_entry_path(key, "", ".bin", create, dir, dirlen, path, len);
 }
 
 int clt__program_cache_entry(int slot, const char *program, const char *extra, uint8_t key[32], char *path,

@@ -194,17 +194,16 @@ int clt__tune_parse(const char *text, size_t n, clt__tune_table *t, const char *
 
 /* ---- the file ---- */
 
+/* A tuning cache file's name in the cache directory: tune-<16 hex digits>.txt. */
+#define TUNE_PREFIX "tune-"
+#define TUNE_SUFFIX ".txt"
+
 /* The file's key and, when the cache directory is trusted (created first
  * when create), its path. clt__cache_dir's answer; dir holds the directory. */
 static int tune_entry_of(int slot, int create, uint8_t key[32], char *dir, size_t dirlen, char *path, size_t len)
 {
     clt__cache_key(slot, "tune", NULL, NULL, key);
-    int r = clt__cache_dir(dir, dirlen, create);
-    if (r != 1) return r;
-    char hex[65];
-    clt__cache_key_hex(key, hex);
-    int n = snprintf(path, len, "%s/tune-%.16s.txt", dir, hex);
-    return n > 0 && (size_t)n < len ? 1 : 0;
+    return clt__cache_entry_path(key, TUNE_PREFIX, TUNE_SUFFIX, create, dir, dirlen, path, len);
 }
 
 /* Lock held. */
@@ -478,11 +477,9 @@ clt_status clt_tune_cache_path(clt_device dev, char *buf, size_t len)
     buf[0] = '\0';
     CLT_TRY(clt__resolve(dev, &slot));
     uint8_t key[32];
-    char dir[900], hex[65];
+    char dir[900];
     clt__cache_key(slot, "tune", NULL, NULL, key);
-    clt__cache_key_hex(key, hex);
-    int n = clt__cache_dir_path(dir, sizeof dir) ? snprintf(buf, len, "%s/tune-%.16s.txt", dir, hex) : -1;
-    if (n < 0 || (size_t)n >= len) {
+    if (!clt__cache_dir_path(dir, sizeof dir) || !clt__cache_entry_name(dir, key, TUNE_PREFIX, TUNE_SUFFIX, buf, len)) {
         buf[0] = '\0';
         return clt__fail(CLT_ERR_IO, "clt_tune_cache_path: the cache is off (CLT_CACHE_DIR=off) or the path does "
                          "not fit in %zu bytes", len);
