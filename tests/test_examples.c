@@ -117,6 +117,30 @@ START_TEST(test_two_devices_example)
 }
 END_TEST
 
+/* docs/own-data.md's program: it writes a CSV (XOR of two bits, named
+ * "one" and "zero"), trains, saves, reloads the model from the file alone
+ * and predicts the four rows right; the file it saved serves clt predict. */
+START_TEST(test_own_data_example)
+{
+    char dir[256], env[300], out2[4096];
+    clt_test_make_temp_dir(dir, sizeof dir, "own-data");
+    snprintf(env, sizeof env, "cd '%s' &&", dir);
+    int status;
+    char *out = run_example("own_data", env, &status);
+    ck_assert_msg(status == 0, "own_data exited %d: %s", status, out);
+    assert_has(out, "0 0: zero ");
+    assert_has(out, "1 0: one ");
+    assert_has(out, "0 1: one ");
+    assert_has(out, "1 1: zero ");
+    int rc = clt_test_shell(out2, sizeof out2, "%s predict --load %s/xor.safetensors --input %s/xor.csv",
+                            clt_test_clt_path(), dir, dir);
+    const char *want = "predicted,p_one,p_zero\nzero,";
+    ck_assert_msg(rc == 0 && strncmp(out2, want, strlen(want)) == 0, "exit %d: %.300s", rc, out2);
+    free(out);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
 int main(void)
 {
     const char *bin = getenv("CLT_BINARY_DIR");
@@ -130,6 +154,7 @@ int main(void)
     tcase_add_test(tc, test_memory_example);
     tcase_add_test(tc, test_memory_example_bad_device);
     tcase_add_test(tc, test_two_devices_example);
+    tcase_add_test(tc, test_own_data_example);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }
