@@ -218,6 +218,8 @@ START_TEST(test_bad_data_exits_2)
     refuse("text.csv", "a,b,y\n1,2,0\n3,x,1\n4,5,0\n", "line 3, column 2 (b): 'x' is not a number");
     refuse("empty.csv", "", "an empty file");
     refuse("one.csv", "a,b,y\n1,2,0\n3,4,0\n4,5,0\n", "a classifier needs two classes");
+    refuse("latin1.csv", "a,b,y\n1,2,ok\n3,4,caf\xe9\n4,5,ok\n6,7,caf\xe9\n",
+           "line 3, column 3: the class label is not valid UTF-8 text");
     /* A test label the training data lack (out of its classes' range). */
     write_text("test-dog.csv", "a,b,label\n1,2,dog\n");
     int rc = run("%s train --data %s/cls.csv --test %s/test-dog.csv --save %s/bad.st", clt_test_clt_path(), dir, dir, dir);

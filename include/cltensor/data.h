@@ -157,7 +157,8 @@ CLT_API clt_data_options clt_data_default_options(void);
  * the line and the column (CSV) or the index (arrays) of what is wrong: a
  * ragged row, an empty or non-numeric field, a NaN or infinite value, an
  * unknown target column, an empty file, a class a training set lacks, a
- * width other than the training set's; CLT_ERR_UNSUPPORTED for arrays of a
+ * class label that is not valid UTF-8 text (a saved model's metadata
+ * names the classes), a width other than the training set's; CLT_ERR_UNSUPPORTED for arrays of a
  * kind not read (named). On failure *out is zeroed. */
 CLT_API clt_status clt_dataset_load(clt_dataset *out, const char *path, const clt_data_options *opt);
 

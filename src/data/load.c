@@ -2,6 +2,7 @@
  * clt_dataset_load_idx). The readers in src/io give fields or arrays; this
  * file turns them into features and targets, infers the task and maps class
  * labels to ids. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +163,17 @@ static clt_status set_targets(clt_dataset *out, labels *lb, const clt_data_optio
         out->outputs = 1;
         free(sorted);
         return s;
+    }
+    /* A class's name goes into a saved model's metadata, which is JSON: UTF-8 text only. */
+    for (int64_t d = 0; d < distinct; d++) {
+        json_t *valid = json_string(sorted[d]);
+        json_decref(valid);
+        if (valid) continue;
+        int64_t i = 0;
+        while (i < n - 1 && strcmp(lb->text[i], sorted[d]) != 0) i++;
+        where(at, sizeof at, lb, i);
+        free(sorted);
+        return clt__fail(CLT_ERR_FORMAT, "%s: %s: the class label is not valid UTF-8 text", lb->path, at);
     }
     out->task = CLT_TASK_CLASSIFY;
     out->classes = malloc((size_t)n * sizeof(int32_t));
