@@ -1,9 +1,9 @@
-/* Devices: enumeration of every OpenCL platform and device, naming, and the
- * contexts and in-order queues, created once per device when first used. */
+/* Devices: enumeration of every OpenCL platform and device, naming, the
+ * contexts, created once per device when first used, and the table of
+ * in-order queues (queue.c makes each). */
 #include "device_internal.h"
-#include "sync.h"
 #include "../core/env.h"
-#include "trace.h"
+#include "cltensor/async.h" /* clt_pinned */
 
 #include <errno.h>
 #include <pthread.h>
@@ -618,24 +618,18 @@ clt_status clt__slot_context(int slot, cl_context *out)
     return st;
 }
 
-clt_status clt__slot_queue(int slot, cl_command_queue *out)
+cl_command_queue clt__slot_queue_made(int slot)
 {
-    cl_command_queue made = slot >= 0 && slot < clt__slot_count() ? __atomic_load_n(&queues[slot], __ATOMIC_ACQUIRE)
-                                                                  : NULL;
-    if (made) {
-        *out = made;
-        return CLT_OK;
-    }
-    if (clt__slot_plans(slot))
-        return clt__fail(CLT_ERR_UNSUPPORTED, "internal: %s is a planning device: it has no queue", slots[slot].name);
-    cl_context ctx;
-    CLT_TRY(clt__slot_context(slot, &ctx));
-    CLT_TRY(clt__trace_env_status());
+    return slot >= 0 && slot < clt__slot_count() ? __atomic_load_n(&queues[slot], __ATOMIC_ACQUIRE) : NULL;
+}
+
+clt_status clt__slot_queue_make(int slot, cl_context ctx, cl_command_queue_properties props, cl_command_queue *out)
+{
     pthread_mutex_lock(&queue_locks[slot]);
     clt_status st = CLT_OK;
     if (!queues[slot]) {
         cl_int err;
-        cl_command_queue q = clCreateCommandQueue(ctx, slots[slot].device, clt__queue_properties(), &err);
+        cl_command_queue q = clCreateCommandQueue(ctx, slots[slot].device, props, &err);
         if (err != CL_SUCCESS) st = clt__cl_fail(err, "clCreateCommandQueue for %s", slots[slot].name);
         else __atomic_store_n(&queues[slot], q, __ATOMIC_RELEASE);
     }
@@ -647,7 +641,7 @@ clt_status clt__slot_queue(int slot, cl_command_queue *out)
 int clt__slot_in_use(int slot)
 {
     if (clt__slot_plans(slot)) return 1; /* no queue, always ready to be synchronized (for nothing) */
-    return slot >= 0 && slot < clt__slot_count() && __atomic_load_n(&queues[slot], __ATOMIC_ACQUIRE) != NULL;
+    return clt__slot_queue_made(slot) != NULL;
 }
 
 int clt__same_context(int a, int b) { return slots[a].context_group == slots[b].context_group; }

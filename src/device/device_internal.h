@@ -31,9 +31,16 @@ clt_status clt__resolve(clt_device dev, int *slot);
 /* The device value that names a slot in its own type (gpu:i, cpu:i). */
 clt_device clt__slot_device(int slot);
 
-/* The slot's context and queue, created on first use. */
+/* The slot's context and queue, created on first use (the queue by
+ * queue.c, with profiling while a trace runs). */
 clt_status clt__slot_context(int slot, cl_context *out);
 clt_status clt__slot_queue(int slot, cl_command_queue *out);
+/* The table of queues (device.c) that clt__slot_queue fills: the slot's
+ * queue, or NULL while none has been made (a planning slot never has one);
+ * and the making of it, with props in context ctx, unless another thread
+ * made it first (*out is the slot's queue either way). */
+cl_command_queue clt__slot_queue_made(int slot);
+clt_status clt__slot_queue_make(int slot, cl_context ctx, cl_command_queue_properties props, cl_command_queue *out);
 /* 1 when the slot's queue exists already (the device has been used). */
 int clt__slot_in_use(int slot);
 /* 1 when two slots share a context, so buffers of one are valid on the other's queue. */
@@ -61,7 +68,7 @@ int clt__slot_is_pinned(int slot);
  * has a twin with its limits, class and cap, on which tensors are placed
  * and counted by the allocator's own policy with no driver buffer, and
  * every kernel, fill and transfer is skipped at the point that would enqueue
- * it (kernels/program.c, tensor/tensor.c, copy.c, pinned.c, ops/dense.c,
+ * it (kernels/program.c, tensor/tensor.c, copy.c, ops/dense.c,
  * ops/check.c); synchronization points are counted as on the device and
  * wait for nothing; a read back gives zeros. A planning slot has no context
  * and no queue: clt__slot_context and clt__slot_queue refuse it, so a

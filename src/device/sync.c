@@ -3,7 +3,8 @@
  * and (but a fallback's) refused, and appears on the trace; a
  * clt__host_wait only appears on the trace, and blocking mode's wait after
  * each command is neither counted nor traced as a wait. Also the
- * per-command hook (trace, blocking mode) and events. */
+ * per-command hook (trace, blocking mode) and events. The trace (trace.c,
+ * above this file) registers its recorder here when it starts. */
 #include "sync.h"
 
 #include <pthread.h>
@@ -16,7 +17,6 @@
 #include "../core/clock.h"
 #include "../core/env.h"
 #include "device_internal.h"
-#include "trace.h"
 
 static atomic_ullong *counts;
 static cl_command_queue *side_queues;
@@ -25,8 +25,23 @@ static pthread_mutex_t side_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int debug_mode = -1;
 static atomic_int launch_blocking = -1;
 static _Atomic(clt__after_wait_hook) after_wait;
+static _Atomic(const clt__sync_tracer *) tracer;
 
 void clt__sync_set_after_wait(clt__after_wait_hook hook) { atomic_store(&after_wait, hook); }
+
+void clt__sync_set_tracer(const clt__sync_tracer *t) { atomic_store(&tracer, t); }
+
+static void trace_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes)
+{
+    const clt__sync_tracer *t = atomic_load(&tracer);
+    if (t) t->command(slot, ev, name, cat, bytes);
+}
+
+static void trace_host(int slot, const char *what, const char *cat, uint64_t start_ns, uint64_t end_ns)
+{
+    const clt__sync_tracer *t = atomic_load(&tracer);
+    if (t) t->host(slot, what, cat, start_ns, end_ns);
+}
 
 static void run_after_wait(void)
 {
@@ -241,20 +256,20 @@ clt_status clt__sync_wait_only(int slot, const char *api, cl_uint n, const cl_ev
     }
     uint64_t t0 = clt__now_ns();
     clt_status s = wait_events(slot, api, n, evs);
-    clt__trace_host(slot, api, "sync", t0, clt__now_ns());
+    trace_host(slot, api, "sync", t0, clt__now_ns());
     run_after_wait();
     return s;
 }
 
 clt_status clt__sync_queue(int slot, const char *api)
 {
-    if (clt__slot_plans(slot)) {
+    /* No queue (a planning device, or one nothing was enqueued on yet): nothing to wait for. */
+    cl_command_queue q = clt__slot_queue_made(slot);
+    if (!q) {
         CLT_TRY(clt__sync_point(slot, api));
         run_after_wait();
         return CLT_OK;
     }
-    cl_command_queue q;
-    CLT_TRY(clt__slot_queue(slot, &q));
     CLT_TRY(clt__sync_point(slot, api));
     uint64_t t0 = clt__now_ns();
     /* A marker after everything queued, waited for as any event: clFinish,
@@ -268,7 +283,7 @@ clt_status clt__sync_queue(int slot, const char *api)
     } else {
         err = clFinish(q);
     }
-    clt__trace_host(slot, api, "sync", t0, clt__now_ns());
+    trace_host(slot, api, "sync", t0, clt__now_ns());
     run_after_wait();
     if (err != CL_SUCCESS) return clt__cl_fail(err, "%s: clFinish on %s", api, slot_name(slot));
     return s;
@@ -280,7 +295,7 @@ clt_status clt__sync_fallback(int slot, const char *api, cl_event ev)
     if (clt__slot_plans(slot)) return CLT_OK;
     uint64_t t0 = clt__now_ns();
     clt_status s = wait_events(slot, api, 1, &ev);
-    clt__trace_host(slot, api, "sync", t0, clt__now_ns());
+    trace_host(slot, api, "sync", t0, clt__now_ns());
     run_after_wait();
     return s;
 }
@@ -290,7 +305,7 @@ clt_status clt__host_wait(int slot, const char *why, cl_event ev)
     if (clt__slot_plans(slot)) return CLT_OK;
     uint64_t t0 = clt__now_ns();
     clt_status s = wait_events(slot, why, 1, &ev);
-    clt__trace_host(slot, why, "wait", t0, clt__now_ns());
+    trace_host(slot, why, "wait", t0, clt__now_ns());
     return s;
 }
 
@@ -302,20 +317,14 @@ static clt_status blocking_wait(int slot, cl_event ev, const char *name)
 
 clt_status clt__after_enqueue(int slot, cl_event ev, const char *name)
 {
-    clt__trace_command(slot, ev, name, "kernel", 0);
+    trace_command(slot, ev, name, "kernel", 0);
     return blocking_wait(slot, ev, name);
 }
 
 clt_status clt__after_copy(int slot, cl_event ev, const char *what, size_t bytes)
 {
-    clt__trace_command(slot, ev, what, "copy", bytes);
+    trace_command(slot, ev, what, "copy", bytes);
     return blocking_wait(slot, ev, what);
-}
-
-cl_command_queue_properties clt__queue_properties(void)
-{
-    clt__trace_from_env();
-    return clt__trace_on() ? CL_QUEUE_PROFILING_ENABLE : 0;
 }
 
 clt_status clt__side_queue(int slot, cl_command_queue *out)

@@ -17,7 +17,9 @@ clt_status clt__sync_point(int slot, const char *api);
 clt_status clt__sync_wait(int slot, const char *api, cl_uint n, const cl_event *evs);
 /* The wait of a sync point already passed through clt__sync_point. */
 clt_status clt__sync_wait_only(int slot, const char *api, cl_uint n, const cl_event *evs);
-/* clt__sync_point, then waits for everything queued on the slot. */
+/* clt__sync_point, then waits for everything queued on the slot (nothing
+ * when no queue has been made for it: a planning slot, or a device not yet
+ * used). */
 clt_status clt__sync_queue(int slot, const char *api);
 
 /* A function the layer above registers to run on the waiting thread after
@@ -25,6 +27,17 @@ clt_status clt__sync_queue(int slot, const char *api);
  * transfers have finished). NULL removes it. */
 typedef void (*clt__after_wait_hook)(void);
 void clt__sync_set_after_wait(clt__after_wait_hook hook);
+
+/* The trace's recorder (trace.c registers it when a trace starts; NULL
+ * removes it): every command passing clt__after_enqueue or clt__after_copy
+ * goes to command ("kernel" or "copy", bytes for a copy), and every host
+ * wait to host (cat "sync" for a synchronization point, "wait" for
+ * clt__host_wait), from start_ns to end_ns. */
+typedef struct clt__sync_tracer {
+    void (*command)(int slot, cl_event ev, const char *name, const char *cat, size_t bytes);
+    void (*host)(int slot, const char *what, const char *cat, uint64_t start_ns, uint64_t end_ns);
+} clt__sync_tracer;
+void clt__sync_set_tracer(const clt__sync_tracer *t);
 
 /* The fallback where a completion callback or barrier cannot be queued
  * (freeing staging or pinned memory, a block another device reads): the
@@ -49,9 +62,6 @@ clt_status clt__host_wait(int slot, const char *why, cl_event ev);
 clt_status clt__after_enqueue(int slot, cl_event ev, const char *name);
 /* The same for a transfer: `what` names the direction ("gpu:0->gpu:1"). */
 clt_status clt__after_copy(int slot, cl_event ev, const char *what, size_t bytes);
-
-/* Properties for a new device queue: profiling while tracing. */
-cl_command_queue_properties clt__queue_properties(void);
 
 /* A second queue on the slot's device, for short commands that must not
  * wait behind the pipeline (mapping and unmapping pinned memory). */

@@ -1,8 +1,8 @@
 /* The timeline: every command that passes the enqueue hook (sync.h; with
  * OpenCL profiling times when its queue was created while tracing) and the
  * host waits sync.c reports (synchronization points, clt_trace_stop's own
- * among them, and clt__host_wait),
- * written as Chrome trace-event JSON. Device clocks are mapped onto the
+ * among them, and clt__host_wait) to the recorder a trace registers with it
+ * when it starts (clt__sync_set_tracer), written as Chrome trace-event JSON. Device clocks are mapped onto the
  * host's monotonic clock by the first command harvested with profiling times
  * on each device: its QUEUED time is taken to be the moment it was enqueued. */
 #include <jansson.h>
@@ -106,7 +106,8 @@ static clt_status pending_of(int slot, cl_event **out, cl_uint *n)
     return CLT_OK;
 }
 
-void clt__trace_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes)
+/* The recorder sync.c calls (clt__sync_tracer). */
+static void record_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes)
 {
     if (!atomic_load(&active) || !ev) return;
     uint64_t now = clt__now_ns();
@@ -125,7 +126,7 @@ void clt__trace_command(int slot, cl_event ev, const char *name, const char *cat
     pthread_mutex_unlock(&lock);
 }
 
-void clt__trace_host(int slot, const char *what, const char *cat, uint64_t start_ns, uint64_t end_ns)
+static void record_host(int slot, const char *what, const char *cat, uint64_t start_ns, uint64_t end_ns)
 {
     if (!atomic_load(&active)) return;
     pthread_mutex_lock(&lock);
@@ -139,6 +140,8 @@ void clt__trace_host(int slot, const char *what, const char *cat, uint64_t start
     }
     pthread_mutex_unlock(&lock);
 }
+
+static const clt__sync_tracer recorder = {record_command, record_host};
 
 static double us(uint64_t host_ns) { return (double)(int64_t)(host_ns - origin_ns) / 1000.0; }
 
@@ -268,6 +271,7 @@ clt_status clt_trace_start(const char *path)
         } else {
             origin_ns = clt__now_ns();
             if (!exit_hook) exit_hook = atexit(at_exit) == 0;
+            clt__sync_set_tracer(&recorder);
             atomic_store(&active, 1);
         }
     }

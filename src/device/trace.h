@@ -1,7 +1,8 @@
 /* Internal: the timeline of commands and host waits (src/device/trace.c),
  * written as Chrome trace-event JSON when CLT_TRACE or clt_trace_start asks.
- * The synchronization choke point (sync.c) feeds it; nothing below the
- * device layer calls it. */
+ * The synchronization choke point (sync.c, below it) feeds it through the
+ * recorder a trace registers there when it starts; queue.c starts the one
+ * CLT_TRACE names and asks whether a trace runs (profiling). */
 #ifndef CLT_DEVICE_TRACE_H
 #define CLT_DEVICE_TRACE_H
 
@@ -10,11 +11,8 @@
 #include <CL/cl.h>
 #include "cltensor/status.h"
 
-void clt__trace_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes);
-/* cat: "sync" for a counted synchronization point, "wait" for other host waits. */
-void clt__trace_host(int slot, const char *what, const char *cat, uint64_t start_ns, uint64_t end_ns);
 int clt__trace_on(void);
-/* Starts the trace named by CLT_TRACE, once (at the first queue creation). */
+/* Starts the trace named by CLT_TRACE, once (at the first queue creation, queue.c). */
 void clt__trace_from_env(void);
 /* CLT_OK, or the status and message of a CLT_TRACE that could not start
  * (checked before each queue is made). */
