@@ -270,6 +270,12 @@ START_TEST(test_eval_old_checkpoint)
     char want[128];
     snprintf(want, sizeof want, "test loss %.4f, test accuracy %.4f (64 images, %s)", loss, acc, devname);
     ck_assert_msg(strstr(out, want), "want '%s': %s", want, out);
+    /* The same images as a data file, its labels from --labels. */
+    rc = clt_test_shell(out, sizeof out,
+                        "%s eval --load %s --data %s/t10k-images-idx3-ubyte --labels %s/t10k-labels-idx1-ubyte",
+                        clt_test_clt_path(), model, dir, dir);
+    snprintf(want, sizeof want, "test loss %.4f, test accuracy %.4f (64 examples, %s)", loss, acc, devname);
+    ck_assert_msg(rc == 0 && strstr(out, want), "exit %d, want '%s': %s", rc, want, out);
     rc = clt_test_shell(out, sizeof out, "%s eval --load %s --data %s --hiddens 16 --blocks 2", clt_test_clt_path(),
                         model, dir);
     ck_assert_msg(rc == 2 && strstr(out, "16 hiddens and 1 blocks, not 16 and 2"), "exit %d: %s", rc, out);
