@@ -17,6 +17,7 @@
 #include "fuzz/fuzz_csv.c"
 #include "fuzz/fuzz_env.c"
 #include "fuzz/fuzz_idx.c"
+#include "fuzz/fuzz_model_description.c"
 #include "fuzz/fuzz_model_shape.c"
 #include "fuzz/fuzz_npy.c"
 #include "fuzz/fuzz_resume.c"
@@ -101,6 +102,9 @@ END_TEST
 START_TEST(test_replay_tune_cache) { replay("tune_cache", fuzz_tune_cache); }
 END_TEST
 
+START_TEST(test_replay_model_description) { replay("model_description", fuzz_model_description); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fuzz_regressions");
@@ -117,6 +121,7 @@ int main(void)
     tcase_add_test(tc, test_replay_smi);
     tcase_add_test(tc, test_replay_cache_entry);
     tcase_add_test(tc, test_replay_tune_cache);
+    tcase_add_test(tc, test_replay_model_description);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

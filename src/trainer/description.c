@@ -438,6 +438,9 @@ clt_status clt__standardizer_read(clt_standardizer *out, int *found, const char 
         if (!known)
             return clt__fail(CLT_ERR_FORMAT, "%s: tensor %.80s is not one of preprocess.x_mean, x_std, y_mean, y_std",
                              path, fi.name);
+        if (outputs == 0 && strncmp(fi.name, CLT__PREPROCESS_PREFIX "y_", strlen(CLT__PREPROCESS_PREFIX "y_")) == 0)
+            return clt__fail(CLT_ERR_FORMAT, "%s: tensor %s standardizes a regression's targets, but the model is a "
+                             "classifier (cltensor.task)", path, fi.name);
     }
     float *v[4] = {NULL, NULL, NULL, NULL};
     clt_status s = CLT_OK;

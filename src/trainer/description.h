@@ -65,8 +65,10 @@ clt_status clt__standardizer_tensors(const clt_standardizer *s, clt_device dev, 
                                      clt_tensor **tensors, int *n);
 
 /* The file's preprocess.* tensors as a standardizer for a model of the given
- * width and outputs, read through dev (*found 0 when the file has none; then out is zeroed).
- * CLT_ERR_FORMAT naming the tensor when one is malformed or alone. */
+ * width and outputs (a regression's targets; 0 for a classifier, whose file
+ * may hold no y_ tensor), read through dev (*found 0 when the file has none;
+ * then out is zeroed). CLT_ERR_FORMAT naming the tensor when one is
+ * malformed, alone or a classifier's y_ tensor. */
 clt_status clt__standardizer_read(clt_standardizer *out, int *found, const char *path, const clt_safetensors *f,
                                   clt_device dev, int64_t width, int64_t outputs);
 
