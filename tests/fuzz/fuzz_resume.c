@@ -14,15 +14,12 @@
 #define RESUME_MAX_KEYS 16
 #define RESUME_EXAMPLES 8
 
-/* The checkpoint's path, in a directory of its own made once per process. */
+/* The checkpoint's path, in the private directory (fuzz_file.h), which is
+ * removed with what it holds when the process exits. */
 static const char *resume_path(void)
 {
-    static char path[128];
-    if (!path[0]) {
-        char dir[] = "/tmp/clt-fuzz-resume-XXXXXX";
-        FUZZ_REQUIRE(mkdtemp(dir) != NULL);
-        snprintf(path, sizeof path, "%s/resume.st", dir);
-    }
+    static char path[4200];
+    if (!path[0]) fuzz_private_path("resume.st", path);
     return path;
 }
 
