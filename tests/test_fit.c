@@ -10,25 +10,28 @@
 #include "support.h"
 #include "device/device_internal.h"
 #include "ops/ops_internal.h"
+#include "trainer/loss.h"
 #include "trainer/step.h"
 
 static char out[1 << 16];
 #define run(...) clt_test_shell(out, sizeof out, __VA_ARGS__)
 #define MIB (1024 * 1024)
 
-/* The issue's example: a 32 MiB cap on the training device (cpu:0, or gpu:0 under
- * CLT_CPU_AS_GPU=1, not on the loader's pinned staging), 8 blocks of 256, batch 4096. */
+/* docs/planner.md's example, as printed there: a 32 MiB cap on every device
+ * (the training device and the loaders' pinned staging), 8 blocks of 256,
+ * batch 4096, evaluated on a whole validation set of Fashion-MNIST's test
+ * size (10000 examples) after two steps. */
 START_TEST(test_fit_trains_where_plain_fails)
 {
     char dir[64];
     clt_test_make_temp_dir(dir, sizeof dir, "fit");
     clt_test_write_idx_split(dir, "train", 8192, 1, 0);
-    clt_test_write_idx_split(dir, "t10k", 64, 2, 0);
-    const char *args = "--hiddens 256 --blocks 8 --batch-size 4096 --steps 2 --val-limit 64";
-    int rc = run("CLT_MEMORY_CAP=cpu:0=32M,gpu:0=32M %s train --data %s %s", clt_test_clt_path(), dir, args);
+    clt_test_write_idx_split(dir, "t10k", 10000, 2, 0);
+    const char *args = "--hiddens 256 --blocks 8 --batch-size 4096 --steps 2";
+    int rc = run("CLT_MEMORY_CAP=32M %s train --data %s %s", clt_test_clt_path(), dir, args);
     ck_assert_msg(rc == 1, "the plain run did not fail (%d): %s", rc, out);
     ck_assert_msg(strstr(out, "CLT_ERR_OUT_OF_MEMORY") || strstr(out, "out of memory"), "%s", out);
-    rc = run("CLT_MEMORY_CAP=cpu:0=32M,gpu:0=32M %s train --data %s %s --fit --memory-plot %s/m.svg", clt_test_clt_path(), dir, args,
+    rc = run("CLT_MEMORY_CAP=32M %s train --data %s %s --fit --memory-plot %s/m.svg", clt_test_clt_path(), dir, args,
              dir);
     ck_assert_msg(rc == 0, "clt train --fit failed (%d): %s", rc, out);
     printf("%s", out);
@@ -41,7 +44,10 @@ START_TEST(test_fit_trains_where_plain_fails)
     at = strstr(at, "predicted peak ");
     ck_assert_int_eq(sscanf(at, "predicted peak %lf MiB allocated, %lf MiB reserved", &peak, &reserved), 2);
     ck_assert_double_le(reserved, 32.0);
+    ck_assert_msg(strstr(out, "fit: evaluation in batches of 316"), "%s", out);
+    ck_assert_msg(strstr(out, "of pinned memory (capped at 32.0 MiB)"), "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "trained 1 epoch(s), 2 steps"));
+    ck_assert_msg(strstr(out, "test accuracy"), "no evaluation: %s", out);
     /* The measured peak, from the memory picture of both steps. */
     char cmd[256];
     snprintf(cmd, sizeof cmd, "sed -n 's/.*peak: \\([0-9.]*\\) MiB allocated.*/\\1/p' %s/m.svg", dir);
@@ -156,6 +162,126 @@ START_TEST(test_accumulated_plan_exact)
 }
 END_TEST
 
+/* A whole run (whole_run: the trainer's loader and an evaluation after the
+ * steps) predicted as measured: the evaluation's peak on the device and the
+ * loaders' staging in pinned memory, for classes and for a regression, with
+ * and without kept packed weights. Pinned memory has a cap here, so its
+ * loaders keep the two staging buffers the plan counts. */
+START_TEST(test_whole_run_plan_exact)
+{
+    clt_device dev = clt_test_cpu();
+    ck_assert_ok(clt_memory_set_cap(clt_pinned(), 1024 * MIB));
+    for (int k = 0; k < 4; k++) {
+        int regress = k & 1, keep = !(k & 2);
+        int64_t n = 301, in = 784, outputs = regress ? 3 : 10, micro = 76;
+        clt_model *m;
+        ck_assert_ok(clt_model_create_resmlp(&m, dev, in, 64, 4, outputs, 0));
+        clt_model_set_keep_packed(m, keep);
+        ck_assert_int_eq(clt_model_keep_packed(m), keep);
+        clt_plan_options o = clt_plan_default_options();
+        o.device = dev;
+        o.batch_size = n;
+        o.accumulate = 4;
+        o.optimizer = CLT_OPTIMIZER_ADAM;
+        o.task = regress ? CLT_TASK_REGRESS : CLT_TASK_CLASSIFY;
+        o.whole_run = 1;
+        clt_plan p;
+        ck_assert_ok(clt_plan_step(m, &o, &p));
+        /* The same run on the device: data of the plan's shape, the trainer's loader, two steps, an evaluation. */
+        float *xs = clt_test_random_floats(n * in, 7), *ys = clt_test_random_floats(n * outputs, 8);
+        int32_t *labels = calloc((size_t)n, sizeof *labels);
+        clt_dataset ds;
+        if (regress) ck_assert_ok(clt_dataset_from_host(&ds, n, in, xs, NULL, 0, NULL, ys, outputs));
+        else ck_assert_ok(clt_dataset_from_host(&ds, n, in, xs, labels, (int)outputs, NULL, NULL, 0));
+        free(xs);
+        free(ys);
+        free(labels);
+        ck_assert_ok(clt_memory_reset_peak(clt_pinned()));
+        clt_optimizer *opt;
+        ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0));
+        clt_loader_options lo = clt_loader_default_options();
+        lo.batch_size = n;
+        lo.flatten = 1;
+        clt_loader *loader;
+        ck_assert_ok(clt_loader_create(&loader, &ds, dev, &lo));
+        int64_t one = 1;
+        clt_tensor *loss_sum = NULL;
+        ck_assert_ok(clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one));
+        for (int step = 0; step < 2; step++) {
+            if (step == 1) ck_assert_ok(clt_memory_reset_peak(dev));
+            clt__step_tensors t = {0};
+            ck_assert_ok(clt_loader_set_epoch(loader, step));
+            ck_assert_ok(clt_loader_next(loader, &t.x, &t.y));
+            clt__step_options so = {.loss = clt__loss_for(&ds), .accumulate = 4};
+            ck_assert_ok(clt__train_step(m, opt, &t, loss_sum, 0, &so));
+            clt__step_tensors_release(&t);
+        }
+        ck_assert_int_eq(clt_memory_max_allocated(dev), p.peak);
+        ck_assert_ok(clt_memory_reset_peak(dev));
+        clt_evaluation ev;
+        ck_assert_ok(clt_trainer_evaluate_metrics(m, &ds, micro, 2 * micro, NULL, &ev));
+        ck_assert_int_eq(ev.examples, 2 * micro);
+        ck_assert_msg(clt_memory_max_allocated(dev) == p.eval_peak, "regress %d keep %d: evaluation measured %lld, "
+                      "predicted %lld", regress, keep, (long long)clt_memory_max_allocated(dev), (long long)p.eval_peak);
+        ck_assert_int_eq(clt_memory_max_allocated(clt_pinned()), p.staging);
+        ck_assert_int_gt(p.staging, 2 * n * in * 4);
+        clt_loader_free(loader);
+        clt_tensor_release(loss_sum);
+        clt_optimizer_free(opt);
+        clt_dataset_free(&ds);
+        clt_model_free(m);
+    }
+}
+END_TEST
+
+/* The evaluation is part of the fit: where the steps fit a budget but an
+ * evaluation keeping packed weights does not (on the CPU kernels), clt_plan_fit
+ * drops them. */
+START_TEST(test_fit_drops_kept_panels)
+{
+    clt_model *m;
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 784, 256, 8, 10, 0));
+    clt_plan_options o = clt_plan_default_options();
+    o.device = clt_test_cpu();
+    o.batch_size = 4096;
+    clt_plan_fit_result steps, whole;
+    ck_assert_ok(clt_plan_fit(m, &o, 32 * MIB, 0, &steps));
+    o.whole_run = 1;
+    ck_assert_ok(clt_plan_fit(m, &o, 32 * MIB, 0, &whole));
+    /* Only the CPU kernels keep packed weights (CLBlast packs none the planner sees). */
+    int slot, cpu = 0;
+    ck_assert_ok(clt__resolve(clt_test_cpu(), &slot));
+    ck_assert_ok(clt__dense_cpu(slot, &cpu));
+    ck_assert_int_eq(whole.keep_packed, !cpu);
+    ck_assert_int_gt(whole.plan.eval_peak, 0);
+    ck_assert_int_le(whole.plan.eval_peak, whole.budget - whole.margin);
+    ck_assert_int_eq(steps.plan.eval_peak, 0);
+    /* With room, the evaluation keeps its packed weights. */
+    ck_assert_ok(clt_plan_fit(m, &o, 256 * MIB, 0, &whole));
+    ck_assert_int_eq(whole.keep_packed, 1);
+    clt_model_free(m);
+}
+END_TEST
+
+/* With several GPUs, --fit plans within the smallest budget of those the run uses. */
+START_TEST(test_fit_smallest_gpu_budget)
+{
+    clt_test_skip_if(clt_num_gpus() < 2, "two-gpus", "needs two GPUs, found %d", clt_num_gpus());
+    char dir[64];
+    clt_test_make_temp_dir(dir, sizeof dir, "fitgpus");
+    clt_test_write_idx_split(dir, "train", 4096, 1, 0);
+    clt_test_write_idx_split(dir, "t10k", 1000, 2, 0);
+    int rc = run("CLT_MEMORY_CAP=gpu:0=64M,gpu:1=32M %s train --data %s --hiddens 256 --blocks 8 --batch-size 4096 "
+                 "--steps 1 --num-gpus 2 --fit", clt_test_clt_path(), dir);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "MiB reserved, of 32.0 MiB on gpu:0"), "%s", out);
+    rc = run("CLT_MEMORY_CAP=gpu:0=64M,gpu:1=32M %s train --data %s --hiddens 256 --blocks 8 --batch-size 4096 "
+             "--steps 1 --num-gpus 1 --fit", clt_test_clt_path(), dir);
+    ck_assert_msg(rc == 0 && strstr(out, "MiB reserved, of 64.0 MiB on gpu:0"), "exit %d: %s", rc, out);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
 /* --plan names an accumulated step, says why checkpointing goes further
  * (its ratio is the printed batches'), and lists --fit's choice. */
 START_TEST(test_plan_report_lines)
@@ -231,7 +357,14 @@ int main(void)
     tcase_add_test(tc, test_accumulated_plan_exact);
     tcase_add_test(tc, test_plan_report_lines);
     tcase_add_test(tc, test_fit_any);
+    tcase_add_test(tc, test_whole_run_plan_exact);
+    tcase_add_test(tc, test_fit_drops_kept_panels);
     tcase_add_test(tc, test_fit_trains_where_plain_fails);
     suite_add_tcase(s, tc);
+    TCase *gpus = clt_test_tcase("gpus"); /* a ctest entry of its own, which may skip */
+    tcase_set_tags(gpus, "gpus");
+    tcase_set_timeout(gpus, 600);
+    tcase_add_test(gpus, test_fit_smallest_gpu_budget);
+    suite_add_tcase(s, gpus);
     return clt_test_run(s);
 }

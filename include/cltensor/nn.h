@@ -118,6 +118,14 @@ CLT_API clt_device clt_model_device(const clt_model *m);
  * freed when training is switched on. Switching drops kept activations. */
 CLT_API void clt_model_set_training(clt_model *m, int on);
 CLT_API int clt_model_training(const clt_model *m);
+/* Whether, with training off, the Linears keep their packed weights between
+ * forwards (1, the default: an evaluation over many batches packs each
+ * weight once) or pack them into scratch at each product (0: about the
+ * float32 weights' size less memory, at the cost of a pack per batch;
+ * `clt train --fit` chooses 0 when only that makes its evaluation fit).
+ * Turning it off frees the panels kept so far. */
+CLT_API void clt_model_set_keep_packed(clt_model *m, int on);
+CLT_API int clt_model_keep_packed(const clt_model *m);
 
 /* ---- Recompute: activation checkpointing ----------------------------
  * Activation checkpointing, called recompute in cltensor's API (checkpoint

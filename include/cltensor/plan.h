@@ -4,10 +4,12 @@
  * trainer's order of operations, and what each layer keeps for backward.
  *
  * The step is the trainer's own, run on the planning device of o->device
- * (clt_plan_device): the batch (x and int32 labels) on the device beside the
- * trainer's running loss sum; zero_grad; forward; softmax cross-entropy;
- * backward; optimizer step, with gradients and optimizer state already
- * created by an earlier step. One plan at a time per device: the planning
+ * (clt_plan_device): the batch (x and int32 labels, or a regression's float32
+ * targets) on the device beside the trainer's running loss sum; zero_grad;
+ * forward; softmax cross-entropy (or MSE); backward; optimizer step, with
+ * gradients and optimizer state already created by an earlier step. With
+ * whole_run, the batches come through the trainer's loader and an
+ * evaluation follows, as `clt train --fit` runs them. One plan at a time per device: the planning
  * device must hold nothing (CLT_ERR_BUSY otherwise). In
  * float16 it is the mixed-precision step of `clt train --fp16`: float16
  * weights, gradients and activations, float32 master weights and optimizer
@@ -18,6 +20,7 @@
 #include "export.h"
 #include <stdint.h>
 #include <stdio.h>
+#include "data.h"
 #include "nn.h"
 #include "optim.h"
 
@@ -37,6 +40,17 @@ typedef struct clt_plan_options {
     int accumulate;                /* micro-batches per step (gradient accumulation, as the trainer's
                                       accumulate): the batch stays on the device whole, each micro-batch's
                                       forward and backward run on rows of it; 0 or 1: one pass */
+    int whole_run;                 /* 1: the run as `clt train --fit` trains it: the batches come through the
+                                      trainer's loader, staged in pinned memory (counted on pinned memory's
+                                      planning twin, under pinned memory's own cap when the plan has a
+                                      budget), and after the two steps an evaluation of two batches of
+                                      eval_batch_size runs in inference mode (clt_trainer_evaluate); 0: the
+                                      training step alone */
+    int64_t eval_batch_size;       /* with whole_run, examples per evaluation batch; 0: the micro-batch size */
+    clt_task task;                 /* CLT_TASK_CLASSIFY (0): int32 labels and the softmax cross-entropy;
+                                      CLT_TASK_REGRESS: float32 targets, one per output, and the MSE */
+    int drop_packed;               /* with whole_run, 1: evaluate as after clt_model_set_keep_packed(m, 0),
+                                      whatever the model's own setting; 0: as the model says */
 } clt_plan_options;
 
 /* Batch 256, SGD without momentum, float32, no recompute, try_gpu(0). */
@@ -61,6 +75,12 @@ typedef struct clt_plan {
                                optimizer state) with no cap, as run on the planning device */
     int64_t input_features; /* per example, the first Linear's input width */
     int recompute_blocks;   /* residual blocks in the longest recomputed segment, 0 when off */
+    /* With whole_run (else 0): */
+    int64_t eval_peak;      /* the allocated peak over the evaluation, the model's parameters, gradients
+                               and optimizer state included (clt_memory_max_allocated after a reset) */
+    int64_t staging;        /* pinned memory's allocated peak over the run: the training loader's and
+                               the evaluation loader's staging buffers */
+    int64_t staging_reserved; /* pinned memory's reserved peak (its allocator's segments) */
 } clt_plan;
 
 /* Predicts one step of m (initialised; its parameters' device is not
@@ -83,6 +103,8 @@ typedef struct clt_plan_fit_result {
     int accumulate;          /* micro-batches per step (1: none) */
     int recompute_blocks;    /* recompute, residual blocks per segment: 0 off, else S */
     clt_dtype dtype;         /* CLT_FLOAT32, or CLT_FLOAT16 where allowed and needed */
+    int keep_packed;         /* with whole_run: 0 when the evaluation fits only with no packed weights kept
+                                (clt_model_set_keep_packed(m, 0) before training), else the model's setting */
     int64_t budget, margin;  /* the budget and the part of it kept free */
     clt_plan plan;           /* the chosen step's prediction */
 } clt_plan_fit_result;
@@ -99,6 +121,10 @@ typedef struct clt_plan_fit_result {
  * steps, reserved segments and cache releases) stays under the budget less
  * a margin of 2 MiB plus 1/32 of the budget, for what the run does not
  * hold (the segments the trainer's warm-up leaves, other tensors of the program).
+ * With o->whole_run the run's evaluation (at the micro-batch size) must
+ * stay under it too, and the loaders' staging under pinned memory's own cap
+ * when it has one; a configuration whose steps fit but whose evaluation
+ * does not is tried again without kept packed weights (keep_packed 0).
  * CLT_ERR_OUT_OF_MEMORY when none fits, its message giving the budget, the
  * margin, and what the weights, gradients, optimizer state and batch need. */
 CLT_API clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t budget, int allow_fp16,

@@ -66,6 +66,8 @@ typedef struct clt_trainer_options {
     int64_t max_steps;         /* stop after this many optimizer steps; 0: no limit */
     int64_t train_limit;       /* use the first examples only; 0: all */
     int64_t val_limit;
+    int64_t eval_batch_size;   /* examples per evaluation batch; 0: batch_size (`clt train --fit` sets the
+                                  micro-batch size it chose, so that evaluation fits as its steps do) */
     const char *metrics_path;  /* CSV, one row per epoch; NULL: none */
     const char *plot_path;     /* SVG of losses and accuracy per epoch; NULL: none */
     const char *save_path;     /* checkpoint (with the optimizer state) written atomically at

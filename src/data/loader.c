@@ -5,6 +5,7 @@
 #include "../tensor/pinned.h"
 #include "cltensor/async.h"
 #include "cltensor/data.h"
+#include "cltensor/memory.h"
 
 /* Batches are staged in pinned host buffers and copied to the device without
  * waiting. A buffer is reused once its copy has finished (asked without
@@ -12,7 +13,10 @@
  * ring grows to as many batches as the host runs ahead of the device and the
  * host never waits for a copy. Past MAX_STAGING_BYTES of staging (the ring
  * keeps at least FIRST_STAGES buffers and grows to at most 4096) it waits for
- * the oldest copy instead (a synchronization point of clt_loader_next). */
+ * the oldest copy instead (a synchronization point of clt_loader_next). It
+ * does not grow at all while pinned memory has a cap (clt_memory_set_cap,
+ * CLT_MEMORY_CAP), so that under a cap it holds what the memory planner
+ * counts (FIRST_STAGES buffers), nor once a new buffer found no memory. */
 #define FIRST_STAGES 2
 #define MAX_STAGING_BYTES ((int64_t)256 << 20)
 
@@ -59,6 +63,13 @@ static clt_status add_stage(clt_loader *l)
     return CLT_OK;
 }
 
+/* Whether the ring may take another buffer: not while pinned memory has a cap. */
+static int may_grow(const clt_loader *l)
+{
+    clt_memory_stats st;
+    return clt_memory_get_stats(clt__pinned_beside(l->dev), &st) == CLT_OK && st.cap == 0;
+}
+
 /* The staging buffer for the next batch, writable now: the first one from
  * next_stage on whose copy has finished, else a new one, else (the ring at
  * its largest) the one at next_stage once its copy is done. */
@@ -72,10 +83,14 @@ static clt_status take_stage(clt_loader *l, staging **out)
             return CLT_OK;
         }
     }
-    if (l->nstages < l->max_stages) {
-        CLT_TRY(add_stage(l));
-        *out = &l->stage[l->next_stage];
-        return CLT_OK;
+    if (l->nstages < l->max_stages && may_grow(l)) {
+        clt_status s = add_stage(l);
+        if (s == CLT_OK) {
+            *out = &l->stage[l->next_stage];
+            return CLT_OK;
+        }
+        if (s != CLT_ERR_OUT_OF_MEMORY) return s;
+        l->max_stages = l->nstages; /* pinned memory is full: wait for copies from now on */
     }
     staging *st = &l->stage[l->next_stage];
     const char *api = "clt_loader_next (every pinned staging buffer in flight)";
@@ -225,6 +240,8 @@ static int64_t prepare(const clt_loader *l, int64_t b, float *xs, void *ys)
     int64_t start = b * l->opt.batch_size;
     int64_t len = l->n - start < l->opt.batch_size ? l->n - start : l->opt.batch_size;
     int64_t lo = len * l->opt.rank / l->opt.world, hi = len * (l->opt.rank + 1) / l->opt.world;
+    /* A planning device's staging has no storage, and no kernel reads values there. */
+    if (l->dev.type == CLT_DEVICE_PLAN) return hi - lo;
     for (int64_t k = lo; k < hi; k++) {
         int64_t idx = l->order[start + k];
         float *dst = xs + (k - lo) * l->pixels;

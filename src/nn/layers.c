@@ -64,12 +64,13 @@ static int is_f32_linear(const clt__layer *l)
     return l->kind == CLT__LINEAR && clt_tensor_dtype(l->w) == CLT_FLOAT32;
 }
 
-/* Where a Linear's forward keeps w^T's panels: in evaluation mode only.
+/* Where a Linear's forward keeps w^T's panels: in evaluation mode only, and
+ * not after clt_model_set_keep_packed(m, 0).
  * In training the optimizer rewrites w every step, so kept panels would be
  * packed again at each forward anyway; they would only add memory. */
 static clt__packed_weight *kept_panels(const clt_model *m, clt__layer *l)
 {
-    return m->evaluating ? &l->packed : NULL;
+    return m->evaluating && !m->drop_packed ? &l->packed : NULL;
 }
 
 // x is (B,in), w is (out,in), b is (out); y is (B,out)

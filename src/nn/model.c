@@ -105,6 +105,7 @@ clt_status clt__model_layout(clt_model **out, const clt_model *m)
     c->nlayers = c->cap = m->nlayers;
     c->features = m->features;
     c->recompute_blocks = m->recompute_blocks;
+    c->drop_packed = m->drop_packed;
     c->loss_scale = m->loss_scale;
     c->scale_dynamic = m->scale_dynamic;
     c->clean_steps = m->clean_steps;
@@ -497,6 +498,15 @@ void clt_model_set_training(clt_model *m, int on)
 }
 
 int clt_model_training(const clt_model *m) { return m ? m->training : 0; }
+
+void clt_model_set_keep_packed(clt_model *m, int on)
+{
+    if (!m) return;
+    m->drop_packed = !on;
+    for (int k = 0; !on && k < m->nlinears; k++) clt__packed_weight_drop(&m->linears[k]->packed);
+}
+
+int clt_model_keep_packed(const clt_model *m) { return m ? !m->drop_packed : 0; }
 
 clt_status clt_model_set_recompute(clt_model *m, int blocks_per_segment)
 {

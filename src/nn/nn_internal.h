@@ -57,6 +57,7 @@ struct clt_model {
     int training;
     int evaluating;         /* 1 after clt_model_set_training(m, 0): Linears keep w^T packed (kept_panels in
                                layers.c); not `training`, which a recomputed segment's forward also turns off */
+    int drop_packed;        /* clt_model_set_keep_packed(m, 0): evaluation keeps no packed weights */
     int recompute_blocks;   /* blocks per recomputed segment; 0 off, CLT_RECOMPUTE_AUTO */
     int pending;            /* a training forward kept activations for backward */
     int out_ndim;           /* shape of the pending forward's output */

@@ -15,8 +15,11 @@
 #include "../memory/allocator.h"
 #include "../nn/nn_internal.h"
 #include "../trainer/step.h"
+#include "cltensor/async.h"
+#include "cltensor/data.h"
 #include "cltensor/memory.h"
 #include "cltensor/plan.h"
+#include "cltensor/trainer.h"
 
 clt_plan_options clt_plan_default_options(void)
 {
@@ -29,24 +32,30 @@ clt_plan_options clt_plan_default_options(void)
     return o;
 }
 
-/* The planning device a plan of o runs on: it must hold nothing (one plan
- * at a time per device). */
+/* The planning devices a plan of o runs on, the device's and pinned
+ * memory's (where the loaders stage): each must hold nothing (one plan at a
+ * time per device). */
 typedef struct plan_device {
-    clt_device dev;
+    clt_device dev, pinned;
 } plan_device;
+
+static clt_status idle(clt_device dev)
+{
+    clt_memory_stats st;
+    CLT_TRY(clt_memory_get_stats(dev, &st)); /* CLT_ERR_NO_DEVICE naming it */
+    if (clt_memory_allocated(dev) == 0) return CLT_OK;
+    char name[32] = "";
+    clt_device_name(dev, name, sizeof name);
+    return clt__fail(CLT_ERR_BUSY, "the planning device %s holds %lld bytes of another plan or program: one "
+                     "plan at a time per device", name, (long long)clt_memory_allocated(dev));
+}
 
 static clt_status device_of(clt_device dev, plan_device *d)
 {
     d->dev = clt_plan_device(dev);
-    clt_memory_stats st;
-    CLT_TRY(clt_memory_get_stats(d->dev, &st)); /* CLT_ERR_NO_DEVICE naming it */
-    if (clt_memory_allocated(d->dev) != 0) {
-        char name[32] = "";
-        clt_device_name(d->dev, name, sizeof name);
-        return clt__fail(CLT_ERR_BUSY, "the planning device %s holds %lld bytes of another plan or program: one "
-                         "plan at a time per device", name, (long long)clt_memory_allocated(d->dev));
-    }
-    return CLT_OK;
+    d->pinned = clt_plan_device(clt_pinned());
+    CLT_TRY(idle(d->dev));
+    return idle(d->pinned);
 }
 
 /* The first Linear's input width, from the model's description of itself. */
@@ -68,22 +77,93 @@ static int longest_segment(const clt_model *c)
     return most;
 }
 
-/* The run: the model built on dev, then two of the trainer's steps at the
- * batch, the second the steady state whose peak is the plan's (the first
- * makes the gradients and the optimizer's state). */
-static clt_status run_steps(const clt_model *m, const clt_plan_options *o, clt_device dev, int64_t in, clt_plan *p)
+/* The examples of a whole run: one batch, or two evaluation batches when
+ * they are more, of `in` zero bytes each (a planning device's loader
+ * writes no values: only the shapes count), with o->task's targets for
+ * `outputs` outputs. */
+static clt_status plan_dataset(clt_dataset *ds, const clt_plan_options *o, int64_t eval, int64_t in, int64_t outputs)
 {
+    int regress = o->task == CLT_TASK_REGRESS;
+    int64_t n = o->batch_size > 2 * eval ? o->batch_size : 2 * eval, bytes, targets;
+    if (clt__mul_i64(n, in, &bytes) != 0 || (uint64_t)bytes > SIZE_MAX || clt__mul_i64(n, outputs, &targets) != 0 ||
+        (uint64_t)targets > SIZE_MAX / sizeof(float) || outputs > INT32_MAX)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_step: %lld examples of %lld values are too many to plan",
+                         (long long)n, (long long)in);
+    *ds = (clt_dataset){.n = n, .rows = 1, .cols = in, .num_classes = regress ? 0 : (int)outputs, .task = o->task,
+                        .outputs = regress ? outputs : 0};
+    ds->images = calloc((size_t)bytes, 1);
+    if (regress) ds->values = calloc((size_t)targets, sizeof(float));
+    else ds->labels = calloc((size_t)n, 1);
+    if (ds->images && (ds->labels || ds->values)) return CLT_OK;
+    clt_dataset_free(ds);
+    return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_plan_step: out of host memory for %lld examples of %lld values",
+                     (long long)n, (long long)in);
+}
+
+/* Step k's batch: from the loader when there is one (the trainer's, over
+ * pinned staging), else made on dev: x (B, in) and int32 labels (B) or
+ * float32 targets (B, outputs). */
+static clt_status next_batch(clt_loader *loader, const clt_plan_options *o, clt_device dev, int64_t in,
+                             int64_t outputs, clt_tensor **x, clt_tensor **y)
+{
+    if (loader) {
+        CLT_TRY(clt_loader_set_position(loader, 0, 0));
+        return clt_loader_next(loader, x, y);
+    }
+    int64_t xs[2] = {o->batch_size, in}, ys[2] = {o->batch_size, outputs};
+    CLT_TRY(clt_empty(x, dev, CLT_FLOAT32, 2, xs));
+    return o->task == CLT_TASK_REGRESS ? clt_zeros(y, dev, CLT_FLOAT32, 2, ys) : clt_zeros(y, dev, CLT_INT32, 1, ys);
+}
+
+/* The evaluation after the steps, as clt_trainer_fit evaluates after an
+ * epoch (beside the training loader's staging): its peaks into p. */
+static clt_status run_evaluation(clt_model *c, const clt_dataset *ds, int64_t micro, const plan_device *d, clt_plan *p)
+{
+    double loss, accuracy;
+    clt_memory_stats st, pin;
+    CLT_TRY(clt_memory_reset_peak(d->dev));
+    CLT_TRY(clt_trainer_evaluate(c, ds, micro, 2 * micro, &loss, &accuracy));
+    CLT_TRY(clt_memory_get_stats(d->dev, &st));
+    CLT_TRY(clt_memory_get_stats(d->pinned, &pin));
+    p->eval_peak = st.peak_allocated;
+    if (st.peak_reserved > p->reserved) p->reserved = st.peak_reserved;
+    p->staging = pin.peak_allocated;
+    p->staging_reserved = pin.peak_reserved;
+    return CLT_OK;
+}
+
+/* The run: the model built on the planning device, then two of the
+ * trainer's steps at the batch, the second the steady state whose peak is
+ * the plan's (the first makes the gradients and the optimizer's state);
+ * with whole_run the batches come through the trainer's loader and an
+ * evaluation follows. */
+static clt_status run_steps(const clt_model *m, const clt_plan_options *o, const plan_device *d, int64_t in,
+                            clt_plan *p, int *in_evaluation)
+{
+    clt_device dev = d->dev;
     clt_model *c = NULL;
     clt_optimizer *opt = NULL;
     clt_tensor *loss_sum = NULL;
+    clt_loader *loader = NULL;
+    clt_dataset ds = {0};
     int64_t one = 1, reserved = 0;
-    clt_status s = clt__model_layout(&c, m);
+    int64_t micro = o->accumulate > 1 ? (o->batch_size + o->accumulate - 1) / o->accumulate : o->batch_size;
+    int64_t eval = o->eval_batch_size > 0 ? o->eval_batch_size : micro;
+    clt_status s = o->whole_run ? plan_dataset(&ds, o, eval, in, m->features) : CLT_OK;
+    if (s == CLT_OK) s = clt__model_layout(&c, m);
     if (s == CLT_OK) s = clt_model_init(c, dev, 0);
     if (s == CLT_OK && o->dtype != CLT_FLOAT32) s = clt_model_to_dtype(c, o->dtype);
+    if (s == CLT_OK && o->drop_packed) clt_model_set_keep_packed(c, 0);
     if (s == CLT_OK) s = clt_model_set_recompute(c, o->recompute_blocks);
     if (s == CLT_OK)
         s = o->optimizer == CLT_OPTIMIZER_ADAM ? clt_optimizer_create_adam(&opt, c, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
                                                : clt_optimizer_create_sgd(&opt, c, 0.01f, o->momentum, 0.0f);
+    if (s == CLT_OK && o->whole_run) {
+        clt_loader_options lo = clt_loader_default_options(); /* as the trainer's */
+        lo.batch_size = o->batch_size;
+        lo.flatten = 1;
+        s = clt_loader_create(&loader, &ds, dev, &lo);
+    }
     if (s == CLT_OK) s = clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one);
     for (int k = 0; k < 2 && s == CLT_OK; k++) {
         if (k == 1) {
@@ -91,12 +171,10 @@ static clt_status run_steps(const clt_model *m, const clt_plan_options *o, clt_d
             s = clt_memory_reset_peak(dev);
         }
         clt_tensor *x = NULL, *y = NULL;
-        int64_t xs[2] = {o->batch_size, in};
-        if (s == CLT_OK) s = clt_empty(&x, dev, CLT_FLOAT32, 2, xs);
-        if (s == CLT_OK) s = clt_zeros(&y, dev, CLT_INT32, 1, &o->batch_size);
+        if (s == CLT_OK) s = next_batch(loader, o, dev, in, m->features, &x, &y);
         p->batch = (int64_t)(clt_tensor_nbytes(x) + clt_tensor_nbytes(y));
         clt__step_tensors t = {.x = x, .y = y};
-        clt__step_options so = {.accumulate = o->accumulate};
+        clt__step_options so = {.loss = clt__loss_for(&(clt_dataset){.task = o->task}), .accumulate = o->accumulate};
         if (s == CLT_OK) s = clt__train_step(c, opt, &t, loss_sum, 0, &so);
         clt__step_tensors_release(&t); /* in the trainer's order */
     }
@@ -115,6 +193,12 @@ static clt_status run_steps(const clt_model *m, const clt_plan_options *o, clt_d
         p->reserved = st.peak_reserved > reserved ? st.peak_reserved : reserved;
         p->recompute_blocks = o->recompute_blocks ? longest_segment(c) : 0;
     }
+    if (s == CLT_OK && o->whole_run) {
+        *in_evaluation = 1;
+        s = run_evaluation(c, &ds, eval, d, p);
+    }
+    clt_loader_free(loader);
+    clt_dataset_free(&ds);
     clt_tensor_release(loss_sum);
     clt_optimizer_free(opt);
     clt_model_free(c);
@@ -129,8 +213,9 @@ static int too_large(int64_t batch, int64_t in)
 }
 
 /* Plans o's step with the planning device capped at cap (0: none); *fits
- * (may be NULL) says whether every request found room, and a run that does
- * not fit is no error when fits is given. */
+ * (may be NULL) says whether every request found room (1), or not (0), or
+ * every request of the steps but not of the evaluation after them (-1); a
+ * run that does not fit is no error when fits is given. */
 static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const plan_device *d, int64_t cap,
                             clt_plan *p, int *fits)
 {
@@ -150,24 +235,36 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
     if (o->accumulate < 0)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: accumulate %d (micro-batches per step; 0 or 1: none)", op,
                          o->accumulate);
+    if (o->task != CLT_TASK_CLASSIFY && o->task != CLT_TASK_REGRESS)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: task %d (CLT_TASK_CLASSIFY or CLT_TASK_REGRESS)", op, (int)o->task);
     if (o->dtype != CLT_FLOAT32 && o->dtype != CLT_FLOAT16)
         return clt__fail(CLT_ERR_UNSUPPORTED, "%s: a model is float32 or float16, not %s", op,
                          clt_dtype_name(o->dtype));
     p->input_features = in;
     clt_plan_options q = *o;
     if (q.accumulate > q.batch_size) q.accumulate = (int)q.batch_size;
-    clt_memory_stats before;
+    clt_memory_stats before, pinned_before, pinned_real;
     CLT_TRY(clt_memory_get_stats(d->dev, &before));
-    /* From an empty allocator, as a device no program has used yet. */
+    CLT_TRY(clt_memory_get_stats(d->pinned, &pinned_before));
+    CLT_TRY(clt_memory_get_stats(clt_pinned(), &pinned_real));
+    /* From empty allocators, as devices no program has used yet; pinned
+     * memory under its own cap when the plan has a budget. */
     clt_status s = clt_memory_set_cap(d->dev, cap);
     if (s == CLT_OK) s = clt_memory_empty_cache(d->dev);
     if (s == CLT_OK) s = clt_memory_reset_peak(d->dev);
-    if (s == CLT_OK) s = run_steps(m, &q, d->dev, in, p);
+    if (s == CLT_OK) s = clt_memory_set_cap(d->pinned, cap ? pinned_real.cap : 0);
+    if (s == CLT_OK) s = clt_memory_empty_cache(d->pinned);
+    if (s == CLT_OK) s = clt_memory_reset_peak(d->pinned);
+    int in_evaluation = 0;
+    if (s == CLT_OK) s = run_steps(m, &q, d, in, p, &in_evaluation);
     clt_memory_empty_cache(d->dev);
     clt_memory_set_cap(d->dev, before.cap);
+    clt_memory_empty_cache(d->pinned);
+    clt_memory_set_cap(d->pinned, pinned_before.cap);
     if (fits && s == CLT_ERR_OUT_OF_MEMORY) {
         /* Out of memory under the cap, or past the device's largest buffer. */
         p->peak = 0;
+        *fits = in_evaluation ? -1 : 0;
         return CLT_OK;
     }
     if (fits && s == CLT_OK) *fits = 1;
@@ -195,7 +292,7 @@ static clt_status max_batch(const clt_model *m, const clt_plan_options *o, const
         q.batch_size = lo + (hi - lo + 1) / 2;
         int fits;
         CLT_TRY(plan_with(m, &q, d, budget, &p, &fits));
-        if (fits) lo = q.batch_size;
+        if (fits > 0) lo = q.batch_size;
         else hi = q.batch_size - 1;
     }
     *batch = lo;
@@ -228,22 +325,37 @@ static int next_micro(int n, int64_t batch)
     return (int)next;
 }
 
-/* The segment size with the lowest predicted peak that fits (0: none). */
+/* Plans q under limit; when its steps fit but its evaluation does not and
+ * the model keeps packed weights, tries again without them (q->drop_packed). */
+static clt_status plan_fitting(const clt_model *m, clt_plan_options *q, const plan_device *d, int64_t limit,
+                               clt_plan *p, int *fits)
+{
+    q->drop_packed = 0;
+    CLT_TRY(plan_with(m, q, d, limit, p, fits));
+    if (*fits >= 0 || m->drop_packed) return CLT_OK;
+    q->drop_packed = 1;
+    return plan_with(m, q, d, limit, p, fits);
+}
+
+/* The segment size with the lowest predicted peak that fits (0: none), and
+ * whether it evaluates without kept packed weights (q->drop_packed). */
 static clt_status best_segments(const clt_model *m, clt_plan_options *q, const plan_device *d, int64_t limit,
                                 clt_plan *best)
 {
-    int blocks = clt_model_num_blocks(m), found = 0;
+    int blocks = clt_model_num_blocks(m), found = 0, drop = 0;
     for (int seg = 1; seg <= blocks; seg++) {
         clt_plan p;
         int fits;
         q->recompute_blocks = seg;
-        CLT_TRY(plan_with(m, q, d, limit, &p, &fits));
-        if (fits && (!found || p.peak < best->peak)) {
+        CLT_TRY(plan_fitting(m, q, d, limit, &p, &fits));
+        if (fits > 0 && (!found || p.peak < best->peak)) {
+            drop = q->drop_packed;
             *best = p;
             found = seg;
         }
     }
     q->recompute_blocks = found;
+    q->drop_packed = drop;
     return CLT_OK;
 }
 
@@ -256,12 +368,13 @@ static clt_status fit_dtype(const clt_model *m, clt_plan_options q, const plan_d
         q.accumulate = n;
         q.recompute_blocks = 0;
         int fits;
-        CLT_TRY(plan_with(m, &q, d, limit, &out->plan, &fits));
-        if (!fits) CLT_TRY(best_segments(m, &q, d, limit, &out->plan));
-        if (fits || q.recompute_blocks) {
+        CLT_TRY(plan_fitting(m, &q, d, limit, &out->plan, &fits));
+        if (fits <= 0) CLT_TRY(best_segments(m, &q, d, limit, &out->plan));
+        if (fits > 0 || q.recompute_blocks) {
             out->accumulate = n;
             out->recompute_blocks = q.recompute_blocks;
             out->dtype = q.dtype;
+            out->keep_packed = !q.drop_packed && !m->drop_packed;
             *found = 1;
             return CLT_OK;
         }
@@ -372,15 +485,15 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     clt_plan capped;
     int fits;
     CLT_TRY(plan_with(m, o, &d, budget, &capped, &fits));
-    if (fits)
+    if (fits > 0)
         fprintf(out, "  reserved     %10.1f MiB (the allocator's segments under the %.1f MiB cap, from the model's "
                 "creation on)\n", capped.reserved / MIB, budget / MIB);
     else
         fprintf(out, "  reserved     %10.1f MiB (the allocator's segments with no cap; under %.1f MiB a request "
                 "fails)\n", p.reserved / MIB, budget / MIB);
-    fprintf(out, "%s: %.1f MiB available (tensors %.0f%%, reserved %.0f%%)\n", fits ? "fits" : "DOES NOT FIT",
+    fprintf(out, "%s: %.1f MiB available (tensors %.0f%%, reserved %.0f%%)\n", fits > 0 ? "fits" : "DOES NOT FIT",
             budget / MIB, 100.0 * (double)p.peak / (double)budget,
-            100.0 * (double)(fits ? capped.reserved : p.reserved) / (double)budget);
+            100.0 * (double)(fits > 0 ? capped.reserved : p.reserved) / (double)budget);
     clt_plan_options plain = *o, recompute = *o;
     plain.recompute_blocks = 0;
     if (!recompute.recompute_blocks) recompute.recompute_blocks = CLT_RECOMPUTE_AUTO;
@@ -392,7 +505,7 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
             b_plain == max_batch_size ? more : "", (long long)b_recompute, b_recompute == max_batch_size ? more : "");
     if (b_plain > 0 && b_recompute > b_plain && b_recompute < max_batch_size)
         CLT_TRY(why_further(m, o, &d, b_plain, b_recompute, out));
-    if (fits) return CLT_OK;
+    if (fits > 0) return CLT_OK;
     fprintf(out, "to fit:\n");
     clt_plan_fit_result fit;
     if (o->batch_size > 1 && clt_plan_fit(m, o, budget, 0, &fit) == CLT_OK && fit.accumulate > 1) {

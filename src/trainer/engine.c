@@ -35,8 +35,9 @@ clt_status clt__fit_check(const char *op, const clt_dataset *train, const clt_tr
     if (!(o->lr > 0) || !isfinite(o->lr)) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: lr is %g; it must be positive", op, o->lr);
     if (!(o->gradient_clip_val >= 0))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: gradient_clip_val is %g; it must be >= 0", op, o->gradient_clip_val);
-    if (o->max_steps < 0 || o->train_limit < 0 || o->val_limit < 0)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: max_steps, train_limit and val_limit must not be negative", op);
+    if (o->max_steps < 0 || o->train_limit < 0 || o->val_limit < 0 || o->eval_batch_size < 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "%s: max_steps, train_limit, val_limit and eval_batch_size must not be negative", op);
     if (o->optimizer != CLT_OPTIMIZER_SGD && o->optimizer != CLT_OPTIMIZER_ADAM)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown optimizer %d", op, (int)o->optimizer);
     if (train->n < 1 || (!train->images && !train->x) || (!train->labels && !train->classes && !train->values))
@@ -281,7 +282,8 @@ static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
     clt_status s = CLT_OK;
     if (e->val && b->lead) {
         clt_evaluation ev;
-        s = clt_trainer_evaluate_metrics(b->model, e->val, o->batch_size, o->val_limit, o->standardizer, &ev);
+        int64_t batch = o->eval_batch_size > 0 ? o->eval_batch_size : o->batch_size;
+        s = clt_trainer_evaluate_metrics(b->model, e->val, batch, o->val_limit, o->standardizer, &ev);
         if (s == CLT_OK) {
             row.val_loss = ev.loss;
             row.val_accuracy = ev.accuracy;

@@ -96,9 +96,10 @@ static clt_status budget_of(clt_device dev, int64_t *budget)
     return s;
 }
 
-static clt_plan_options plan_options(const train_args *a)
+static clt_plan_options plan_options(const train_args *a, clt_task task)
 {
     clt_plan_options o = clt_plan_default_options();
+    o.task = task;
     o.batch_size = a->batch_size;
     o.optimizer = a->optimizer;
     o.recompute_blocks = a->recompute_blocks;
@@ -109,32 +110,50 @@ static clt_plan_options plan_options(const train_args *a)
 }
 
 /* --plan: the memory planner's prediction for one step on the training
- * device, against its memory cap when one is set, else its memory. */
-static int plan_run(train_args *a)
+ * device, against its memory cap when one is set, else its memory; of the
+ * model for a data file (task its data's), else (model NULL) of the
+ * Fashion-MNIST model, made here and freed. */
+static int plan_run(train_args *a, const clt_model *of, clt_task task)
 {
     clt_model *model = NULL;
     clt_device dev = train_device(a, NULL);
-    int rc = make_model("train", a, dev, 784, 10, &model);
+    int rc = of ? 0 : make_model("train", a, dev, 784, 10, &model);
     if (rc) return rc;
-    clt_plan_options o = plan_options(a);
+    if (of) model = (clt_model *)of;
+    clt_plan_options o = plan_options(a, task);
     int64_t budget = 0, largest = 0;
     clt_status s = budget_of(o.device, &budget);
     if (s == CLT_OK) s = clt_plan_report(model, &o, budget, (int64_t)1 << 24, stdout);
     /* Exit 1 when the step does not fit, so that a script can test it. */
     if (s == CLT_OK && budget > 0) s = clt_plan_max_batch(model, &o, budget, a->batch_size, &largest);
-    clt_model_free(model);
+    if (!of) clt_model_free(model);
     if (s != CLT_OK) return fail("train", "planning");
     return budget > 0 && largest < a->batch_size ? 1 : 0;
 }
 
+/* The budget --fit plans within: the training device's, and with several
+ * GPUs (data parallel) the smallest of theirs. */
+static clt_status fit_budget(const train_args *a, clt_device dev, int64_t *budget)
+{
+    clt_status s = budget_of(dev, budget);
+    int gpus = clt_num_gpus(), use = a->num_gpus < gpus ? a->num_gpus : gpus;
+    for (int k = 1; s == CLT_OK && !a->have_device && k < use; k++) {
+        int64_t b = 0;
+        s = budget_of(clt_gpu(k), &b);
+        if (s == CLT_OK && b < *budget) *budget = b;
+    }
+    return s;
+}
+
 /* --fit: the planner picks micro-batches, checkpointing (and with
  * --fit=any float16) for the batch on the training device; prints it. */
-static int fit_run(train_args *a, const clt_model *model)
+static int fit_run(train_args *a, clt_model *model, clt_task task)
 {
-    clt_plan_options o = plan_options(a);
+    clt_plan_options o = plan_options(a, task);
+    o.whole_run = 1; /* the loaders' staging and the evaluation too */
     int64_t budget = 0;
     clt_plan_fit_result r;
-    if (budget_of(o.device, &budget) != CLT_OK || clt_plan_fit(model, &o, budget, a->fit == 2, &r) != CLT_OK)
+    if (fit_budget(a, o.device, &budget) != CLT_OK || clt_plan_fit(model, &o, budget, a->fit == 2, &r) != CLT_OK)
         return fail("train", "--fit");
     char dev[32] = "";
     clt_device_name(o.device, dev, sizeof dev);
@@ -146,6 +165,16 @@ static int fit_run(train_args *a, const clt_model *model)
     printf("%s; predicted peak %.1f MiB allocated, %.1f MiB reserved, of %.1f MiB on %s (%.1f MiB kept as a margin)\n",
            clt_dtype_name(r.dtype), r.plan.peak / 1048576.0, r.plan.reserved / 1048576.0, budget / 1048576.0, dev,
            r.margin / 1048576.0);
+    int64_t micro = (a->batch_size + r.accumulate - 1) / r.accumulate;
+    clt_memory_stats pinned;
+    int capped = clt_memory_get_stats(clt_pinned(), &pinned) == CLT_OK && pinned.cap > 0;
+    printf("fit: evaluation in batches of %lld%s, predicted peak %.1f MiB allocated; the loaders' staging %.1f MiB "
+           "of pinned memory", (long long)micro, r.keep_packed ? "" : " without kept packed weights",
+           r.plan.eval_peak / 1048576.0, r.plan.staging / 1048576.0);
+    if (capped) printf(" (capped at %.1f MiB)", pinned.cap / 1048576.0);
+    printf("\n");
+    a->eval_batch_size = micro; /* as the plan's evaluation */
+    clt_model_set_keep_packed(model, r.keep_packed);
     a->accumulate = r.accumulate;
     a->recompute_blocks = r.recompute_blocks;
     a->fp16 = r.dtype == CLT_FLOAT16;
@@ -196,13 +225,16 @@ static void restore_signals(handler_fn const previous[NSTOP])
     for (int i = 0; i < NSTOP; i++) signal(stop_signals[i], stop_signals[i] == stop_signal ? SIG_DFL : previous[i]);
 }
 
+static int data_is_folder(const train_args *a);
+
 int clt_cmd_train(int argc, char **argv)
 {
     train_args a;
     int rc = clt_tool_train_parse_args(argc, argv, &a, 0);
     if (rc) return rc < 0 ? 0 : rc;
     if ((rc = env_device("train", &a))) return rc;
-    if (a.plan) return plan_run(&a);
+    /* Fashion-MNIST's model plans without its data; a data file's, from it (train_run). */
+    if (a.plan && data_is_folder(&a)) return plan_run(&a, NULL, CLT_TASK_CLASSIFY);
     clt_collective comm = {0, 1, NULL, NULL};
     if (a.distributed && clt_tool_mpi_start(&comm)) return 1;
     /* Caught from the start: a stop asked for while the data loads or the
@@ -392,8 +424,9 @@ static int train_run(train_args a, const clt_collective *comm)
     if (rc == 0)
         rc = make_model("train", &a, train_device(&a, comm), clt_dataset_width(&d.train),
                         clt_dataset_num_outputs(&d.train), &model);
-    if (rc == 0 && a.fit) rc = fit_run(&a, model);
-    if (rc == 0) {
+    if (rc == 0 && a.plan) rc = plan_run(&a, model, d.train.task);
+    else if (rc == 0 && a.fit) rc = fit_run(&a, model, d.train.task);
+    if (rc == 0 && !a.plan) {
         clt_trainer_options o = clt_trainer_default_options();
         o.max_epochs = a.epochs;
         o.recompute_blocks = a.recompute_blocks;
@@ -410,6 +443,7 @@ static int train_run(train_args a, const clt_collective *comm)
         o.max_steps = a.steps;
         o.train_limit = a.train_limit;
         o.val_limit = a.val_limit;
+        o.eval_batch_size = a.eval_batch_size;
         o.metrics_path = a.metrics;
         o.save_path = a.save;
         if (a.hidden_layers > 1) o.save_info = (clt_checkpoint_info){.arch = "mlp"};

@@ -29,6 +29,7 @@ typedef struct train_args {
     int hiddens_given, blocks_given, recompute_blocks, plan, fp16, accumulate, fit;
     clt_device device;
     int64_t batch_size, hiddens, blocks, steps, train_limit, val_limit;
+    int64_t eval_batch_size; /* 0: batch_size; --fit sets the micro-batch size it chose */
     double lr;
     uint64_t seed;
     clt_optimizer_kind optimizer;
