@@ -221,8 +221,9 @@ START_TEST(test_whole_run_plan_exact)
         clt_evaluation ev;
         ck_assert_ok(clt_trainer_evaluate_metrics(m, &ds, micro, 2 * micro, NULL, &ev));
         ck_assert_int_eq(ev.examples, 2 * micro);
-        ck_assert_msg(clt_memory_max_allocated(dev) == p.eval_peak, "regress %d keep %d: evaluation measured %lld, "
-                      "predicted %lld", regress, keep, (long long)clt_memory_max_allocated(dev), (long long)p.eval_peak);
+        int64_t measured = clt_memory_max_allocated(dev);
+        ck_assert_msg(measured == p.eval_peak, "regress %d keep %d: evaluation measured %lld, predicted %lld", regress,
+                      keep, (long long)measured, (long long)p.eval_peak);
         ck_assert_int_eq(clt_memory_max_allocated(clt_pinned()), p.staging);
         ck_assert_int_gt(p.staging, 2 * n * in * 4);
         clt_loader_free(loader);

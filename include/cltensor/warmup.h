@@ -35,7 +35,11 @@ enum {
     CLT_WARMUP_SAVE_BINARIES = 1,
     /* Also build (and with CLT_WARMUP_SAVE_BINARIES save) every program in
      * cl/, whether this model's step uses it or not. */
-    CLT_WARMUP_ALL_PROGRAMS = 2
+    CLT_WARMUP_ALL_PROGRAMS = 2,
+    /* The model is trained as a regression: the step's loss is the MSE on
+     * float32 targets, one per output, not the cross-entropy on int32
+     * labels (clt_trainer_fit sets it for a regression's data). */
+    CLT_WARMUP_REGRESSION = 4
 };
 
 /* Compiles every kernel that training `model` on its device needs, with

@@ -48,6 +48,7 @@ typedef struct dp_state {
     double clip;
     int accumulate;            /* micro-batches per shard (gradient accumulation); 0 or 1: none */
     const clt__loss *loss;     /* the training set's */
+    clt_task task;             /* the training set's */
 } dp_state;
 
 static void batch_release(replica *r)
@@ -294,6 +295,7 @@ static clt_status dp_setup(dp_state *d, clt_model *model, const clt_dataset *tra
     CLT_TRY(ensure_gradients(model, train->rows * train->cols));
     CLT_TRY(clt__fit_optimizer(&d->opt, model, opt));
     d->loss = clt__loss_for(train);
+    d->task = train->task;
     clt_loader_options lo = clt__fit_loader_options(opt);
     lo.world = d->world * d->k;
     int64_t one = 1;
@@ -331,6 +333,7 @@ static void dp_backend(dp_state *d, const clt_device *list, clt__fit_backend *b)
     b->opt = d->opt;
     b->examples = d->examples;
     b->batches = clt_loader_num_batches(d->r[0].loader);
+    b->task = d->task;
     b->sync = dp_sync;
     b->begin_epoch = dp_begin;
     b->step = dp_next;

@@ -236,7 +236,8 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: accumulate %d (micro-batches per step; 0 or 1: none)", op,
                          o->accumulate);
     if (o->task != CLT_TASK_CLASSIFY && o->task != CLT_TASK_REGRESS)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: task %d (CLT_TASK_CLASSIFY or CLT_TASK_REGRESS)", op, (int)o->task);
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: task %d (CLT_TASK_CLASSIFY or CLT_TASK_REGRESS)", op,
+                         (int)o->task);
     if (o->dtype != CLT_FLOAT32 && o->dtype != CLT_FLOAT16)
         return clt__fail(CLT_ERR_UNSUPPORTED, "%s: a model is float32 or float16, not %s", op,
                          clt_dtype_name(o->dtype));

@@ -139,6 +139,48 @@ static clt_status diverged(const engine *e, int64_t epoch, double loss)
                      e->b->op, loss, (long long)epoch, (long long)e->r.steps, e->o->lr);
 }
 
+/* *finite = 0 when a parameter is NaN or infinite: read to the host (float32 or float16). */
+static clt_status parameters_finite(const clt_model *model, int *finite)
+{
+    const clt_tensor *p = clt_model_parameters(model);
+    size_t nbytes = clt_tensor_nbytes(p);
+    int64_t n = clt_tensor_numel(p);
+    clt_dtype dt = clt_tensor_dtype(p);
+    void *host = malloc(nbytes ? nbytes : 1);
+    if (!host) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "no host memory to check %lld parameters", (long long)n);
+    clt_status s = clt_to_host(p, host, nbytes);
+    *finite = 1;
+    for (int64_t i = 0; s == CLT_OK && *finite && i < n; i++) {
+        if (dt == CLT_FLOAT32) *finite = isfinite(((const float *)host)[i]);
+        else if (dt == CLT_FLOAT16) *finite = (((const uint16_t *)host)[i] & 0x7c00) != 0x7c00;
+    }
+    free(host);
+    return s;
+}
+
+/* The epoch's last step can be the one that breaks the parameters: its loss, read before the
+ * update, is finite, the model after it is not. The validation loss shows it (what the next
+ * epoch's first step would); without validation data, the parameters' sum. */
+static clt_status check_model(const engine *e, int64_t epoch, double val_loss)
+{
+    if (e->val) {
+        if (isfinite(val_loss)) return CLT_OK;
+        return clt__fail(CLT_ERR_DIVERGED,
+                         "%s: training diverged: the validation loss is %g after epoch %lld (step %lld), though its "
+                         "training loss was finite: the last steps broke the model; stopped without saving, so the "
+                         "last checkpoint is the last finite one (try a lower learning rate than %g)",
+                         e->b->op, val_loss, (long long)epoch, (long long)e->r.steps, e->o->lr);
+    }
+    int finite = 1;
+    CLT_TRY(parameters_finite(e->b->model, &finite));
+    if (finite) return CLT_OK;
+    return clt__fail(CLT_ERR_DIVERGED,
+                     "%s: training diverged: the parameters are not finite after epoch %lld (step %lld), though its "
+                     "training loss was; stopped without saving, so the last checkpoint is the last finite one (try "
+                     "a lower learning rate than %g)",
+                     e->b->op, (long long)epoch, (long long)e->r.steps, e->o->lr);
+}
+
 /* The progress bar's update, and a divergence check where no other rank must agree. */
 static clt_status progress(engine *e, int64_t epoch, int64_t batch, int64_t seen)
 {
@@ -292,6 +334,8 @@ static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
         }
     }
     clt_model_set_training(b->model, 1);
+    /* A broken model writes nothing: no row, no metrics, no checkpoint. */
+    if (s == CLT_OK && b->lead) s = check_model(e, epoch, row.val_loss);
     int best = 1; /* without early stopping every epoch is saved */
     if (s == CLT_OK && o->early_stopping && complete) s = track_best(e, epoch, row.val_loss, &best);
     if (s == CLT_OK) s = clt__board_add(&e->board, &row);
@@ -383,7 +427,8 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
     int64_t warm_batch = micro < b->examples ? micro : b->examples;
     /* None once a stop is asked for (without ranks, which must all warm up): the loop stops first. */
     int warmed = s == CLT_OK && !stop_asked(&e);
-    if (warmed) s = clt_model_warmup(b->model, warm_batch, o->optimizer, o->gradient_clip_val, 0, &warm);
+    int flags = b->task == CLT_TASK_REGRESS ? CLT_WARMUP_REGRESSION : 0;
+    if (warmed) s = clt_model_warmup(b->model, warm_batch, o->optimizer, o->gradient_clip_val, flags, &warm);
     clt__progress_end(&e.progress);
     if (warmed && s == CLT_OK && b->lead) clt__progress_warmup_log(o->log, b->device, &warm);
     for (int64_t epoch = done + 1; s == CLT_OK && epoch <= o->max_epochs; epoch++) {

@@ -22,6 +22,7 @@ typedef struct clt__fit_backend {
     clt_optimizer *opt;      /* the primary's optimizer */
     /* Global examples and batches per epoch (after train_limit, over every rank). */
     int64_t examples, batches;
+    clt_task task;           /* the training data's: the loss the warm-up's step runs */
     /* After a resume loaded model and opt: every replica takes the primary's state. NULL: nothing to do. */
     clt_status (*sync)(void *ctx);
     /* Puts every loader at (epoch from 0, global batch) and the epoch's loss sum at loss_sum

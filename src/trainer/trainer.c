@@ -138,6 +138,7 @@ static clt_status one_setup(one_device *d, clt__fit_backend *b, const clt_datase
     b->opt = d->opt;
     b->examples = clt_loader_num_examples(d->loader);
     b->batches = clt_loader_num_batches(d->loader);
+    b->task = train->task;
     return CLT_OK;
 }
 

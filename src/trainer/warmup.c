@@ -8,48 +8,24 @@
 #include "../core/error.h"
 #include "../device/device_internal.h"
 #include "../kernels/program.h"
+#include "../nn/nn_internal.h"
 #include "cltensor/ops.h"
 #include "cltensor/warmup.h"
 #include "step.h"
 
-/* The model's layers rebuilt on its device, in its dtype, recompute setting and
- * loss scaling, with fresh parameters; *in and *classes: the first Linear's
- * input width and the last one's output width. */
-static clt_status scratch_copy(const clt_model *m, clt_model **out, int64_t *in, int64_t *classes)
+/* The model's layers rebuilt on its device (clt__model_layout: the same
+ * layers, recompute setting and loss scaling), in its dtype, with fresh
+ * parameters. */
+static clt_status scratch_copy(const clt_model *m, clt_model **out)
 {
     *out = NULL;
-    *in = *classes = 0;
     clt_model *c;
-    CLT_TRY(clt_model_create(&c, clt_model_prefix(m)));
-    clt_status s = CLT_OK;
-    for (int i = 0; s == CLT_OK && i < clt_model_num_layers(m); i++) {
-        clt_layer_info l;
-        s = clt_model_layer(m, i, &l);
-        if (s != CLT_OK) break;
-        if (l.kind == CLT_LAYER_LINEAR) {
-            if (!*in) *in = l.in_features;
-            *classes = l.out_features;
-            s = clt_model_add_linear(c, l.in_features, l.out_features);
-        } else if (l.kind == CLT_LAYER_RELU) {
-            s = clt_model_add_relu(c);
-        } else if (l.kind == CLT_LAYER_FLATTEN) {
-            s = clt_model_add_flatten(c);
-        } else {
-            if (!*in) *in = l.in_features;
-            *classes = l.out_features;
-            s = clt_model_add_residual(c, l.in_features);
-        }
-    }
-    if (s == CLT_OK && (!*in || !*classes))
-        s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: the model has no Linear layer to feed");
+    CLT_TRY(clt__model_layout(&c, m));
+    clt_status s = clt_model_num_inputs(m) > 0 && clt_model_num_outputs(m) > 0
+                       ? CLT_OK
+                       : clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_model_warmup: the model has no Linear layer to feed");
     if (s == CLT_OK) s = clt_model_init(c, clt_model_device(m), 0);
-    if (s == CLT_OK) s = clt_model_set_recompute(c, clt_model_recompute(m));
     if (s == CLT_OK && clt_model_dtype(m) != CLT_FLOAT32) s = clt_model_to_dtype(c, clt_model_dtype(m));
-    float scale;
-    int dynamic;
-    int64_t clean;
-    if (s == CLT_OK && clt_model_dtype(m) != CLT_FLOAT32 && clt_model_loss_scale_state(m, &scale, &dynamic, &clean) == CLT_OK)
-        s = clt_model_set_loss_scale_state(c, scale, dynamic, clean);
     if (s != CLT_OK) {
         clt_model_free(c);
         return s;
@@ -59,34 +35,40 @@ static clt_status scratch_copy(const clt_model *m, clt_model **out, int64_t *in,
 }
 
 /* What clt_trainer_fit's step and clt_trainer_evaluate's batch do, once
- * each: the trainer's own step and evaluation step (step.c), on zeros. */
-static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kind kind, double clip)
+ * each: the trainer's own step and evaluation step (step.c) with the
+ * training data's loss, on zeros. */
+static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kind kind, double clip, int regress)
 {
     clt_model *c;
-    int64_t in, classes;
-    CLT_TRY(scratch_copy(m, &c, &in, &classes));
+    CLT_TRY(scratch_copy(m, &c));
+    int64_t in = clt_model_num_inputs(m), outputs = clt_model_num_outputs(m);
+    const clt__loss *loss = regress ? &clt__loss_mse : &clt__loss_cross_entropy;
     clt_device dev = clt_model_device(m);
     clt_optimizer *opt = NULL;
     clt_status s = kind == CLT_OPTIMIZER_ADAM ? clt_optimizer_create_adam(&opt, c, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
                                               : clt_optimizer_create_sgd(&opt, c, 0.1f, 0.0f, 0.0f);
     clt__step_tensors t = {0};
-    clt_tensor *loss_sum = NULL, *correct = NULL;
-    int64_t xs[] = {batch, in}, one = 1;
+    clt_tensor *loss_sum = NULL, *correct = NULL, *mse = NULL, *mae = NULL;
+    int64_t xs[] = {batch, in}, ys[] = {batch, outputs}, one = 1;
     double ignored;
     if (s == CLT_OK) s = clt_zeros(&t.x, dev, CLT_FLOAT32, 2, xs);
-    if (s == CLT_OK) s = clt_zeros(&t.y, dev, CLT_INT32, 1, &batch);
+    if (s == CLT_OK) s = regress ? clt_zeros(&t.y, dev, CLT_FLOAT32, 2, ys) : clt_zeros(&t.y, dev, CLT_INT32, 1, ys);
     if (s == CLT_OK) s = clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one);
-    if (s == CLT_OK) s = clt_zeros(&correct, dev, CLT_FLOAT32, 1, &one);
-    clt__step_options so = {0};
+    if (s == CLT_OK && loss->correct) s = clt_zeros(&correct, dev, CLT_FLOAT32, 1, &one);
+    if (s == CLT_OK && loss->errors) s = clt_zeros(&mse, dev, CLT_FLOAT32, 1, &one);
+    if (s == CLT_OK && loss->errors) s = clt_zeros(&mae, dev, CLT_FLOAT32, 1, &one);
+    clt__step_options so = {.loss = loss};
     if (s == CLT_OK) s = clt__train_step(c, opt, &t, loss_sum, clip, &so);
     if (s == CLT_OK) s = clt__step_read(loss_sum, &ignored, "clt_model_warmup (reading the loss)");
     clt_model_set_training(c, 0);
-    clt__eval_sums sums = {.loss = loss_sum, .correct = correct};
-    if (s == CLT_OK) s = clt__eval_step(c, NULL, t.x, t.y, &sums);
+    clt__eval_sums sums = {.loss = loss_sum, .correct = correct, .mse = mse, .mae = mae};
+    if (s == CLT_OK) s = clt__eval_step(c, loss, t.x, t.y, &sums);
     if (s == CLT_OK) s = clt__step_read(loss_sum, &ignored, "clt_model_warmup (reading the loss)");
     clt__step_tensors_release(&t);
     clt_tensor_release(loss_sum);
     clt_tensor_release(correct);
+    clt_tensor_release(mse);
+    clt_tensor_release(mae);
     clt_optimizer_free(opt);
     clt_model_free(c);
     return s;
@@ -117,7 +99,8 @@ clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_opti
     clt__program_save_binaries(save);
     for (int i = 0; s == CLT_OK && (flags & CLT_WARMUP_ALL_PROGRAMS) && i < clt__program_count(); i++)
         s = clt__program_prepare(slot, clt__program_name(i), save);
-    if (s == CLT_OK) s = warm_step(model, batch_size, optimizer, gradient_clip_val);
+    int regress = (flags & CLT_WARMUP_REGRESSION) != 0;
+    if (s == CLT_OK) s = warm_step(model, batch_size, optimizer, gradient_clip_val, regress);
     clt__program_save_binaries(0);
     /* Programs built earlier in the process without their binary: write them too. */
     for (int i = 0; s == CLT_OK && save && i < clt__program_count(); i++)
