@@ -178,6 +178,75 @@ START_TEST(test_classifier_tool_agrees_with_library)
 }
 END_TEST
 
+/* --output is checked before any work, as clt train checks its files: it
+ * may not be the --load model or the --input file however spelled (x and
+ * ./x, a symbolic link to the directory), and a name too long for its
+ * temporary file is refused with the model never loaded. Each refusal
+ * leaves the inputs as they were. */
+START_TEST(test_output_checked_up_front)
+{
+    char dir[256], model[300], feats[300], out[4096];
+    clt_test_make_temp_dir(dir, sizeof dir, "predict-out");
+    snprintf(model, sizeof model, "%s/m.safetensors", dir);
+    snprintf(feats, sizeof feats, "%s/features.csv", dir);
+    int64_t h = 5;
+    clt_model *m;
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), WIDTH, 1, &h, 2, 3));
+    ck_assert_ok(clt_checkpoint_save(model, m, NULL, NULL));
+    clt_model_free(m);
+    float x[ROWS * WIDTH];
+    write_rows(feats, x, 0);
+    size_t model_n, feats_n;
+    uint8_t *model_bytes = clt_test_read_bytes(model, &model_n), *feats_bytes = clt_test_read_bytes(feats, &feats_n);
+    const char *clt = clt_test_clt_path();
+
+    /* The model and the input file, spelled as given, as ./x and through a link to their directory. */
+    ck_assert_int_eq(clt_test_shell(out, sizeof out, "ln -s %s %s/link", dir, dir), 0);
+    static const struct {
+        const char *output, *names;
+    } clashes[] = {
+        {"m.safetensors", "--load"},        {"./m.safetensors", "--load"},     {"link/m.safetensors", "--load"},
+        {"features.csv", "--input"},        {"./features.csv", "--input"},     {"link/features.csv", "--input"},
+    };
+    for (size_t i = 0; i < sizeof clashes / sizeof clashes[0]; i++) {
+        int rc = clt_test_shell(out, sizeof out, "cd %s && %s predict --load m.safetensors --input features.csv "
+                                "--output %s", dir, clt, clashes[i].output);
+        ck_assert_msg(rc == 2 && strstr(out, "--output") && strstr(out, clashes[i].names) &&
+                          strstr(out, "would replace that input"),
+                      "--output %s: exit %d: %s", clashes[i].output, rc, out);
+        size_t n;
+        uint8_t *now = clt_test_read_bytes(model, &n);
+        ck_assert_msg(n == model_n && memcmp(now, model_bytes, n) == 0, "--output %s changed the model",
+                      clashes[i].output);
+        free(now);
+        now = clt_test_read_bytes(feats, &n);
+        ck_assert_msg(n == feats_n && memcmp(now, feats_bytes, n) == 0, "--output %s changed the input",
+                      clashes[i].output);
+        free(now);
+    }
+
+    /* A legal name whose temporary name is too long: refused before the (missing) model is loaded. */
+    char longname[300];
+    memset(longname, 'p', 250);
+    snprintf(longname + 250, sizeof longname - 250, ".csv");
+    int rc = clt_test_shell(out, sizeof out, "cd %s && %s predict --load missing.safetensors --input features.csv "
+                            "--output %s", dir, clt, longname);
+    ck_assert_msg(rc == 1 && strstr(out, "temporary file") && !strstr(out, "missing.safetensors"), "exit %d: %s", rc,
+                  out);
+    /* A directory that does not exist: refused up front too. */
+    rc = clt_test_shell(out, sizeof out, "cd %s && %s predict --load missing.safetensors --input features.csv "
+                        "--output nodir/p.csv", dir, clt);
+    ck_assert_msg(rc == 1 && strstr(out, "nodir") && !strstr(out, "missing.safetensors"), "exit %d: %s", rc, out);
+    /* And a good one still works. */
+    rc = clt_test_shell(out, sizeof out, "cd %s && %s predict --load m.safetensors --input features.csv --output p.csv",
+                        dir, clt);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(model_bytes);
+    free(feats_bytes);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_regression_in_target_units)
 {
     char dir[256], model[300], feats[300], out[8192];
@@ -290,6 +359,7 @@ int main(void)
     Suite *s = suite_create("predict");
     TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_classifier_tool_agrees_with_library);
+    tcase_add_test(tc, test_output_checked_up_front);
     tcase_add_test(tc, test_regression_in_target_units);
     tcase_add_test(tc, test_eval_old_checkpoint);
     suite_add_tcase(s, tc);

@@ -19,7 +19,8 @@ static const char *predict_usage =
     "\n"
     "  --load MODEL     a model saved by clt train --save or clt_checkpoint_save\n"
     "  --input FILE     the rows to predict\n"
-    "  --output FILE    where to write the CSV (default: standard output)\n"
+    "  --output FILE    where to write the CSV (default: standard output); refused before\n"
+    "                   any work when it is MODEL or FILE or cannot be written\n"
     "  --target COLUMN  the target column of a file in the training layout, by name or\n"
     "                   index (default: the one the model records, else the last)\n"
     "  --device D       cpu, gpu:i, or P:D from `clt devices` (default: CLT_DEVICE when set,\n"
@@ -177,11 +178,30 @@ static void write_csv(text *t, const clt_model_description *d, int64_t n, const 
     }
 }
 
+/* --output checked before any work, as clt train checks its files: it can
+ * be written (the directory is writable, the temporary name fits NAME_MAX)
+ * and is neither the --load model nor the --input file, however spelled.
+ * Returns 0 or the exit status after the message (2 for a clash, 1 for an
+ * unwritable path). */
+static int check_files(const predict_args *a)
+{
+    const clt_file_use uses[] = {
+        {"--output", a->output, CLT_FILE_OUTPUT},
+        {"--load", a->load, CLT_FILE_INPUT},
+        {"--input", a->input, CLT_FILE_INPUT},
+    };
+    clt_status s = clt_file_check_uses(uses, sizeof uses / sizeof uses[0]);
+    if (s == CLT_OK) return 0;
+    fprintf(stderr, "clt predict: checking the output file: %s\n", clt_last_error());
+    return s == CLT_ERR_INVALID_ARGUMENT ? 2 : 1;
+}
+
 int clt_cmd_predict(int argc, char **argv)
 {
     predict_args a;
     int rc = parse(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
+    if ((rc = check_files(&a)) != 0) return rc;
     clt_device dev = a.have_device ? a.device : clt_try_gpu(0);
     clt_model *m = NULL;
     clt_model_description d;
