@@ -3,7 +3,9 @@
  * file's or a checkpoint's path is refused at once, by name and by kind,
  * from the library's readers (clt_idx_read, clt_dataset_load_idx,
  * clt_fashion_mnist_load, clt_safetensors_open, clt_checkpoint_load) and
- * from `clt train` and `clt eval`. Each call runs under an alarm (the
+ * from `clt train` and `clt eval`; the whole-file readers (clt_file_read,
+ * clt_dataset_load's CSV and .npy) and `clt predict --input` and `clt
+ * timeline` likewise. Each call runs under an alarm (the
  * library's) or `timeout` (the tool's), so a reader that blocks fails the
  * test instead of hanging it. */
 #include <errno.h>
@@ -99,6 +101,49 @@ START_TEST(test_input_helper)
 }
 END_TEST
 
+/* clt_file_read, the public reader the tool's JSON input goes through, and
+ * clt_dataset_load of a CSV or .npy path (src/io/slurp.c), with the same
+ * message as the binary readers. */
+START_TEST(test_whole_file_readers_refuse)
+{
+    odd_file odd[3];
+    make_odd(odd);
+    alarm(LIMIT_S);
+    for (int i = 0; i < 3; i++) {
+        char *data = (char *)1;
+        size_t len = 1;
+        expect_refused(clt_file_read(odd[i].path, &data, &len), &odd[i], "clt_file_read");
+        ck_assert_ptr_null(data);
+        ck_assert_uint_eq(len, 0);
+        clt_dataset ds;
+        expect_refused(clt_dataset_load(&ds, odd[i].path, NULL), &odd[i], "clt_dataset_load");
+    }
+    /* The same FIFO under a CSV's and a .npy's name. */
+    static const char *const names[] = {"rows.csv", "rows.npy"};
+    for (int i = 0; i < 2; i++) {
+        odd_file named = odd[0];
+        snprintf(named.path, sizeof named.path, "%s/%s", dir, names[i]);
+        ck_assert_int_eq(mkfifo(named.path, 0600), 0);
+        clt_dataset ds;
+        expect_refused(clt_dataset_load(&ds, named.path, NULL), &named, "clt_dataset_load");
+    }
+    char file[512];
+    snprintf(file, sizeof file, "%s/plain.json", dir);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"a\": 1}", f);
+    ck_assert_int_eq(fclose(f), 0);
+    char *data = NULL;
+    size_t len = 0;
+    ck_assert_ok(clt_file_read(file, &data, &len));
+    ck_assert_uint_eq(len, 8);
+    ck_assert_str_eq(data, "{\"a\": 1}");
+    free(data);
+    ck_assert_int_eq(clt_file_read(NULL, &data, &len), CLT_ERR_INVALID_ARGUMENT);
+    alarm(0);
+}
+END_TEST
+
 /* Each library reader of a user-given path. */
 START_TEST(test_library_readers_refuse)
 {
@@ -188,6 +233,45 @@ START_TEST(test_tool_refuses)
 }
 END_TEST
 
+/* The tool's other inputs with a FIFO there: a CSV or .npy --data file of
+ * clt train and clt eval, clt predict's --input, and clt timeline's trace
+ * (read through jansson once, which blocked on a FIFO forever). Each ends
+ * at once, naming the FIFO; `timeout` turns a hang into a failure (124). */
+START_TEST(test_tool_refuses_fifo_text_inputs)
+{
+    const char *clt = clt_test_clt_path();
+    char csv[512], npy[512], model[512], svg[512];
+    snprintf(csv, sizeof csv, "%s/rows.csv", dir);
+    snprintf(npy, sizeof npy, "%s/rows.npy", dir);
+    snprintf(model, sizeof model, "%s/m.safetensors", dir);
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    ck_assert_int_eq(mkfifo(csv, 0600), 0);
+    ck_assert_int_eq(mkfifo(npy, 0600), 0);
+    int64_t h = 4;
+    clt_model *m = NULL;
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), 3, 1, &h, 2, 1));
+    ck_assert_ok(clt_checkpoint_save(model, m, NULL, NULL));
+    clt_model_free(m);
+    const char *fifos[2] = {csv, npy};
+    for (int i = 0; i < 2; i++) {
+        char want[600];
+        snprintf(want, sizeof want, "%s is a FIFO, not a regular file", fifos[i]);
+        int rc = run("timeout %d %s train --data %s --steps 1 --hiddens 4", LIMIT_S, clt, fifos[i]);
+        ck_assert_msg(rc != 0 && rc != 124 && strstr(out, want), "clt train --data %s: exit %d:\n%s", fifos[i], rc,
+                      out);
+        rc = run("timeout %d %s eval --load %s --data %s", LIMIT_S, clt, model, fifos[i]);
+        ck_assert_msg(rc != 0 && rc != 124 && strstr(out, want), "clt eval --data %s: exit %d:\n%s", fifos[i], rc,
+                      out);
+        rc = run("timeout %d %s predict --load %s --input %s", LIMIT_S, clt, model, fifos[i]);
+        ck_assert_msg(rc != 0 && rc != 124 && strstr(out, want), "clt predict --input %s: exit %d:\n%s", fifos[i],
+                      rc, out);
+        rc = run("timeout %d %s timeline %s %s", LIMIT_S, clt, fifos[i], svg);
+        ck_assert_msg(rc == 1 && strstr(out, want), "clt timeline %s: exit %d:\n%s", fifos[i], rc, out);
+        ck_assert_int_ne(access(svg, F_OK), 0);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("inputs");
@@ -196,6 +280,8 @@ int main(void)
     tcase_add_test(tc, test_input_helper);
     tcase_add_test(tc, test_library_readers_refuse);
     tcase_add_test(tc, test_tool_refuses);
+    tcase_add_test(tc, test_whole_file_readers_refuse);
+    tcase_add_test(tc, test_tool_refuses_fifo_text_inputs);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

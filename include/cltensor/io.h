@@ -169,6 +169,16 @@ CLT_API clt_status clt_idx_write(const char *path, int ndim, const int64_t *dims
  * file is intact and no temporary file remains). */
 CLT_API clt_status clt_file_write(const char *path, const void *data, size_t n);
 
+/* Reads the whole regular file at path into a new buffer the way every
+ * cltensor reader opens its inputs: without blocking, so a FIFO, a
+ * directory or a device there is refused at once ("PATH is a FIFO, not a
+ * regular file") instead of waiting for a writer or reading forever;
+ * symbolic links are followed. *data holds *len bytes and a NUL byte after
+ * them; release it with free(). Errors: CLT_ERR_INVALID_ARGUMENT (a NULL
+ * argument), CLT_ERR_IO naming the path and the reason,
+ * CLT_ERR_OUT_OF_MEMORY; on failure *data is NULL and *len 0. */
+CLT_API clt_status clt_file_read(const char *path, char **data, size_t *len);
+
 /* What a run does with one of its files, for clt_file_check_uses. */
 typedef enum clt_file_role {
     CLT_FILE_OUTPUT,         /* written: no other file of the run may be it */

@@ -1,29 +1,23 @@
 /* A whole input file in memory (slurp.h). */
 #include "slurp.h"
 
+#include "cltensor/io.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "../core/error.h"
+#include "../core/input.h"
 
 clt_status clt__slurp(const char *path, int gunzip, uint8_t **data, size_t *len)
 {
     *data = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return clt__fail(CLT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return clt__fail(CLT_ERR_IO, "%s is not a readable regular file", path);
-    }
-    int flags = fcntl(fd, F_GETFL);
-    if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    int fd;
+    CLT_TRY(clt__input_open(path, &fd, NULL));
     gzFile gz = NULL;
     if (gunzip) {
         gz = gzdopen(fd, "rb");
@@ -91,5 +85,18 @@ clt_status clt__slurp(const char *path, int gunzip, uint8_t **data, size_t *len)
     buf[have] = 0;
     *data = buf;
     *len = have;
+    return CLT_OK;
+}
+
+clt_status clt_file_read(const char *path, char **data, size_t *len)
+{
+    if (data) *data = NULL;
+    if (len) *len = 0;
+    if (!path || !data || !len)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_file_read: %s is NULL",
+                         !path ? "path" : !data ? "data" : "len");
+    uint8_t *bytes = NULL;
+    CLT_TRY(clt__slurp(path, 0, &bytes, len));
+    *data = (char *)bytes;
     return CLT_OK;
 }

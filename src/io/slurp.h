@@ -7,8 +7,9 @@
 #include <stdint.h>
 #include "cltensor/status.h"
 
-/* Reads the regular file at path (opened without blocking: a FIFO or device
- * there is refused at once) into a new buffer, *len bytes plus a NUL byte
+/* Reads the regular file at path (opened by clt__input_open, core/input.h:
+ * without blocking, so a FIFO or device there is refused at once, "PATH is
+ * a FIFO, not a regular file") into a new buffer, *len bytes plus a NUL byte
  * the caller may rely on. With gunzip, a gzip-compressed file is
  * decompressed (a raw one read as it is). Memory grows with the data read.
  * Errors: CLT_ERR_IO naming path and the reason, CLT_ERR_FORMAT for corrupt

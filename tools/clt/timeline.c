@@ -191,8 +191,17 @@ int clt_cmd_timeline(int argc, char **argv)
 {
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) return usage(stdout, 0);
     if (argc != 3) return usage(stderr, 2);
+    /* Read as every input is (clt_file_read: a FIFO or device there is
+     * refused at once; jansson's json_load_file would block on a FIFO). */
+    char *text = NULL;
+    size_t text_len = 0;
+    if (clt_file_read(argv[1], &text, &text_len) != CLT_OK) {
+        fprintf(stderr, "clt timeline: %s\n", clt_last_error());
+        return 1;
+    }
     json_error_t jerr;
-    json_t *root = json_load_file(argv[1], 0, &jerr);
+    json_t *root = json_loadb(text, text_len, 0, &jerr);
+    free(text);
     if (!root) {
         fprintf(stderr, "clt timeline: %s:%d: %s\n", argv[1], jerr.line, jerr.text);
         return 1;
