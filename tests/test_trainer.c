@@ -320,6 +320,44 @@ static long file_size(const char *path)
     return n;
 }
 
+/* The epoch's last step breaks the model: its loss, read before the update,
+ * is finite, the parameters after it are not. The validation loss (or,
+ * without validation data, the parameters) show it: CLT_ERR_DIVERGED and
+ * no checkpoint, as for a non-finite training loss. */
+START_TEST(test_divergence_at_the_last_step)
+{
+    char dir[256], ckpt[300];
+    clt_test_make_temp_dir(dir, sizeof dir, "diverge-last");
+    snprintf(ckpt, sizeof ckpt, "%s/c.st", dir);
+    enum { N = 32, W = 4 };
+    float x[N * W], y[N];
+    clt_test_fill_uniform(x, N * W, 1, 0.0f, 30000.0f);
+    clt_test_fill_uniform(y, N, 2, 0.0f, 30000.0f);
+    clt_dataset train;
+    ck_assert_ok(clt_dataset_from_host(&train, N, W, x, NULL, 0, NULL, y, 1));
+    clt_trainer_options o = quiet_options();
+    o.batch_size = N; /* one step: the epoch's last, its loss (before the update) finite */
+    o.lr = 1e30f; /* the update overflows */
+    o.save_path = ckpt;
+    int64_t h = 32;
+    for (int with_val = 1; with_val >= 0; with_val--) {
+        clt_model *m;
+        ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), W, 1, &h, 1, 0));
+        clt_trainer_result r;
+        ck_assert_status(clt_trainer_fit(m, &train, with_val ? &train : NULL, &o, &r), CLT_ERR_DIVERGED);
+        const char *msg = clt_last_error();
+        ck_assert_msg(strstr(msg, "diverged") && strstr(msg, "after epoch 1 (step 1)") &&
+                          strstr(msg, with_val ? "the validation loss is" : "the parameters are not finite") &&
+                          strstr(msg, "learning rate"), "%s", msg);
+        ck_assert_msg(access(ckpt, F_OK) != 0, "a checkpoint was written: %s", msg);
+        ck_assert_int_eq(r.saves, 0);
+        clt_model_free(m);
+    }
+    clt_dataset_free(&train);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
 /* A non-finite loss stops the run with CLT_ERR_DIVERGED naming the epoch,
  * the step and the loss, and writes nothing: the last good checkpoint and
  * metrics stay as they were. */
@@ -513,6 +551,7 @@ int main(void)
     tcase_add_test(tc, test_log_line);
     tcase_add_test(tc, test_empty_dataset_is_refused);
     tcase_add_test(tc, test_divergence_stops_and_keeps_the_checkpoint);
+    tcase_add_test(tc, test_divergence_at_the_last_step);
     tcase_add_test(tc, test_fp16_all_steps_skipped);
     tcase_add_test(tc, test_resume_metadata_is_checked);
     tcase_add_test(tc, test_resumed_epoch_reports_as_uninterrupted);

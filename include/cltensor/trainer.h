@@ -136,8 +136,12 @@ typedef struct clt_trainer_result {
  * CLT_ERR_FORMAT for a resume_path
  * whose metadata is out of range or does not fit this run (the key and value
  * named), CLT_ERR_DIVERGED when the loss read at a progress update or an
- * epoch's end is not finite, or every step of a float16 epoch was skipped:
- * that epoch writes nothing, so save_path keeps the last finite epoch. */
+ * epoch's end is not finite, when the epoch's validation loss is not (its
+ * last steps broke the model: their losses, read before the update, were
+ * finite), without val data when a parameter is not finite at the epoch's
+ * end, or when every step of a float16 epoch was skipped: that epoch writes
+ * nothing (no metrics row, no checkpoint), so save_path keeps the last
+ * finite epoch. */
 CLT_API clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
                            const clt_trainer_options *opt, clt_trainer_result *out);
 
