@@ -69,16 +69,46 @@ typedef enum clt_layer_kind {
     CLT_LAYER_LINEAR,
     CLT_LAYER_RELU,
     CLT_LAYER_FLATTEN,
-    CLT_LAYER_RESIDUAL
+    CLT_LAYER_RESIDUAL,
+    CLT_LAYER_CUSTOM   /* clt_model_add_layer */
 } clt_layer_kind;
+
+/* A layer of your own, without parameters, written with the library's
+ * tensor ops (clt_add, clt_relu, ... : whatever runs on the model's
+ * device and dtype). forward makes *y (a new tensor, of x's shape or
+ * another the next layer takes) from x; when keep is not NULL (training)
+ * it may set *keep to one tensor its backward needs (a reference the layer
+ * then owns and releases after backward), else leaves it NULL. backward
+ * makes *dx, the gradient for x, from dy (the gradient for y) and what
+ * forward kept. ctx is passed to both and is shared by every copy of the
+ * model (the memory planner's, the warm-up's, data parallel's replicas).
+ * Since the layer runs through the ordinary calls, everything it allocates
+ * is counted by the memory planner as it runs (docs/planner.md). A
+ * checkpoint records such a layer by its name only: clt_model_load refuses
+ * it, and the program that built the model loads its parameters with
+ * clt_checkpoint_load. */
+typedef struct clt_layer_ops {
+    const char *name; /* what the layer list says (kind "custom:NAME"): 1 to 31 bytes, letters, digits, '_' and '-' */
+    clt_status (*forward)(void *ctx, clt_tensor *x, clt_tensor **y, clt_tensor **keep);
+    clt_status (*backward)(void *ctx, clt_tensor *dy, clt_tensor *kept, clt_tensor **dx);
+    void *ctx;
+} clt_layer_ops;
+
+/* Appends a custom layer (ops is copied; ops->name must stay valid as long
+ * as the model and its copies). It keeps the width the layer before gives.
+ * CLT_ERR_INVALID_ARGUMENT for NULL, a missing function or a bad name, or
+ * an initialised model. */
+CLT_API clt_status clt_model_add_layer(clt_model *m, const clt_layer_ops *ops);
 
 /* One top-level layer, as added. name ("net.3") is the model's and lives as
  * long as it. in_features and out_features: a Linear's sizes, a
- * ResidualBlock's width (both), 0 for ReLU and Flatten. */
+ * ResidualBlock's width (both), 0 for ReLU, Flatten and a custom layer.
+ * custom: a custom layer's ops->name, else NULL. */
 typedef struct clt_layer_info {
     clt_layer_kind kind;
     const char *name;
     int64_t in_features, out_features;
+    const char *custom;
 } clt_layer_info;
 
 /* Top-level layers added so far (a ResidualBlock counts once); 0 for NULL. */

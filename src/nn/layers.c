@@ -129,6 +129,24 @@ static clt_status residual_forward(clt_model *m, clt__layer *l, clt_tensor *x, i
     return s == CLT_OK ? s : layer_fail(l, s);
 }
 
+// x is what the layer before gives; y is what the custom forward makes
+static clt_status custom_forward(clt_model *m, clt__layer *l, clt_tensor *x, clt_tensor **y)
+{
+    clt_tensor *kept = NULL;
+    clt_status s = l->ops.forward(l->ops.ctx, x, y, m->training ? &kept : NULL);
+    if (s == CLT_OK && !*y) s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s (%s): forward made no output", l->name,
+                                          l->ops.name);
+    if (s != CLT_OK) {
+        clt_tensor_release(kept);
+        return layer_fail(l, s);
+    }
+    if (kept) {
+        keep(&l->saved, kept, 1);
+        clt_tensor_release(kept); /* keep took its own reference */
+    }
+    return CLT_OK;
+}
+
 static clt_status layer_forward(clt_model *m, clt__layer *l, clt_tensor *x, int internal, clt_tensor **y,
                                 int *y_internal)
 {
@@ -140,6 +158,7 @@ static clt_status layer_forward(clt_model *m, clt__layer *l, clt_tensor *x, int 
         *y_internal = internal;
         return flatten_forward(l, x, y);
     case CLT__RESIDUAL: return residual_forward(m, l, x, internal, y);
+    case CLT__CUSTOM: return custom_forward(m, l, x, y);
     }
     return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown layer kind %d", l->name, (int)l->kind);
 }
@@ -262,6 +281,17 @@ static clt_status residual_backward(clt__layer *l, clt_tensor *dy, clt_tensor **
     return s == CLT_OK ? s : layer_fail(l, s);
 }
 
+// dy has the shape of the custom forward's y; dx that of its x (none asked: nothing to do, no parameters)
+static clt_status custom_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
+{
+    clt_status s = CLT_OK;
+    if (dx) s = l->ops.backward(l->ops.ctx, dy, l->saved, dx);
+    if (s == CLT_OK && dx && !*dx)
+        s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s (%s): backward made no input gradient", l->name, l->ops.name);
+    drop(&l->saved);
+    return s == CLT_OK ? s : layer_fail(l, s);
+}
+
 static clt_status layer_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx, const fold *f)
 {
     switch (l->kind) {
@@ -273,6 +303,7 @@ static clt_status layer_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx,
         return s == CLT_OK ? s : layer_fail(l, s);
     }
     case CLT__RESIDUAL: return residual_backward(l, dy, dx, f);
+    case CLT__CUSTOM: return custom_backward(l, dy, dx);
     }
     return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown layer kind %d", l->name, (int)l->kind);
 }

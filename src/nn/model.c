@@ -1,5 +1,6 @@
 /* Models: building a Sequential, the flat parameter and gradient buffers and
  * their views, placement, and the forward/backward entry points. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,30 @@ clt_status clt_model_add_relu(clt_model *m)
 {
     clt__layer *l;
     return add_layer(m, "clt_model_add_relu", CLT__RELU, &l);
+}
+
+static int good_layer_name(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n < 1 || n > 31) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-') return 0;
+    return 1;
+}
+
+clt_status clt_model_add_layer(clt_model *m, const clt_layer_ops *ops)
+{
+    const char *op = "clt_model_add_layer";
+    CLT_TRY(clt__need(op, "ops", ops));
+    if (!ops->forward || !ops->backward)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the layer needs both a forward and a backward function", op);
+    if (!good_layer_name(ops->name))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: layer name \"%.40s\" must be 1 to 31 letters, digits, '_' "
+                         "or '-'", op, ops->name ? ops->name : "(null)");
+    clt__layer *l;
+    CLT_TRY(add_layer(m, op, CLT__CUSTOM, &l));
+    l->ops = *ops;
+    return CLT_OK;
 }
 
 clt_status clt_model_add_flatten(clt_model *m)
@@ -533,8 +558,9 @@ clt_status clt_model_layer(const clt_model *m, int i, clt_layer_info *out)
                          m->nlayers);
     const clt__layer *l = &m->layers[i];
     static const clt_layer_kind kinds[] = {[CLT__LINEAR] = CLT_LAYER_LINEAR, [CLT__RELU] = CLT_LAYER_RELU,
-                                           [CLT__FLATTEN] = CLT_LAYER_FLATTEN, [CLT__RESIDUAL] = CLT_LAYER_RESIDUAL};
-    *out = (clt_layer_info){kinds[l->kind], l->name, 0, 0};
+                                           [CLT__FLATTEN] = CLT_LAYER_FLATTEN, [CLT__RESIDUAL] = CLT_LAYER_RESIDUAL,
+                                           [CLT__CUSTOM] = CLT_LAYER_CUSTOM};
+    *out = (clt_layer_info){kinds[l->kind], l->name, 0, 0, l->kind == CLT__CUSTOM ? l->ops.name : NULL};
     if (l->kind == CLT__LINEAR) {
         out->in_features = l->in;
         out->out_features = l->out;

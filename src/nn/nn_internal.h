@@ -10,7 +10,8 @@ typedef enum clt__layer_kind {
     CLT__LINEAR,
     CLT__RELU,
     CLT__FLATTEN,
-    CLT__RESIDUAL
+    CLT__RESIDUAL,
+    CLT__CUSTOM
 } clt__layer_kind;
 
 #define CLT__NAME_MAX 96
@@ -38,6 +39,8 @@ typedef struct clt__layer {
     /* Flatten: the input shape, to restore in backward. */
     int in_ndim;
     int64_t in_shape[CLT_MAX_DIMS];
+    /* Custom (clt_model_add_layer): its functions; saved holds what its forward kept. */
+    clt_layer_ops ops;
 } clt__layer;
 
 /* One named parameter tensor: a Linear's weight or bias. */

@@ -22,6 +22,7 @@ static clt_status build_range(clt_model **out, const clt_model *src, int first, 
         case CLT_LAYER_RELU: s = clt_model_add_relu(m); break;
         case CLT_LAYER_FLATTEN: s = clt_model_add_flatten(m); break;
         case CLT_LAYER_RESIDUAL: s = clt_model_add_residual(m, l.in_features); break;
+        case CLT_LAYER_CUSTOM: s = clt_model_add_layer(m, &src->layers[i].ops); break;
         }
     }
     if (s == CLT_OK) s = clt_model_init(m, dev, 0);

@@ -294,7 +294,8 @@ static clt_status layers_against_model(const char *path, const clt__description 
     for (int i = 0; i < d->nlayers; i++) {
         clt_layer_info li;
         CLT_TRY(clt_model_layer(m, i, &li));
-        if (li.kind != d->layers[i].kind || li.in_features != d->layers[i].in || li.out_features != d->layers[i].out)
+        if (li.kind != d->layers[i].kind || li.in_features != d->layers[i].in || li.out_features != d->layers[i].out ||
+            (li.custom && strcmp(li.custom, d->layers[i].custom) != 0))
             return clt__fail(CLT_ERR_FORMAT, "%s: metadata cltensor.layers: layer %d differs from the model's %s", path,
                              i, li.name);
     }

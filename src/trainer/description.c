@@ -19,7 +19,8 @@ _Static_assert(CLT_MODEL_MAX_LAYERS == 4096 && CLT_MODEL_MAX_CLASSES == 1048576 
                "the messages name these limits");
 
 static const char *const kind_names[] = {[CLT_LAYER_LINEAR] = "linear", [CLT_LAYER_RELU] = "relu",
-                                         [CLT_LAYER_FLATTEN] = "flatten", [CLT_LAYER_RESIDUAL] = "residual"};
+                                         [CLT_LAYER_FLATTEN] = "flatten", [CLT_LAYER_RESIDUAL] = "residual",
+                                         [CLT_LAYER_CUSTOM] = "custom"};
 
 void clt__description_free(clt__description *d)
 {
@@ -47,7 +48,8 @@ static clt_status layers_json(const clt_model *m, char **out)
                              (json_object_set_new(o, "in", json_integer(li.in_features)) != 0 ||
                               json_object_set_new(o, "out", json_integer(li.out_features)) != 0)) ||
                             (li.kind == CLT_LAYER_RESIDUAL &&
-                             json_object_set_new(o, "width", json_integer(li.in_features)) != 0)))
+                             json_object_set_new(o, "width", json_integer(li.in_features)) != 0) ||
+                            (li.kind == CLT_LAYER_CUSTOM && json_object_set_new(o, "name", json_string(li.custom)) != 0)))
             s = clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory describing the model");
     }
     *out = s == CLT_OK ? json_dumps(list, JSON_COMPACT) : NULL;
@@ -219,9 +221,18 @@ static clt_status read_layer(const char *path, json_t *o, int i, clt__layer_spec
         l->kind = CLT_LAYER_RELU;
     } else if (strcmp(kind, "flatten") == 0) {
         l->kind = CLT_LAYER_FLATTEN;
+    } else if (strcmp(kind, "custom") == 0) {
+        l->kind = CLT_LAYER_CUSTOM;
+        const char *name = json_string_value(json_object_get(o, "name"));
+        size_t len = name ? strlen(name) : 0;
+        if (len < 1 || len >= sizeof l->custom || len != json_string_length(json_object_get(o, "name")) ||
+            strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != len)
+            return bad_layer(path, i, "(custom) needs \"name\", 1 to 31 letters, digits, '_' or '-'");
+        memcpy(l->custom, name, len + 1);
+        fields = 2;
     } else {
         char msg[128];
-        snprintf(msg, sizeof msg, "has the unknown kind \"%.40s\" (linear, relu, flatten, residual)", kind);
+        snprintf(msg, sizeof msg, "has the unknown kind \"%.40s\" (linear, relu, flatten, residual, custom)", kind);
         return bad_layer(path, i, msg);
     }
     if (json_object_size(o) != fields) return bad_layer(path, i, "has fields its kind does not take");
@@ -241,7 +252,7 @@ static clt_status read_layers(clt__description *d, const char *path, json_t *lis
     for (int i = 0; i < d->nlayers; i++) {
         clt__layer_spec *l = &d->layers[i];
         CLT_TRY(read_layer(path, json_array_get(list, (size_t)i), i, l));
-        if (l->kind == CLT_LAYER_RELU || l->kind == CLT_LAYER_FLATTEN) continue;
+        if (l->kind == CLT_LAYER_RELU || l->kind == CLT_LAYER_FLATTEN || l->kind == CLT_LAYER_CUSTOM) continue;
         if (width >= 0 && l->in != width) {
             char msg[128];
             snprintf(msg, sizeof msg, "takes %lld features but the layer before gives %lld", (long long)l->in,

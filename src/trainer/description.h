@@ -19,10 +19,11 @@
 #define CLT__PREPROCESS_PREFIX "preprocess."
 
 /* One layer of a saved list: a Linear's in and out, a ResidualBlock's width
- * in both, 0 for ReLU and Flatten. */
+ * in both, 0 for ReLU, Flatten and a custom layer, whose name is `custom`. */
 typedef struct clt__layer_spec {
     clt_layer_kind kind;
     int64_t in, out;
+    char custom[32];
 } clt__layer_spec;
 
 /* What a file's metadata describes, checked. */

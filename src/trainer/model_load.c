@@ -78,6 +78,12 @@ static clt_status build_layers(clt_model **out, const char *path, const clt__des
         case CLT_LAYER_RELU: s = clt_model_add_relu(m); break;
         case CLT_LAYER_FLATTEN: s = clt_model_add_flatten(m); break;
         case CLT_LAYER_RESIDUAL: s = clt_model_add_residual(m, l->in); break;
+        case CLT_LAYER_CUSTOM:
+            clt_model_free(m);
+            return clt__fail(CLT_ERR_UNSUPPORTED,
+                             "%s: layer %d is the custom layer \"%s\", which only the program that made it can "
+                             "build: build the model there (clt_model_add_layer) and load the parameters with "
+                             "clt_checkpoint_load", path, i, l->custom);
         }
         if (s != CLT_OK && s != CLT_ERR_OUT_OF_MEMORY)
             s = clt__fail(CLT_ERR_FORMAT, "%s: metadata cltensor.layers: %s", path, clt_last_error());
