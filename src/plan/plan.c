@@ -509,9 +509,12 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     if (fits > 0) return CLT_OK;
     fprintf(out, "to fit:\n");
     clt_plan_fit_result fit;
-    if (o->batch_size > 1 && clt_plan_fit(m, o, budget, 0, &fit) == CLT_OK && fit.accumulate > 1) {
+    clt_plan_options whole = *o; /* as --fit plans it: the evaluation and the loader's staging too */
+    whole.whole_run = 1;
+    if (o->batch_size > 1 && clt_plan_fit(m, &whole, budget, 0, &fit) == CLT_OK && fit.accumulate > 1) {
         fprintf(out, "  - keep the batch of %lld (--fit): %d micro-batches", (long long)o->batch_size, fit.accumulate);
         if (fit.recompute_blocks) fprintf(out, ", checkpointed segments of %d blocks", fit.recompute_blocks);
+        if (!fit.keep_packed) fprintf(out, ", evaluation without kept packed weights");
         fprintf(out, ", predicted peak %.1f MiB\n", fit.plan.peak / MIB);
     }
     if (b_plain > 0) fprintf(out, "  - lower the batch size to %lld\n", (long long)b_plain);
