@@ -6,7 +6,8 @@
  * with one warning, and a run there still works and writes nothing; under
  * umask 000 the directories made are 0700 and the files 0600; damaged,
  * copied, oversized, linked and wrong-program entries of the kernel cache
- * are ignored, rebuilt and replaced by `clt warmup`, and products over a
+ * are ignored, rebuilt and replaced by `clt warmup`, which counts each
+ * failed save once under a full disk, and products over a
  * damaged cache are correct; the tuning cache ignores (and removes) a
  * damaged, oversized or untrusted file, refuses a 2M-line file by its
  * bound, and is not read at all under CLT_TUNE=0. */
@@ -474,6 +475,43 @@ START_TEST(test_damaged_kernel_entries_rebuilt)
 }
 END_TEST
 
+/* Every binary save failing (CLT_FAULT=write:1+, a full disk): `clt
+ * warmup` (and `clt warmup --all`, every program) exits 1 and counts each
+ * program's failed save once, as many as it compiled (each was tried once,
+ * not again after its first failure), and writes no entry; the next
+ * warmup saves them all. */
+START_TEST(test_failed_saves_counted_once)
+{
+    static const char *const modes[] = {"", "--all"};
+    for (int m = 0; m < 2; m++) {
+        char cache[512];
+        at(cache, sizeof cache, m ? "full-all" : "full");
+        int rc = clt_test_shell(out, sizeof out, "CLT_CACHE_DIR='%s' CLT_FAULT=write:1+ timeout 300 '%s' warmup %s "
+                                "--device %s --hiddens 16 --blocks 1 --batch-size 8", cache, clt_test_clt_path(),
+                                modes[m], clt_test_cpu_name());
+        int built = -1, loaded = -1, saved = -1;
+        double t;
+        const char *line = strstr(out, " program(s) compiled");
+        ck_assert_msg(rc == 1 && line, "warmup %s: exit %d:\n%s", modes[m], rc, out);
+        while (line > out && line[-1] != '\n') line--;
+        ck_assert_msg(sscanf(line, "%*s %d program(s) compiled in %lf s, %d loaded from the cache, %d binar", &built,
+                             &t, &loaded, &saved) == 4, "unexpected output:\n%s", out);
+        ck_assert_msg(built >= 2 && loaded == 0 && saved == 0, "warmup %s: %d built, %d loaded, %d saved:\n%s",
+                      modes[m], built, loaded, saved, out);
+        if (m) ck_assert_int_eq(built, clt__program_count());
+        char want[128];
+        snprintf(want, sizeof want, ": %d program binaries were not saved to the cache (0 saved)", built);
+        ck_assert_msg(strstr(out, want), "warmup %s: not \"%s\" in:\n%s", modes[m], want, out);
+        static char names[MAX_ENTRIES][1024];
+        ck_assert_int_eq(list_entries(cache, names), 0);
+        rc = clt_test_shell(out, sizeof out, "CLT_CACHE_DIR='%s' timeout 300 '%s' warmup %s --device %s --hiddens 16 "
+                            "--blocks 1 --batch-size 8", cache, clt_test_clt_path(), modes[m], clt_test_cpu_name());
+        ck_assert_msg(rc == 0, "the next warmup %s: exit %d:\n%s", modes[m], rc, out);
+        ck_assert_int_eq(list_entries(cache, names), built);
+    }
+}
+END_TEST
+
 /* Products and a ReLU in this process, over a cache whose every entry has
  * a flipped bit: correct, and the entries were rejected. */
 START_TEST(test_results_correct_over_a_damaged_cache)
@@ -724,6 +762,7 @@ int main(void)
     tcase_add_test(tc, test_run_over_an_untrusted_directory);
     tcase_add_test(tc, test_umask_000);
     tcase_add_test(tc, test_damaged_kernel_entries_rebuilt);
+    tcase_add_test(tc, test_failed_saves_counted_once);
     tcase_add_test(tc, test_results_correct_over_a_damaged_cache);
     suite_add_tcase(s, tc);
     /* The tuning cache: CPU-class devices only, a ctest entry of its own

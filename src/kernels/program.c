@@ -448,6 +448,10 @@ clt_status clt__program_prepare(int slot, const char *program, int save)
     slot_programs *sp = programs_of(slot);
     if (!sp) return CLT_ERR_OUT_OF_MEMORY;
     pthread_mutex_lock(&sp->lock);
+    /* Whether the program was there before this call: one built (or loaded)
+     * now has had its binary saved, or its failed save counted, by
+     * load_or_build, and is not saved (nor counted) a second time. */
+    int had = sp->programs && sp->programs[index];
     cl_program p = NULL;
     clt_status st = get_program(slot, index, NULL, save, &p);
     char path[1024];
@@ -456,7 +460,7 @@ clt_status clt__program_prepare(int slot, const char *program, int save)
     /* Built (or loaded) before without a binary in the cache: write it now. */
     uint8_t key[32];
     char dir[900];
-    if (st == CLT_OK && save &&
+    if (st == CLT_OK && save && had &&
         entry_of(slot, options, src->source, 0, key, dir, sizeof dir, path, sizeof path) == 1 &&
         access(path, F_OK) != 0)
         save_binary(slot, src->name, options, src->source, p);

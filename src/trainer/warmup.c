@@ -2,6 +2,7 @@
  * copy of a model, so that every kernel program its training uses is built
  * and the driver's code generation at first launch happens here, before the
  * trainer's clock starts, instead of inside the first epoch. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/clock.h"
@@ -94,17 +95,26 @@ clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_opti
     clt__program_get_stats(&before);
     int slot;
     CLT_TRY(clt__resolve(clt_model_device(model), &slot));
-    int save = (flags & CLT_WARMUP_SAVE_BINARIES) != 0;
+    int save = (flags & CLT_WARMUP_SAVE_BINARIES) != 0, all = (flags & CLT_WARMUP_ALL_PROGRAMS) != 0;
+    /* The programs built before this call: the step below builds (and
+     * saves) only the others, so these are saved apart, once. With
+     * CLT_WARMUP_ALL_PROGRAMS the first loop saves every program. */
+    int nprog = clt__program_count();
+    char *built_before = save && !all ? calloc((size_t)nprog + 1, 1) : NULL;
+    if (save && !all && !built_before) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_model_warmup: out of host memory");
+    for (int i = 0; built_before && i < nprog; i++) built_before[i] = (char)clt__program_built(slot, clt__program_name(i));
     clt_status s = CLT_OK;
     clt__program_save_binaries(save);
-    for (int i = 0; s == CLT_OK && (flags & CLT_WARMUP_ALL_PROGRAMS) && i < clt__program_count(); i++)
-        s = clt__program_prepare(slot, clt__program_name(i), save);
+    for (int i = 0; s == CLT_OK && all && i < nprog; i++) s = clt__program_prepare(slot, clt__program_name(i), save);
     int regress = (flags & CLT_WARMUP_REGRESSION) != 0;
     if (s == CLT_OK) s = warm_step(model, batch_size, optimizer, gradient_clip_val, regress);
     clt__program_save_binaries(0);
-    /* Programs built earlier in the process without their binary: write them too. */
-    for (int i = 0; s == CLT_OK && save && i < clt__program_count(); i++)
-        if (clt__program_built(slot, clt__program_name(i))) s = clt__program_prepare(slot, clt__program_name(i), 1);
+    /* Programs built earlier in the process without their binary: write
+     * them too. One built by the step had its binary saved (or its failure
+     * counted) as it was built, and is not tried, nor counted, twice. */
+    for (int i = 0; s == CLT_OK && built_before && i < nprog; i++)
+        if (built_before[i]) s = clt__program_prepare(slot, clt__program_name(i), 1);
+    free(built_before);
     clt__program_get_stats(&after);
     if (out) {
         out->seconds = clt__now_seconds() - t0;
