@@ -55,7 +55,8 @@ static int trusted_dir(int fd, char *why, size_t whylen)
         return 0;
     }
     if (st.st_mode & 022) {
-        snprintf(why, whylen, "it is writable by %s (mode %03o)", (st.st_mode & 020) ? "its group" : "others",
+        snprintf(why, whylen, "it is writable by %s (mode %03o)",
+                 (st.st_mode & 022) == 022 ? "its group and others" : (st.st_mode & 020) ? "its group" : "others",
                  (unsigned)(st.st_mode & 0777));
         return 0;
     }
