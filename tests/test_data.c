@@ -92,7 +92,7 @@ START_TEST(test_csv_header_quotes_crlf_bom_strings)
     ck_assert(ds.values[1] == 4 && ds.x[0] == 2);
     clt_dataset_free(&ds);
     o.target = "nope";
-    expect_format(clt_dataset_load(&ds, p, &o), "no target column 'nope'", "a, b, c");
+    expect_format(clt_dataset_load(&ds, p, &o), "no target column 'nope'", "the header names 'a', 'b', 'c'");
 }
 END_TEST
 
@@ -135,6 +135,9 @@ START_TEST(test_csv_delimiters_and_no_header)
                   "class '7' does not occur in the training data");
     expect_format(clt_dataset_load(&test, put_text("t.csv", "1,2,10\n"), &o), "2 features per example",
                   "the training data has 1");
+    /* Another width is that, even where a label is one the training set lacks. */
+    expect_format(clt_dataset_load(&test, put_text("t.csv", "1,2,7\n"), &o), "2 features per example",
+                  "the training data has 1");
     clt_dataset_free(&ds);
     /* Many distinct float values: a regression. */
     ck_assert_int_eq(load(&ds, put_text("r.csv", "x,y\n1,0.5\n2,1.5\n3,2.25\n")), CLT_OK);
@@ -152,6 +155,29 @@ START_TEST(test_csv_bad_data)
     expect_format(load(&ds, put_text("b.csv", "\n\n  \n")), "empty file", NULL);
     p = put_text("n.csv", "a,b,y\n1,2,0\n3,abc,1\n");
     expect_format(load(&ds, p), "line 3, column 2 (b): 'abc' is not a number", p);
+    /* A field's line break (in quotes) and control bytes are escaped: the message stays one line. */
+    p = put_text("nl.csv", "a,\"b\nc\",y\n1,2,0\n\"3\n4\",\"x\ty\x01\",1\n");
+    expect_format(load(&ds, p), "line 4, column 1 (a): '3\\n4' is not a number", NULL);
+    ck_assert_msg(!strchr(clt_last_error(), '\n'), "%s", clt_last_error());
+    p = put_text("nl2.csv", "a,\"b\nc\",y\n1,2,0\n3,\"x\ty\x01\",1\n");
+    expect_format(load(&ds, p), "line 4, column 2 (b\\nc): 'x\\ty\\x01' is not a number", NULL);
+    p = put_text("long.csv", "a,y\n1,0\n0123456789012345678901234567890123456789xyz,1\n");
+    expect_format(load(&ds, p), "'0123456789012345678901234567890123456789...' is not a number", NULL);
+    /* A decimal comma gets a hint; a field that is no number either way does not. */
+    p = put_text("dc.csv", "a;b;y\n1,5;2;0\n3;4;1\n");
+    expect_format(load(&ds, p), "line 2, column 1 (a): '1,5' is not a number (a decimal comma?", NULL);
+    p = put_text("dc2.csv", "a;b;y\n1,x;2;0\n3;4;1\n");
+    expect_format(load(&ds, p), "'1,x' is not a number", NULL);
+    ck_assert_msg(!strstr(clt_last_error(), "decimal"), "%s", clt_last_error());
+    p = put_text("dc3.csv", "a;b;y\n1;2;0,5\n3;4;1,25\n5;6;2,5\n");
+    clt_data_options ro = clt_data_default_options();
+    ro.task = CLT_TASK_REGRESS;
+    expect_format(clt_dataset_load(&ds, p, &ro), "'0,5' is not a number (the target of a regression) (a decimal comma?",
+                  NULL);
+    /* A target name is quoted and escaped as the header's names are. */
+    ro.target = "q\nz";
+    expect_format(clt_dataset_load(&ds, put_text("t.csv", "a,b\n1,2\n"), &ro), "no target column 'q\\nz'",
+                  "the header names 'a', 'b'");
     expect_format(load(&ds, put_text("nan.csv", "1,2,0\n3,nan,1\n")), "line 2, column 2", "not a finite");
     expect_format(load(&ds, put_text("inf.csv", "1,2,0\n3,1e999,1\n")), "line 2, column 2", "not a finite");
     expect_format(load(&ds, put_text("big.csv", "1,2,0\n3,1e39,1\n")), "line 2, column 2", "float32");
@@ -181,40 +207,14 @@ START_TEST(test_csv_bad_data)
 }
 END_TEST
 
-/* A .npy file: version, descr, order, shape, then the bytes. */
-static size_t npy(uint8_t *buf, int version, const char *descr, int fortran, const char *shape, const void *data,
-                  size_t n)
-{
-    char h[256];
-    int hl = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr,
-                      fortran ? "True" : "False", shape);
-    size_t pre = version == 1 ? 10 : 12, total = pre + (size_t)hl + 1;
-    size_t pad = (64 - total % 64) % 64;
-    memcpy(buf, "\x93NUMPY", 6);
-    buf[6] = (uint8_t)version;
-    buf[7] = 0;
-    size_t hlen = (size_t)hl + pad + 1;
-    if (version == 1) {
-        buf[8] = (uint8_t)hlen;
-        buf[9] = (uint8_t)(hlen >> 8);
-    } else {
-        for (int i = 0; i < 4; i++) buf[8 + i] = (uint8_t)(hlen >> (8 * i));
-    }
-    memcpy(buf + pre, h, (size_t)hl);
-    memset(buf + pre + hl, ' ', pad);
-    buf[pre + hl + pad] = '\n';
-    memcpy(buf + pre + hlen, data, n);
-    return pre + hlen + n;
-}
-
 START_TEST(test_npy)
 {
     uint8_t buf[1024], ybuf[512];
     float x[6] = {1, 2, 3, 4, 5, 6};
     int64_t y[3] = {0, 1, 0};
     clt_data_options o = clt_data_default_options();
-    o.labels_path = put("y.npy", ybuf, npy(ybuf, 1, "<i8", 0, "(3,)", y, sizeof y));
-    const char *xp = put("x.npy", buf, npy(buf, 1, "<f4", 0, "(3, 2)", x, sizeof x));
+    o.labels_path = put("y.npy", ybuf, clt_test_npy(ybuf, 1, "<i8", 0, "(3,)", y, sizeof y));
+    const char *xp = put("x.npy", buf, clt_test_npy(buf, 1, "<f4", 0, "(3, 2)", x, sizeof x));
     clt_dataset ds;
     ck_assert_msg(clt_dataset_load(&ds, xp, &o) == CLT_OK, "%s", clt_last_error());
     ck_assert_int_eq(ds.n, 3);
@@ -225,15 +225,15 @@ START_TEST(test_npy)
     clt_dataset_free(&ds);
     /* Fortran order is transposed: column-major 1..6 of a (3, 2) is rows (1,4), (2,5), (3,6). */
     double xd[6] = {1, 2, 3, 4, 5, 6};
-    xp = put("x.npy", buf, npy(buf, 2, "<f8", 1, "(3, 2)", xd, sizeof xd));
+    xp = put("x.npy", buf, clt_test_npy(buf, 2, "<f8", 1, "(3, 2)", xd, sizeof xd));
     ck_assert_int_eq(clt_dataset_load(&ds, xp, &o), CLT_OK);
     ck_assert(ds.x[0] == 1 && ds.x[1] == 4 && ds.x[2] == 2 && ds.x[5] == 6);
     clt_dataset_free(&ds);
     /* Big-endian int16 features, version 3, bool labels. */
     uint8_t be[12] = {0, 1, 0, 2, 0xff, 0xfe, 0, 4, 0, 5, 1, 0};
     uint8_t yb[3] = {1, 0, 1};
-    o.labels_path = put("y.npy", ybuf, npy(ybuf, 3, "|b1", 0, "(3,)", yb, sizeof yb));
-    xp = put("x.npy", buf, npy(buf, 3, ">i2", 0, "(3, 2)", be, sizeof be));
+    o.labels_path = put("y.npy", ybuf, clt_test_npy(ybuf, 3, "|b1", 0, "(3,)", yb, sizeof yb));
+    xp = put("x.npy", buf, clt_test_npy(buf, 3, ">i2", 0, "(3, 2)", be, sizeof be));
     ck_assert_msg(clt_dataset_load(&ds, xp, &o) == CLT_OK, "%s", clt_last_error());
     ck_assert(ds.x[0] == 1 && ds.x[1] == 2 && ds.x[2] == -2 && ds.x[5] == 256);
     ck_assert(ds.classes[0] == 1 && ds.classes[1] == 0);
@@ -241,8 +241,8 @@ START_TEST(test_npy)
     /* uint8 images (n, 2, 2) stay bytes; float (n, 2) targets are a regression of 2 outputs. */
     uint8_t img[12] = {0, 255, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     float yr[6] = {0.5f, 1, 2, 3, 4, 5};
-    o.labels_path = put("y.npy", ybuf, npy(ybuf, 1, "<f4", 0, "(3, 2)", yr, sizeof yr));
-    xp = put("x.npy", buf, npy(buf, 1, "|u1", 0, "(3, 2, 2)", img, sizeof img));
+    o.labels_path = put("y.npy", ybuf, clt_test_npy(ybuf, 1, "<f4", 0, "(3, 2)", yr, sizeof yr));
+    xp = put("x.npy", buf, clt_test_npy(buf, 1, "|u1", 0, "(3, 2, 2)", img, sizeof img));
     ck_assert_int_eq(clt_dataset_load(&ds, xp, &o), CLT_OK);
     ck_assert_ptr_nonnull(ds.images);
     ck_assert(ds.rows == 2 && ds.cols == 2 && ds.images[1] == 255);
@@ -252,87 +252,36 @@ START_TEST(test_npy)
     clt_dataset_free(&ds);
     /* Refused, clearly. */
     o.labels_path = NULL;
-    xp = put("x.npy", buf, npy(buf, 1, "<f4", 0, "(3, 2)", x, sizeof x));
+    xp = put("x.npy", buf, clt_test_npy(buf, 1, "<f4", 0, "(3, 2)", x, sizeof x));
     ck_assert_int_eq(clt_dataset_load(&ds, xp, &o), CLT_ERR_INVALID_ARGUMENT);
-    o.labels_path = put("y.npy", ybuf, npy(ybuf, 1, "<i8", 0, "(3,)", y, sizeof y));
-    xp = put("x.npy", buf, npy(buf, 1, "<f2", 0, "(3, 2)", x, 12));
+    o.labels_path = put("y.npy", ybuf, clt_test_npy(ybuf, 1, "<i8", 0, "(3,)", y, sizeof y));
+    xp = put("x.npy", buf, clt_test_npy(buf, 1, "<f2", 0, "(3, 2)", x, 12));
     ck_assert_int_eq(clt_dataset_load(&ds, xp, &o), CLT_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(clt_last_error(), "dtype '<f2'"), "%s", clt_last_error());
-    xp = put("x.npy", buf, npy(buf, 1, "<f4", 0, "(3, 2)", x, sizeof x - 4));
+    xp = put("x.npy", buf, clt_test_npy(buf, 1, "<f4", 0, "(3, 2)", x, sizeof x - 4));
     expect_format(clt_dataset_load(&ds, xp, &o), "calls for 24 data bytes, the file holds 20", NULL);
-    xp = put("x.npy", buf, npy(buf, 1, "<f4", 0, "(2, 2)", x, 16));
+    xp = put("x.npy", buf, clt_test_npy(buf, 1, "<f4", 0, "(2, 2)", x, 16));
     expect_format(clt_dataset_load(&ds, xp, &o), "targets of shape (3) for 2 examples", NULL);
     float bad[6] = {1, 2, 3, NAN, 5, 6};
-    xp = put("x.npy", buf, npy(buf, 1, "<f4", 0, "(3, 2)", bad, sizeof bad));
+    xp = put("x.npy", buf, clt_test_npy(buf, 1, "<f4", 0, "(3, 2)", bad, sizeof bad));
     expect_format(clt_dataset_load(&ds, xp, &o), "example 1, feature 1 is nan", NULL);
     buf[6] = 9;
     expect_format(clt_dataset_load(&ds, put("v.npy", buf, 200), &o), "version 9", NULL);
 }
 END_TEST
 
-/* A zip of members (name, bytes), each stored or deflated. */
-static size_t zip(uint8_t *out, int count, const char *const *names, const uint8_t *const *data, const size_t *lens,
-                  int deflated)
-{
-    size_t at = 0, offs[8];
-    uint8_t comp[8][2048];
-    size_t clens[8];
-    uint32_t crcs[8];
-    for (int i = 0; i < count; i++) {
-        crcs[i] = (uint32_t)crc32(0, data[i], (uInt)lens[i]);
-        if (deflated) {
-            z_stream z;
-            memset(&z, 0, sizeof z);
-            deflateInit2(&z, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
-            z.next_in = (Bytef *)data[i];
-            z.avail_in = (uInt)lens[i];
-            z.next_out = comp[i];
-            z.avail_out = sizeof comp[i];
-            ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
-            clens[i] = sizeof comp[i] - z.avail_out;
-            deflateEnd(&z);
-        } else {
-            memcpy(comp[i], data[i], lens[i]);
-            clens[i] = lens[i];
-        }
-    }
-#define LE16(v) out[at++] = (uint8_t)(v), out[at++] = (uint8_t)((v) >> 8)
-#define LE32(v) LE16((v) & 0xffff), LE16((uint32_t)(v) >> 16)
-    for (int i = 0; i < count; i++) {
-        offs[i] = at;
-        LE32(0x04034b50u); LE16(20); LE16(0); LE16(deflated ? 8 : 0); LE16(0); LE16(0);
-        LE32(crcs[i]); LE32(clens[i]); LE32(lens[i]); LE16(strlen(names[i])); LE16(0);
-        memcpy(out + at, names[i], strlen(names[i]));
-        at += strlen(names[i]);
-        memcpy(out + at, comp[i], clens[i]);
-        at += clens[i];
-    }
-    size_t cd = at;
-    for (int i = 0; i < count; i++) {
-        LE32(0x02014b50u); LE16(20); LE16(20); LE16(0); LE16(deflated ? 8 : 0); LE16(0); LE16(0);
-        LE32(crcs[i]); LE32(clens[i]); LE32(lens[i]); LE16(strlen(names[i])); LE16(0); LE16(0); LE16(0); LE16(0);
-        LE32(0); LE32(offs[i]);
-        memcpy(out + at, names[i], strlen(names[i]));
-        at += strlen(names[i]);
-    }
-    size_t cd_size = at - cd;
-    LE32(0x06054b50u); LE16(0); LE16(0); LE16(count); LE16(count); LE32(cd_size); LE32(cd); LE16(0);
-#undef LE16
-#undef LE32
-    return at;
-}
-
 START_TEST(test_npz)
 {
     uint8_t xb[512], yb[512], zb[4096];
     float x[6] = {1, 2, 3, 4, 5, 6};
     int32_t y[3] = {2, 0, 1};
-    size_t xl = npy(xb, 1, "<f4", 0, "(3, 2)", x, sizeof x), yl = npy(yb, 1, "<i4", 0, "(3,)", y, sizeof y);
+    size_t xl = clt_test_npy(xb, 1, "<f4", 0, "(3, 2)", x, sizeof x);
+    size_t yl = clt_test_npy(yb, 1, "<i4", 0, "(3,)", y, sizeof y);
     const char *names[] = {"features.npy", "y.npy", "x.npy"};
     const uint8_t *data[] = {xb, yb, xb};
     size_t lens[] = {xl, yl, xl};
     for (int deflated = 0; deflated < 2; deflated++) {
-        const char *p = put("d.npz", zb, zip(zb, 3, names, data, lens, deflated));
+        const char *p = put("d.npz", zb, clt_test_zip(zb, 3, names, data, lens, deflated));
         clt_dataset ds;
         ck_assert_msg(load(&ds, p) == CLT_OK, "%s", clt_last_error());
         ck_assert(ds.n == 3 && clt_dataset_width(&ds) == 2 && ds.x[5] == 6 && ds.classes[0] == 2);
@@ -346,8 +295,8 @@ START_TEST(test_npz)
         expect_format(clt_dataset_load(&ds, p, &o), "no array 'labels'", "features, y, x");
     }
     /* A damaged deflate stream. */
-    const char *p = put("d.npz", zb, zip(zb, 3, names, data, lens, 1));
-    size_t n = zip(zb, 3, names, data, lens, 1);
+    const char *p = put("d.npz", zb, clt_test_zip(zb, 3, names, data, lens, 1));
+    size_t n = clt_test_zip(zb, 3, names, data, lens, 1);
     for (int i = 44; i < 60; i++) zb[i] ^= 0x5a; /* inside features.npy's deflate stream (from byte 42) */
     p = put("bad.npz", zb, n);
     clt_dataset ds;

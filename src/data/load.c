@@ -61,6 +61,39 @@ static void where(char *buf, size_t len, const labels *lb, int64_t i)
 
 static int is_integer(double v) { return isfinite(v) && v == floor(v) && fabs(v) < 9e15; }
 
+/* A field of the file as a message shows it: at most 40 bytes, a line break,
+ * tab or other control byte escaped (\n, \r, \t, \xNN) so that the message
+ * stays one line, "..." after a cut. Returns buf. */
+static const char *shown(char *buf, size_t len, const char *field)
+{
+    size_t o = 0, i = 0;
+    for (; field[i] && i < 40 && o + 8 < len; i++) {
+        unsigned char c = (unsigned char)field[i];
+        if (c == '\n') o += (size_t)snprintf(buf + o, len - o, "\\n");
+        else if (c == '\r') o += (size_t)snprintf(buf + o, len - o, "\\r");
+        else if (c == '\t') o += (size_t)snprintf(buf + o, len - o, "\\t");
+        else if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+        else buf[o++] = (char)c;
+    }
+    if (field[i] && o + 4 <= len) o += (size_t)snprintf(buf + o, len - o, "...");
+    buf[o < len ? o : len - 1] = '\0';
+    return buf;
+}
+
+/* After "'1,5' is not a number": a hint when the field reads as a number with
+ * its comma a decimal point (a decimal-comma locale's file). */
+static const char *comma_hint(const char *field)
+{
+    const char *comma = strchr(field, ',');
+    if (!comma || strchr(comma + 1, ',') || strlen(field) >= 64) return "";
+    char dotted[64];
+    snprintf(dotted, sizeof dotted, "%s", field);
+    dotted[comma - field] = '.';
+    double v;
+    return clt__csv_number(dotted, &v) ? " (a decimal comma? numbers are read with a decimal point: 1.5, not 1,5)"
+                                       : "";
+}
+
 static clt_status labels_init(labels *lb, int64_t n, const char *path, const int64_t *lines, int64_t col)
 {
     memset(lb, 0, sizeof *lb);
@@ -144,9 +177,10 @@ static clt_status set_targets(clt_dataset *out, labels *lb, const clt_data_optio
     if (task == CLT_TASK_REGRESS) {
         for (int64_t i = 0; i < n && s == CLT_OK; i++) {
             where(at, sizeof at, lb, i);
+            char text[200];
             if (!lb->is_num[i])
-                s = clt__fail(CLT_ERR_FORMAT, "%s: %s: '%.40s' is not a number (the target of a regression)", lb->path,
-                              at, lb->text[i]);
+                s = clt__fail(CLT_ERR_FORMAT, "%s: %s: '%s' is not a number (the target of a regression)%s", lb->path,
+                              at, shown(text, sizeof text, lb->text[i]), comma_hint(lb->text[i]));
             else if (!isfinite(lb->num[i]) || !isfinite((float)lb->num[i]))
                 s = clt__fail(CLT_ERR_FORMAT, "%s: %s: the target %g is not a finite float32 number", lb->path, at,
                               lb->num[i]);
@@ -203,9 +237,10 @@ static clt_status set_targets(clt_dataset *out, labels *lb, const clt_data_optio
             for (int c = 0; c < k && found < 0; c++)
                 if (strcmp(names[c], lb->text[i]) == 0) found = c;
             if (found < 0) {
+                char text[200];
                 where(at, sizeof at, lb, i);
-                s = clt__fail(CLT_ERR_FORMAT, "%s: %s: class '%.40s' does not occur in the training data (%d classes)",
-                              lb->path, at, lb->text[i], k);
+                s = clt__fail(CLT_ERR_FORMAT, "%s: %s: class '%s' does not occur in the training data (%d classes)",
+                              lb->path, at, shown(text, sizeof text, lb->text[i]), k);
             } else {
                 out->classes[i] = found;
             }
@@ -298,15 +333,19 @@ static clt_status find_target(const clt__csv *c, const char *path, const char *t
         *col = v < 0 ? c->ncols + v : v;
         return CLT_OK;
     }
-    char names[400] = "";
+    char names[400] = "", name[200], want[200];
     size_t used = 0;
-    for (int64_t j = 0; c->has_header && j < c->ncols && used + 4 < sizeof names; j++)
-        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", j ? ", " : "", clt__csv_field(c, -1, j));
+    for (int64_t j = 0; c->has_header && j < c->ncols && used + 4 < sizeof names; j++) {
+        size_t room = sizeof names - used;
+        int n = snprintf(names + used, room, "%s'%s'", j ? ", " : "", shown(name, sizeof name, clt__csv_field(c, -1, j)));
+        used += n < 0 ? 0 : (size_t)n < room ? (size_t)n : room - 1;
+    }
+    shown(want, sizeof want, target);
     if (c->has_header)
         return clt__fail(CLT_ERR_FORMAT, "%s: no target column '%s': the header names %s (or give an index 0..%lld)",
-                         path, target, names, (long long)c->ncols - 1);
+                         path, want, names, (long long)c->ncols - 1);
     return clt__fail(CLT_ERR_FORMAT, "%s: no target column '%s': the file has no header, so give an index 0..%lld "
-                     "(-1 the last)", path, target, (long long)c->ncols - 1);
+                     "(-1 the last)", path, want, (long long)c->ncols - 1);
 }
 
 static clt_status from_csv(clt_dataset *out, const char *path, const uint8_t *data, size_t len,
@@ -319,6 +358,10 @@ static clt_status from_csv(clt_dataset *out, const char *path, const uint8_t *da
     int64_t width = opt->no_target ? c.ncols : c.ncols - 1;
     if (s == CLT_OK && width < 1)
         s = clt__fail(CLT_ERR_FORMAT, "%s: one column, the target: no feature columns", path);
+    /* A test file of another width is that, before any field or class of it is read. */
+    if (s == CLT_OK && opt->like && width != opt->like->rows * opt->like->cols)
+        s = clt__fail(CLT_ERR_FORMAT, "%s: %lld features per example, the training data has %lld", path,
+                      (long long)width, (long long)(opt->like->rows * opt->like->cols));
     int64_t numel = 0, bytes = 0;
     if (s == CLT_OK && clt__shape_bytes(2, (int64_t[]){c.nrows, width}, 4, &numel, &bytes) != 0)
         s = clt__fail(CLT_ERR_FORMAT, "%s: too many values", path);
@@ -335,20 +378,21 @@ static clt_status from_csv(clt_dataset *out, const char *path, const uint8_t *da
             if (j == target) continue;
             const char *f = clt__csv_field(&c, i, j);
             double v;
-            char col[160];
+            char col[260], name[200], text[200];
             if (c.has_header)
-                snprintf(col, sizeof col, "column %lld (%.100s)", (long long)j + 1, clt__csv_field(&c, -1, j));
+                snprintf(col, sizeof col, "column %lld (%s)", (long long)j + 1,
+                         shown(name, sizeof name, clt__csv_field(&c, -1, j)));
             else
                 snprintf(col, sizeof col, "column %lld", (long long)j + 1);
             if (!*f)
                 s = clt__fail(CLT_ERR_FORMAT, "%s: line %lld, %s: an empty field (missing values are not read)", path,
                               (long long)c.lines[i], col);
             else if (!clt__csv_number(f, &v))
-                s = clt__fail(CLT_ERR_FORMAT, "%s: line %lld, %s: '%.40s' is not a number", path,
-                              (long long)c.lines[i], col, f);
+                s = clt__fail(CLT_ERR_FORMAT, "%s: line %lld, %s: '%s' is not a number%s", path,
+                              (long long)c.lines[i], col, shown(text, sizeof text, f), comma_hint(f));
             else if (!isfinite(v) || !isfinite((float)v))
                 s = clt__fail(CLT_ERR_FORMAT, "%s: line %lld, %s: %s is not a finite float32 number", path,
-                              (long long)c.lines[i], col, f);
+                              (long long)c.lines[i], col, shown(text, sizeof text, f));
             else
                 out->x[i * width + k++] = (float)v;
         }
@@ -562,8 +606,8 @@ static clt_status load_any(clt_dataset *out, const char *path, const clt_data_op
         data = NULL;
         int want_y = !opt->no_target && opt->labels_path;
         if (s == CLT_OK && !opt->no_target && !opt->labels_path)
-            s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: a .npy file holds the features; give the targets' file "
-                          "(labels_path, --labels FILE) or use a .npz of x and y", path);
+            s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: a .npy file holds the features alone; use a .npz of x and "
+                          "y, or give the targets' file too (labels_path)", path);
         if (s == CLT_OK && want_y) {
             uint8_t *yd;
             size_t ylen;
@@ -594,7 +638,7 @@ static clt_status load_any(clt_dataset *out, const char *path, const clt_data_op
         data = NULL;
         if (!opt->no_target && !opt->labels_path)
             s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: an IDX file holds the examples; give the labels' IDX file "
-                          "too (labels_path, --labels FILE)", path);
+                          "too (labels_path)", path);
         else
             s = load_idx(out, path, opt->no_target ? NULL : opt->labels_path, opt);
     } else {

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "device/device_internal.h"
 
@@ -433,4 +434,84 @@ int clt_test_run_self(const char *arg, char *const *env, const char *log, unsign
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+size_t clt_test_npy(uint8_t *buf, int version, const char *descr, int fortran, const char *shape, const void *data,
+                    size_t n)
+{
+    char h[256];
+    int hl = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr,
+                      fortran ? "True" : "False", shape);
+    size_t pre = version == 1 ? 10 : 12, total = pre + (size_t)hl + 1;
+    size_t pad = (64 - total % 64) % 64;
+    memcpy(buf, "\x93NUMPY", 6);
+    buf[6] = (uint8_t)version;
+    buf[7] = 0;
+    size_t hlen = (size_t)hl + pad + 1;
+    if (version == 1) {
+        buf[8] = (uint8_t)hlen;
+        buf[9] = (uint8_t)(hlen >> 8);
+    } else {
+        for (int i = 0; i < 4; i++) buf[8 + i] = (uint8_t)(hlen >> (8 * i));
+    }
+    memcpy(buf + pre, h, (size_t)hl);
+    memset(buf + pre + hl, ' ', pad);
+    buf[pre + hl + pad] = '\n';
+    memcpy(buf + pre + hlen, data, n);
+    return pre + hlen + n;
+}
+
+size_t clt_test_zip(uint8_t *out, int count, const char *const *names, const uint8_t *const *data, const size_t *lens,
+                    int deflated)
+{
+    size_t at = 0, offs[8], clens[8];
+    uint8_t *comp[8];
+    uint32_t crcs[8];
+    ck_assert_int_le(count, 8);
+    for (int i = 0; i < count; i++) {
+        crcs[i] = (uint32_t)crc32(0, data[i], (uInt)lens[i]);
+        size_t cap = compressBound((uLong)lens[i]) + 64;
+        comp[i] = malloc(cap);
+        ck_assert_ptr_nonnull(comp[i]);
+        if (deflated) {
+            z_stream z;
+            memset(&z, 0, sizeof z);
+            deflateInit2(&z, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
+            z.next_in = (Bytef *)data[i];
+            z.avail_in = (uInt)lens[i];
+            z.next_out = comp[i];
+            z.avail_out = (uInt)cap;
+            ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+            clens[i] = cap - z.avail_out;
+            deflateEnd(&z);
+        } else {
+            memcpy(comp[i], data[i], lens[i]);
+            clens[i] = lens[i];
+        }
+    }
+#define LE16(v) out[at++] = (uint8_t)(v), out[at++] = (uint8_t)((v) >> 8)
+#define LE32(v) LE16((v) & 0xffff), LE16((uint32_t)(v) >> 16)
+    for (int i = 0; i < count; i++) {
+        offs[i] = at;
+        LE32(0x04034b50u); LE16(20); LE16(0); LE16(deflated ? 8 : 0); LE16(0); LE16(0);
+        LE32(crcs[i]); LE32(clens[i]); LE32(lens[i]); LE16(strlen(names[i])); LE16(0);
+        memcpy(out + at, names[i], strlen(names[i]));
+        at += strlen(names[i]);
+        memcpy(out + at, comp[i], clens[i]);
+        at += clens[i];
+        free(comp[i]);
+    }
+    size_t cd = at;
+    for (int i = 0; i < count; i++) {
+        LE32(0x02014b50u); LE16(20); LE16(20); LE16(0); LE16(deflated ? 8 : 0); LE16(0); LE16(0);
+        LE32(crcs[i]); LE32(clens[i]); LE32(lens[i]); LE16(strlen(names[i])); LE16(0); LE16(0); LE16(0); LE16(0);
+        LE32(0); LE32(offs[i]);
+        memcpy(out + at, names[i], strlen(names[i]));
+        at += strlen(names[i]);
+    }
+    size_t cd_size = at - cd;
+    LE32(0x06054b50u); LE16(0); LE16(0); LE16(count); LE16(count); LE32(cd_size); LE32(cd); LE16(0);
+#undef LE16
+#undef LE32
+    return at;
 }

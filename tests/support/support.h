@@ -156,6 +156,17 @@ void clt_test_skip(const char *test, const char *need, const char *fmt, ...) __a
  * CLT_TEST_SKIPPED, or EXIT_FAILURE when $CLT_TEST_REQUIRE names `need`. */
 int clt_test_skip_all(const char *need, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A NumPy .npy file in buf: format version (1-3), dtype descr ("<f4"),
+ * Fortran order or not, the shape as Python writes it ("(3, 2)"), then the
+ * n data bytes. Returns its length: at most 128 + n bytes. */
+size_t clt_test_npy(uint8_t *buf, int version, const char *descr, int fortran, const char *shape, const void *data,
+                    size_t n);
+/* A zip (an .npz) of `count` members (at most 8), names[i] holding lens[i]
+ * bytes data[i], each stored or deflated, in out. Returns its length: at
+ * most 200 + the sum over members of 2 * name length + 1.01 * length + 64. */
+size_t clt_test_zip(uint8_t *out, int count, const char *const *names, const uint8_t *const *data, const size_t *lens,
+                    int deflated);
+
 /* Runs a suite with CK_NORMAL output and returns the process exit status:
  * EXIT_FAILURE when a test failed, else CLT_TEST_SKIPPED when one skipped,
  * else EXIT_SUCCESS. */
