@@ -242,6 +242,14 @@ START_TEST(test_early_stopping_keeps_the_best)
     ck_assert_int_eq(r.early_stopped, 1);
     ck_assert_int_eq(r.epochs, 3);
     ck_assert_int_eq(r.best_epoch, 1);
+    /* The kept epoch's figures are the returned model's; the last epoch's are worse. */
+    clt_evaluation ev;
+    ck_assert_ok(clt_trainer_evaluate_metrics(m, &val, val.n, 0, NULL, &ev));
+    ck_assert_msg(fabs(r.best_val_loss - ev.loss) <= 1e-6 * ev.loss && fabs(r.best_val_mse - ev.mse) <= 1e-6 * ev.mse &&
+                      fabs(r.best_val_mae - ev.mae) <= 1e-6 * ev.mae && isnan(r.best_val_accuracy),
+                  "kept: loss %g, mse %g, mae %g; the model's %g, %g, %g", r.best_val_loss, r.best_val_mse,
+                  r.best_val_mae, ev.loss, ev.mse, ev.mae);
+    ck_assert_msg(r.val_loss > r.best_val_loss, "last %g, kept %g", r.val_loss, r.best_val_loss);
     clt_trainer_options first = full_batch(1);
     ck_assert_ok(clt_trainer_fit(one, &train, NULL, &first, NULL));
     double w[D], b, w1[D], b1;

@@ -118,6 +118,10 @@ typedef struct clt_trainer_result {
     int early_stopped;         /* 1 when early_stopping's patience ran out before the last epoch */
     int saves;                 /* checkpoints this call wrote to save_path: 0 when it is as it was
                                   (stopped before the first epoch's end, during the warm-up say) */
+    double best_val_loss, best_val_accuracy; /* with early_stopping: the validation figures of best_epoch,
+                                  the model's (val_loss and the rest are the last epoch's); NaN otherwise,
+                                  and best_val_accuracy NaN for a regression */
+    double best_val_mse, best_val_mae; /* the same for a regression's errors; NaN for classes */
 } clt_trainer_result;
 
 /* Trains model on train (and evaluates on val after each epoch; val may be

@@ -365,6 +365,7 @@ clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const cl
     clt__fit_backend b;
     if (s == CLT_OK) {
         dp_backend(d, list, &b);
+        b.tabular = train->images == NULL;
         s = clt__fit_run(&b, val, opt, out);
     }
     dp_release(d);

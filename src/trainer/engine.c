@@ -272,7 +272,8 @@ static void log_row(const engine *e, const clt__epoch_row *row, const epoch_end 
         fprintf(f, ", val loss %.4f, val mse %.4g, val mae %.4g", row->val_loss, row->val_mse, row->val_mae);
     else if (e->val)
         fprintf(f, ", val loss %.4f, val acc %.4f", row->val_loss, row->val_accuracy);
-    fprintf(f, ", %.2f s, %.0f images/s on %s%s", row->seconds, row->images_per_second, e->b->device, e->b->log_suffix);
+    fprintf(f, ", %.2f s, %.0f %s/s on %s%s", row->seconds, row->images_per_second,
+            e->b->tabular ? "examples" : "images", e->b->device, e->b->log_suffix);
     if (end->skipped)
         fprintf(f, "; %lld of %lld steps skipped (float16 gradients overflowed)", (long long)end->skipped,
                 (long long)end->steps);
@@ -282,8 +283,9 @@ static void log_row(const engine *e, const clt__epoch_row *row, const epoch_end 
 
 /* Early stopping after a whole epoch's validation loss: *best is 1 when it is the lowest so far
  * (its parameters are kept); patience epochs in a row without one stop the run. */
-static clt_status track_best(engine *e, int64_t epoch, double loss, int *best)
+static clt_status track_best(engine *e, int64_t epoch, const clt__epoch_row *row, int *best)
 {
+    double loss = row->val_loss;
     *best = isfinite(loss) && (!e->best || loss < e->best_loss);
     if (!*best) {
         if (++e->bad_epochs >= e->o->early_stopping && epoch < e->o->max_epochs) {
@@ -298,6 +300,10 @@ static clt_status track_best(engine *e, int64_t epoch, double loss, int *best)
     e->bad_epochs = 0;
     e->at_best = 1;
     e->r.best_epoch = (int)epoch;
+    e->r.best_val_loss = row->val_loss;
+    e->r.best_val_accuracy = row->val_accuracy;
+    e->r.best_val_mse = row->val_mse;
+    e->r.best_val_mae = row->val_mae;
     return CLT_OK;
 }
 
@@ -337,7 +343,7 @@ static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
     /* A broken model writes nothing: no row, no metrics, no checkpoint. */
     if (s == CLT_OK && b->lead) s = check_model(e, epoch, row.val_loss);
     int best = 1; /* without early stopping every epoch is saved */
-    if (s == CLT_OK && o->early_stopping && complete) s = track_best(e, epoch, row.val_loss, &best);
+    if (s == CLT_OK && o->early_stopping && complete) s = track_best(e, epoch, &row, &best);
     if (s == CLT_OK) s = clt__board_add(&e->board, &row);
     if (s == CLT_OK) log_row(e, &row, end, complete);
     e->r.epochs = complete ? (int)epoch : (int)epoch - 1;
@@ -404,6 +410,7 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
     engine e = {.b = b, .o = o, .val = val};
     snprintf(e.r.device, sizeof e.r.device, "%s", b->device);
     e.r.val_loss = e.r.val_accuracy = e.r.val_mse = e.r.val_mae = NAN;
+    e.r.best_val_loss = e.r.best_val_accuracy = e.r.best_val_mse = e.r.best_val_mae = NAN;
     e.board.regression = val && val->task == CLT_TASK_REGRESS;
     if (o->early_stopping && !val)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: early_stopping needs validation data (val is NULL)", b->op);

@@ -16,6 +16,8 @@ typedef struct clt__fit_backend {
     const char *op;          /* names messages: "clt_trainer_fit" */
     char device[32];         /* where it trains ("gpu:0+1"), for the result and the log */
     char log_suffix[32];     /* after the device in the log line (" x 2 ranks"), may be "" */
+    int tabular;             /* 1: the training set holds float features, not byte images: the log line
+                              * counts "examples/s" (0: "images/s") */
     int lead;                /* 1: this process evaluates, logs and writes files (rank 0) */
     int collective;          /* 1: ranks must agree on stopping, so step() carries the request */
     clt_model *model;        /* the primary: resumed into, evaluated and saved */

@@ -150,7 +150,7 @@ clt_status clt_trainer_fit(clt_model *model, const clt_dataset *train, const clt
     one_device d = {.model = model, .clip = opt->gradient_clip_val, .accumulate = opt->accumulate,
                     .loss = clt__loss_for(train)};
     clt__fit_backend b = {.op = "clt_trainer_fit", .lead = 1, .begin_epoch = one_begin, .step = one_step,
-                          .loss_sum = one_loss, .running_loss = one_running};
+                          .loss_sum = one_loss, .running_loss = one_running, .tabular = train->images == NULL};
     clt_status s = one_setup(&d, &b, train, opt);
     if (s == CLT_OK) s = clt__fit_run(&b, val, opt, out);
     s = record_finish(&d, s); /* fewer steps than asked for, or a failure */
