@@ -47,6 +47,44 @@ static void write_tables(int n, uint64_t seed, const char *cls, const char *reg)
     fclose(r);
 }
 
+static void write_bytes(const char *name, const uint8_t *bytes, size_t len)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, len, f), len);
+    fclose(f);
+}
+
+/* The tables' classes as NumPy files: NAME-x.npy (n, 2) float32 and NAME-y.npy (n) int64, 0 (neg) and 1
+ * (pos); NAME.npz of the two as x and y (stored), NAME-named.npz as features and labels (deflated). */
+static void write_arrays(int n, uint64_t seed, const char *name)
+{
+    float v[2 * 400];
+    int64_t y[400];
+    ck_assert_int_le(n, 400);
+    clt_test_fill_uniform(v, 2 * n, seed, -1.0f, 1.0f);
+    for (int i = 0; i < n; i++) y[i] = v[2 * i] + v[2 * i + 1] > 0;
+    static uint8_t xb[4096], yb[4096], zb[16384];
+    char shape[32], file[64];
+    snprintf(shape, sizeof shape, "(%d, 2)", n);
+    size_t xl = clt_test_npy(xb, 1, "<f4", 0, shape, v, (size_t)n * 2 * sizeof(float));
+    snprintf(shape, sizeof shape, "(%d,)", n);
+    size_t yl = clt_test_npy(yb, 1, "<i8", 0, shape, y, (size_t)n * sizeof(int64_t));
+    snprintf(file, sizeof file, "%s-x.npy", name);
+    write_bytes(file, xb, xl);
+    snprintf(file, sizeof file, "%s-y.npy", name);
+    write_bytes(file, yb, yl);
+    const uint8_t *data[] = {xb, yb};
+    size_t lens[] = {xl, yl};
+    const char *plain[] = {"x.npy", "y.npy"}, *named[] = {"features.npy", "labels.npy"};
+    snprintf(file, sizeof file, "%s.npz", name);
+    write_bytes(file, zb, clt_test_zip(zb, 2, plain, data, lens, 0));
+    snprintf(file, sizeof file, "%s-named.npz", name);
+    write_bytes(file, zb, clt_test_zip(zb, 2, named, data, lens, 1));
+}
+
 static void setup(void)
 {
     clt_test_make_temp_dir(dir, sizeof dir, "data-cli");
@@ -195,6 +233,179 @@ START_TEST(test_regression_from_csv)
 }
 END_TEST
 
+/* Lines in a file's text. */
+static int count_lines(const char *path)
+{
+    char *text = clt_test_read_file(path);
+    int n = 0;
+    for (const char *p = text; *p; p++) n += *p == '\n';
+    free(text);
+    return n;
+}
+
+/* Early stopping's summary gives the kept epoch's figures (its metrics row), not the last epoch's; --delimiter
+ * and --header read a CSV as told, in clt train, clt eval and clt predict. */
+START_TEST(test_kept_epoch_and_csv_options)
+{
+    const char *clt = clt_test_clt_path();
+    ck_assert_msg(run("%s train --data %s/cls.csv --standardize --hiddens 16,16 --epochs 30 --batch-size 32 --lr 0.5 "
+                      "--momentum 0.9 --early-stopping 1 --metrics %s/es.csv --save %s/es.st", clt, dir, dir, dir) == 0,
+                  "%s", out);
+    const char *kept = strstr(out, "stopped early, kept epoch ");
+    ck_assert_msg(kept, "no early stop: %s", out);
+    int epoch = atoi(kept + strlen("stopped early, kept epoch "));
+    double loss = figure(kept, ": val loss "), acc = figure(kept, ", val accuracy ");
+    char path[128], row[256];
+    snprintf(path, sizeof path, "%s/es.csv", dir);
+    char *csv = clt_test_read_file(path);
+    /* epoch,steps,train_loss,val_loss,val_accuracy,...: the kept epoch's row, and a later one that differs. */
+    ck_assert(line_of(csv, 1, epoch - 1, row, sizeof row));
+    double row_loss, row_acc, train_loss;
+    int row_epoch;
+    long long steps;
+    ck_assert_int_eq(sscanf(row, "%d,%lld,%lf,%lf,%lf", &row_epoch, &steps, &train_loss, &row_loss, &row_acc), 5);
+    ck_assert_int_eq(row_epoch, epoch);
+    ck_assert_msg(fabs(loss - row_loss) < 1e-4 && fabs(acc - row_acc) < 1e-4, "kept epoch %d: %g, %g; its row: %s",
+                  epoch, loss, acc, row);
+    ck_assert(line_of(csv, 1, epoch, row, sizeof row));
+    ck_assert_int_eq(sscanf(row, "%d,%lld,%lf,%lf", &row_epoch, &steps, &train_loss, &row_loss), 4);
+    ck_assert_msg(row_loss >= loss && fabs(row_loss - loss) >= 1e-4, "the next epoch's val loss %g, kept %g", row_loss,
+                  loss);
+    free(csv);
+
+    /* The test rows without a header, with semicolons. */
+    snprintf(path, sizeof path, "%s/cls-test.csv", dir);
+    char *text = clt_test_read_file(path), *body = strchr(text, '\n') + 1;
+    for (char *p = body; *p; p++)
+        if (*p == ',') *p = ';';
+    write_text("semi.csv", body);
+    free(text);
+    ck_assert_msg(run("%s eval --load %s/es.st --data %s/semi.csv --delimiter ';' --header no", clt, dir, dir) == 0 &&
+                      strstr(out, "(100 examples, "), "%s", out);
+    ck_assert_msg(run("%s eval --load %s/es.st --data %s/semi.csv --delimiter ';' --header yes", clt, dir, dir) == 0 &&
+                      strstr(out, "(99 examples, "), "%s", out);
+    ck_assert_int_eq(run("%s eval --load %s/es.st --data %s/semi.csv --delimiter tab", clt, dir, dir), 2);
+    ck_assert_msg(strstr(out, "semi.csv: one column, the target: no feature columns"), "%s", out);
+    ck_assert_msg(run("%s predict --load %s/es.st --input %s/semi.csv --delimiter ';' --header no --output %s/preds.csv",
+                      clt, dir, dir, dir) == 0, "%s", out);
+    snprintf(path, sizeof path, "%s/preds.csv", dir);
+    ck_assert_int_eq(count_lines(path), 101);
+    ck_assert_msg(run("%s predict --load %s/es.st --input %s/semi.csv --header yes --output %s/preds.csv", clt, dir,
+                      dir, dir) == 0, "%s", out);
+    ck_assert_int_eq(count_lines(path), 100);
+    ck_assert_msg(run("%s train --data %s/semi.csv --delimiter ';' --header no --epochs 1 --steps 1", clt, dir) == 0,
+                  "%s", out);
+    const char *bad[][2] = {
+        {"train --data %s/semi.csv --delimiter '|'", "--delimiter takes , ; tab or space, not '|'"},
+        {"train --data %s/semi.csv --header maybe", "--header takes yes, no or auto, not 'maybe'"},
+        {"predict --load m --input %s/semi.csv --header 1", "--header takes yes, no or auto, not '1'"},
+        {"predict --load m --input %s/semi.csv --delimiter ::", "--delimiter takes , ; tab or space, not '::'"},
+        {"train --data %s --header yes", "take a data file as --data, not the folder"},
+        {"train --data %s --x-name a", "take a data file as --data, not the folder"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, bad[i][0], dir);
+        int rc = run("%s %s", clt, cmd);
+        ck_assert_msg(rc == 2 && strstr(out, bad[i][1]), "%s: exit %d: %s", cmd, rc, out);
+    }
+}
+END_TEST
+
+/* The fraction of rows of DIR/preds.csv (a header, then the class first) that name the class of write_arrays(n,
+ * seed): "0" or "1". */
+static double arrays_accuracy(int n, uint64_t seed)
+{
+    float v[2 * 400];
+    clt_test_fill_uniform(v, 2 * n, seed, -1.0f, 1.0f);
+    char path[128], row[256];
+    snprintf(path, sizeof path, "%s/preds.csv", dir);
+    char *preds = clt_test_read_file(path);
+    ck_assert_msg(strncmp(preds, "predicted,p_0,p_1\n", 18) == 0, "%s", preds);
+    int i = 0, right = 0;
+    for (; line_of(preds, 1, i, row, sizeof row); i++) right += atoi(row) == (v[2 * i] + v[2 * i + 1] > 0);
+    ck_assert_int_eq(i, n);
+    free(preds);
+    return (double)right / n;
+}
+
+/* .npy features with a second .npy of labels (--labels, --test-labels), and .npz files of both (x and y, or
+ * arrays named by --x-name and --y-name): clt train, clt eval and clt predict agree. */
+START_TEST(test_npy_and_npz)
+{
+    write_arrays(400, 1, "a");
+    write_arrays(100, 2, "at");
+    const char *clt = clt_test_clt_path();
+    ck_assert_msg(run("%s train --data %s/a-x.npy --labels %s/a-y.npy --test %s/at-x.npy --test-labels %s/at-y.npy "
+                      "--standardize --hiddens 16,16 --epochs 8 --batch-size 32 --lr 0.2 --seed 3 --save %s/n.st",
+                      clt, dir, dir, dir, dir, dir) == 0, "%s", out);
+    double test = figure(out, "test accuracy ");
+    ck_assert_msg(test > 0.9 && strstr(out, "(100 examples)"), "%s", out);
+    /* A data file's epochs count examples, not images. */
+    ck_assert_msg(strstr(out, "examples/s on ") && !strstr(out, "images/s"), "%s", out);
+    ck_assert_msg(run("%s eval --load %s/n.st --data %s/at-x.npy --labels %s/at-y.npy", clt, dir, dir, dir) == 0, "%s",
+                  out);
+    ck_assert_msg(figure(out, "test accuracy ") == test && strstr(out, "(100 examples, "), "%s", out);
+    ck_assert_msg(run("%s predict --load %s/n.st --input %s/at-x.npy --output %s/preds.csv", clt, dir, dir, dir) == 0,
+                  "%s", out);
+    ck_assert_msg(fabs(arrays_accuracy(100, 2) - test) < 1e-9, "clt predict against the test figure %g", test);
+    /* An .npy test file without its labels' file: the option to give them named. */
+    ck_assert_int_eq(run("%s train --data %s/a-x.npy --labels %s/a-y.npy --test %s/at-x.npy --save %s/bad.st", clt, dir,
+                         dir, dir, dir), 2);
+    ck_assert_msg(strstr(out, "at-x.npy: a .npy file holds the features alone") &&
+                      strstr(out, "give the targets' file of ") && strstr(out, "with --test-labels FILE"), "%s", out);
+    ck_assert_int_eq(run("%s train --data %s/a-x.npy", clt, dir), 2);
+    ck_assert_msg(strstr(out, "with --labels FILE"), "%s", out);
+    ck_assert_int_eq(run("%s train --data %s/a-x.npy --labels %s/a-y.npy --test-labels %s/at-y.npy", clt, dir, dir,
+                         dir), 2);
+    ck_assert_msg(strstr(out, "give --test FILE too"), "%s", out);
+
+    /* .npz: x and y by default; other names by --x-name and --y-name, for clt train, eval and predict. */
+    ck_assert_msg(run("%s train --data %s/a.npz --test %s/at.npz --standardize --hiddens 16,16 --epochs 8 "
+                      "--batch-size 32 --lr 0.2 --seed 3", clt, dir, dir) == 0, "%s", out);
+    ck_assert_msg(figure(out, "test accuracy ") == test, "the .npz's figure, the .npy's %g: %s", test, out);
+    ck_assert_int_eq(run("%s train --data %s/a-named.npz", clt, dir), 2);
+    ck_assert_msg(strstr(out, "no array 'x'"), "%s", out);
+    ck_assert_msg(run("%s train --data %s/a-named.npz --test %s/at-named.npz --x-name features --y-name labels "
+                      "--standardize --hiddens 16,16 --epochs 8 --batch-size 32 --lr 0.2 --seed 3 --save %s/z.st", clt,
+                      dir, dir, dir) == 0, "%s", out);
+    ck_assert_msg(figure(out, "test accuracy ") == test, "the named .npz's figure, the .npy's %g: %s", test, out);
+    ck_assert_msg(run("%s eval --load %s/z.st --data %s/at-named.npz --x-name features --y-name labels", clt, dir,
+                      dir) == 0 && figure(out, "test accuracy ") == test, "%s", out);
+    ck_assert_int_eq(run("%s eval --load %s/z.st --data %s/at-named.npz --x-name features", clt, dir, dir), 2);
+    ck_assert_msg(strstr(out, "no array 'y'"), "%s", out);
+    ck_assert_msg(run("%s predict --load %s/z.st --input %s/at-named.npz --x-name features --output %s/preds.csv", clt,
+                      dir, dir, dir) == 0, "%s", out);
+    ck_assert_msg(fabs(arrays_accuracy(100, 2) - test) < 1e-9, "clt predict of the named .npz");
+    ck_assert_int_eq(run("%s predict --load %s/z.st --input %s/at-named.npz", clt, dir, dir), 2);
+    ck_assert_msg(strstr(out, "no array 'x'"), "%s", out);
+}
+END_TEST
+
+/* A run whose last step breaks the model (its loss, read before the update, finite; the validation loss after
+ * it not): exit 1, the message, no checkpoint. */
+START_TEST(test_late_divergence_saves_nothing)
+{
+    enum { N = 64, W = 4 };
+    float x[N * W], y[N];
+    clt_test_fill_uniform(x, N * W, 1, 0.0f, 30000.0f);
+    clt_test_fill_uniform(y, N, 2, 0.0f, 30000.0f);
+    static uint8_t xb[4096], yb[1024];
+    write_bytes("big-x.npy", xb, clt_test_npy(xb, 1, "<f4", 0, "(64, 4)", x, sizeof x));
+    write_bytes("big-y.npy", yb, clt_test_npy(yb, 1, "<f4", 0, "(64,)", y, sizeof y));
+    /* 51 training examples in one batch: one step per epoch. */
+    int rc = run("%s train --data %s/big-x.npy --labels %s/big-y.npy --batch-size 64 --lr 1e30 --save %s/div.st "
+                 "--metrics %s/div.csv", clt_test_clt_path(), dir, dir, dir, dir);
+    ck_assert_msg(rc == 1 && strstr(out, "training diverged: the validation loss is") &&
+                      strstr(out, "after epoch 1 (step 1)"), "exit %d: %s", rc, out);
+    char path[128];
+    snprintf(path, sizeof path, "%s/div.st", dir);
+    ck_assert_msg(access(path, F_OK) != 0, "a checkpoint was written");
+    snprintf(path, sizeof path, "%s/div.csv", dir);
+    ck_assert_msg(access(path, F_OK) != 0, "metrics were written");
+}
+END_TEST
+
 /* Each bad file: exit 2, the message, no --save or --metrics file. */
 static void refuse(const char *name, const char *text, const char *message)
 {
@@ -255,6 +466,19 @@ START_TEST(test_options_refused)
     int rc = run("%s train --data %s --val-split 0.1", clt_test_clt_path(), dir);
     ck_assert_msg(rc == 2 && strstr(out, "take a data file as --data"), "%d %s", rc, out);
     ck_assert_msg(run("%s train --help", clt_test_clt_path()) == 0 && strstr(out, "your\nown data"), "%s", out);
+    /* Every data file option is in its command's help, and clt --help says what train trains on. */
+    const char *helps[][2] = {
+        {"train", "--test-labels FILE"}, {"train", "--x-name NAME"}, {"train", "--y-name NAME"},
+        {"train", "--delimiter C"},      {"train", "--header yes|no|auto"}, {"eval", "--x-name NAME"},
+        {"eval", "--y-name NAME"},       {"eval", "--delimiter C"},  {"eval", "--header yes|no|auto"},
+        {"predict", "--x-name NAME"},    {"predict", "--delimiter C"}, {"predict", "--header yes|no|auto"},
+    };
+    for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++)
+        ck_assert_msg(run("%s %s --help", clt_test_clt_path(), helps[i][0]) == 0 && strstr(out, helps[i][1]),
+                      "clt %s --help lacks %s: %s", helps[i][0], helps[i][1], out);
+    ck_assert_msg(run("%s --help", clt_test_clt_path()) == 0 &&
+                      strstr(out, "train     train the chapter's ResMLP on Fashion-MNIST, or a model on a CSV, .npy/.npz "
+                                  "or IDX file"), "%s", out);
 }
 END_TEST
 
@@ -267,6 +491,9 @@ int main(void)
     tcase_add_test(tc, test_regression_from_csv);
     tcase_add_test(tc, test_bad_data_exits_2);
     tcase_add_test(tc, test_options_refused);
+    tcase_add_test(tc, test_npy_and_npz);
+    tcase_add_test(tc, test_kept_epoch_and_csv_options);
+    tcase_add_test(tc, test_late_divergence_saves_nothing);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -14,7 +14,7 @@ static const struct {
 } commands[] = {
     {"devices", clt_cmd_devices, "list every OpenCL platform and device"},
     {"smi", clt_cmd_smi, "memory per device and per cltensor process, like nvidia-smi"},
-    {"train", clt_cmd_train, "train the chapter's ResMLP classifier on Fashion-MNIST"},
+    {"train", clt_cmd_train, "train the chapter's ResMLP on Fashion-MNIST, or a model on a CSV, .npy/.npz or IDX file"},
     {"eval", clt_cmd_eval, "test figures of any saved model"},
     {"predict", clt_cmd_predict, "a saved model's predictions for the rows of a data file, as CSV"},
     {"timeline", clt_cmd_timeline, "draw a CLT_TRACE trace as an SVG timeline"},

@@ -7,9 +7,11 @@
 #include <cltensor.h>
 
 #include "commands.h"
+#include "train_options.h"
 
 static const char *predict_usage =
     "usage: clt predict --load MODEL --input FILE [--output FILE] [--target COLUMN] [--device D]\n"
+    "                   [--delimiter C] [--header yes|no|auto] [--x-name NAME]\n"
     "\n"
     "Writes a CSV of MODEL's predictions for each row of FILE (CSV, .npy, .npz or IDX):\n"
     "a header, then per row the predicted class (by its name in the training data)\n"
@@ -23,11 +25,14 @@ static const char *predict_usage =
     "                   any work when it is MODEL or FILE or cannot be written\n"
     "  --target COLUMN  the target column of a file in the training layout, by name or\n"
     "                   index (default: the one the model records, else the last)\n"
+    "  --delimiter C    CSV: the delimiter: , ; tab or space (default detected)\n"
+    "  --header yes|no|auto  CSV: whether the first row names the columns (default auto)\n"
+    "  --x-name NAME    .npz: the features' array (default x; a targets' array is not read)\n"
     "  --device D       cpu, gpu:i, or P:D from `clt devices` (default: CLT_DEVICE when set,\n"
     "                   else gpu:0 when there is one, else cpu)\n";
 
 typedef struct predict_args {
-    const char *load, *input, *output, *target;
+    const char *load, *input, *output, *target, *x_name, *delimiter, *header;
     int have_device;
     clt_device device;
 } predict_args;
@@ -46,6 +51,9 @@ static int parse(int argc, char **argv, predict_args *a)
                             : strcmp(o, "--input") == 0  ? &a->input
                             : strcmp(o, "--output") == 0 ? &a->output
                             : strcmp(o, "--target") == 0 ? &a->target
+                            : strcmp(o, "--x-name") == 0 ? &a->x_name
+                            : strcmp(o, "--delimiter") == 0 ? &a->delimiter
+                            : strcmp(o, "--header") == 0 ? &a->header
                                                          : NULL;
         int device = strcmp(o, "--device") == 0;
         if (!slot && !device) {
@@ -65,6 +73,16 @@ static int parse(int argc, char **argv, predict_args *a)
         } else {
             a->have_device = 1;
         }
+    }
+    char delimiter;
+    int header;
+    if (a->delimiter && !clt_tool_parse_delimiter(a->delimiter, &delimiter)) {
+        fprintf(stderr, "clt predict: --delimiter takes , ; tab or space, not '%s'\n", a->delimiter);
+        return 2;
+    }
+    if (a->header && !clt_tool_parse_header(a->header, &header)) {
+        fprintf(stderr, "clt predict: --header takes yes, no or auto, not '%s'\n", a->header);
+        return 2;
     }
     if (!a->load || !a->input) {
         fprintf(stderr, "clt predict: --load MODEL and --input FILE are required\n%s", predict_usage);
@@ -86,6 +104,10 @@ static int parse(int argc, char **argv, predict_args *a)
 static int read_rows(const predict_args *a, const clt_model_description *d, clt_dataset *ds)
 {
     clt_data_options o = clt_data_default_options();
+    o.x_name = a->x_name;
+    if (a->delimiter) clt_tool_parse_delimiter(a->delimiter, &o.delimiter);
+    if (a->header) clt_tool_parse_header(a->header, &o.header);
+    clt_data_options t = o; /* the training layout's, below */
     o.no_target = 1;
     clt_status s = clt_dataset_load(ds, a->input, &o);
     char first[1024];
@@ -94,7 +116,6 @@ static int read_rows(const predict_args *a, const clt_model_description *d, clt_
     if (s == CLT_OK && got == d->num_inputs) return 0;
     clt_dataset_free(ds);
     /* The training layout: the target column taken as labels of any text, then ignored. */
-    clt_data_options t = clt_data_default_options();
     t.target = a->target ? a->target : d->target;
     t.task = CLT_TASK_CLASSIFY;
     if (clt_dataset_load(ds, a->input, &t) == CLT_OK && clt_dataset_width(ds) == d->num_inputs) return 0;

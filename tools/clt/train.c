@@ -323,14 +323,39 @@ static int bad_data(const char *what)
     return 2;
 }
 
-static int load_file_data(const train_args *a, run_data *d)
+/* clt_dataset_load's options for a's data files (--labels is the caller's to set). */
+static clt_data_options file_options(const train_args *a)
 {
     clt_data_options o = clt_data_default_options();
     o.target = a->target;
-    o.labels_path = a->labels;
     o.task = a->task;
+    o.x_name = a->x_name;
+    o.y_name = a->y_name;
+    o.delimiter = a->delimiter;
+    o.header = a->header;
+    return o;
+}
+
+/* Reads path with o; a failure is exit 2 after the message. An .npy or IDX
+ * file without its targets' file (the only CLT_ERR_INVALID_ARGUMENT the tool's
+ * options can cause) names the option that gives it. */
+static int load_file(const char *cmd, const char *what, clt_dataset *ds, const char *path, const clt_data_options *o,
+                     const char *labels_option)
+{
+    clt_status s = clt_dataset_load(ds, path, o);
+    if (s == CLT_OK) return 0;
+    fprintf(stderr, "clt %s: %s: %s\n", cmd, what, clt_last_error());
+    if (s == CLT_ERR_INVALID_ARGUMENT && !o->labels_path)
+        fprintf(stderr, "clt %s: give the targets' file of %s with %s FILE\n", cmd, path, labels_option);
+    return 2;
+}
+
+static int load_file_data(const train_args *a, run_data *d)
+{
+    clt_data_options o = file_options(a);
+    o.labels_path = a->labels;
     clt_dataset all = {0};
-    if (clt_dataset_load(&all, a->data, &o) != CLT_OK) return bad_data("reading the data");
+    if (load_file("train", "reading the data", &all, a->data, &o, "--labels")) return 2;
     int rc = clt_dataset_check(&all, a->data) != CLT_OK ? bad_data("checking the data") : 0;
     double f = a->val_split > 0 ? a->val_split : 0.2;
     if (rc == 0 && clt_dataset_split(&d->train, &d->val, &all, f, a->seed) != CLT_OK)
@@ -338,8 +363,8 @@ static int load_file_data(const train_args *a, run_data *d)
     clt_dataset_free(&all);
     if (rc == 0 && a->test) {
         o.like = &d->train;
-        o.labels_path = NULL;
-        if (clt_dataset_load(&d->test, a->test, &o) != CLT_OK) return bad_data("reading the test data");
+        o.labels_path = a->test_labels;
+        if (load_file("train", "reading the test data", &d->test, a->test, &o, "--test-labels")) return 2;
         if (clt_dataset_check(&d->test, a->test) != CLT_OK) return bad_data("checking the test data");
         d->have_test = 1;
     }
@@ -360,9 +385,10 @@ static int load_data(const train_args *a, run_data *d)
         d->file = 1;
         return load_file_data(a, d);
     }
-    if (a->target || a->labels || a->task >= 0 || a->test || a->val_split > 0 || a->standardize) {
-        fprintf(stderr, "clt train: --target, --labels, --task, --test, --val-split and --standardize take a data "
-                        "file as --data, not the folder %s\n", a->data);
+    if (a->target || a->labels || a->task >= 0 || a->test || a->val_split > 0 || a->standardize || a->x_name ||
+        a->y_name || a->delimiter || a->header >= 0) {
+        fprintf(stderr, "clt train: --target, --labels, --task, --test, --val-split, --standardize, --x-name, "
+                        "--y-name, --delimiter and --header take a data file as --data, not the folder %s\n", a->data);
         return 2;
     }
     if (a->hidden_layers > 1) {
@@ -493,9 +519,13 @@ static int train_run(train_args a, const clt_collective *comm)
         } else if (rc == 0 && (!comm || comm->rank == 0)) {
             printf("trained %d epoch(s), %lld steps on %s: %.0f examples/s; ", r.epochs, (long long)r.steps, r.device,
                    r.images_per_second);
-            print_figures("val", &d.val, r.val_loss, r.val_accuracy, r.val_mse, r.val_mae);
-            if (r.early_stopped) printf("; stopped early, kept epoch %d", r.best_epoch);
-            else if (r.best_epoch && r.best_epoch != r.epochs) printf("; kept epoch %d", r.best_epoch);
+            /* The figures of the model kept: the best epoch's with early stopping. */
+            if (r.best_epoch && (r.early_stopped || r.best_epoch != r.epochs)) {
+                printf("%skept epoch %d: ", r.early_stopped ? "stopped early, " : "", r.best_epoch);
+                print_figures("val", &d.val, r.best_val_loss, r.best_val_accuracy, r.best_val_mse, r.best_val_mae);
+            } else {
+                print_figures("val", &d.val, r.val_loss, r.val_accuracy, r.val_mse, r.val_mae);
+            }
             if (r.skipped_steps)
                 printf("; %lld of the steps skipped (float16 gradients overflowed)", (long long)r.skipped_steps);
             putchar('\n');
@@ -522,8 +552,9 @@ static int train_run(train_args a, const clt_collective *comm)
 static int eval_data(const train_args *a, const clt_model_description *desc, clt_dataset *ds)
 {
     if (data_is_folder(a)) {
-        if (a->target || a->labels) {
-            fprintf(stderr, "clt eval: --target and --labels take a data file as --data, not the folder %s\n", a->data);
+        if (a->target || a->labels || a->x_name || a->y_name || a->delimiter || a->header >= 0) {
+            fprintf(stderr, "clt eval: --target, --labels, --x-name, --y-name, --delimiter and --header take a data "
+                            "file as --data, not the folder %s\n", a->data);
             return 2;
         }
         if (desc->task != CLT_TASK_CLASSIFY || desc->num_inputs != 784 || desc->num_outputs != 10) {
@@ -539,15 +570,12 @@ static int eval_data(const train_args *a, const clt_model_description *desc, clt
     clt_dataset like = {.rows = 1, .cols = desc->num_inputs, .task = desc->task, .num_classes = desc->num_classes,
                         .class_names = desc->class_names,
                         .outputs = desc->task == CLT_TASK_REGRESS ? desc->num_outputs : 0};
-    clt_data_options o = clt_data_default_options();
+    clt_data_options o = file_options(a);
     o.target = a->target ? a->target : desc->target;
+    o.task = -1;
     o.labels_path = a->labels;
     o.like = &like;
-    if (clt_dataset_load(ds, a->data, &o) != CLT_OK) {
-        fprintf(stderr, "clt eval: reading the data: %s\n", clt_last_error());
-        return 2;
-    }
-    return 0;
+    return load_file("eval", "reading the data", ds, a->data, &o, "--labels");
 }
 
 /* With --hiddens or --blocks: they must be the ResMLP's of the --load file. */

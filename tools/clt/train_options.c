@@ -28,9 +28,14 @@ static const char *train_usage =
     "  --data DIR|FILE         Fashion-MNIST's IDX files (default data/fashion-mnist; docs/data.md says\n"
     "                          where to get them), or a data file, read by its content\n"
     "  --target NAME|INDEX     CSV: the target column (default the last)\n"
+    "  --delimiter C           CSV: the delimiter: , ; tab or space (default detected from the first line)\n"
+    "  --header yes|no|auto    CSV: whether the first row names the columns (default auto: detected)\n"
     "  --labels FILE           IDX or .npy: the targets' file\n"
+    "  --x-name NAME           .npz: the features' array (default x)\n"
+    "  --y-name NAME           .npz: the targets' array (default y)\n"
     "  --task classify|regress override the task inferred from the targets\n"
     "  --test FILE             a test set of the same layout, evaluated at the end\n"
+    "  --test-labels FILE      IDX or .npy: the --test file's targets' file\n"
     "  --val-split F           the fraction of the training data kept apart for validation\n"
     "                          (seeded, stratified for classes; default 0.2 for a data file)\n"
     "  --standardize           per-feature mean and deviation (and a regression target's) of the\n"
@@ -92,6 +97,7 @@ static const char *train_usage =
 
 static const char *eval_usage =
     "usage: clt eval --load FILE [--data DIR|FILE] [--target COLUMN] [--labels FILE]\n"
+    "                [--delimiter C] [--header yes|no|auto] [--x-name NAME] [--y-name NAME]\n"
     "                [--hiddens H --blocks K] [--device D] [--batch-size B]\n"
     "\n"
     "Prints the test loss and accuracy (classes) or the loss, MSE and MAE (a\n"
@@ -101,7 +107,9 @@ static const char *eval_usage =
     "data/fashion-mnist) or a data file (CSV, .npy/.npz or IDX) in the training\n"
     "data's layout, its target the column the model records (or --target), its\n"
     "classes the training data's; the model's stored standardization is applied.\n"
-    "--labels is the targets' file of an IDX or .npy file. --hiddens and --blocks,\n"
+    "--labels is the targets' file of an IDX or .npy file; --delimiter (, ; tab or\n"
+    "space) and --header (yes, no or auto) read a CSV as clt train does, --x-name and\n"
+    "--y-name name a .npz's arrays (default x and y). --hiddens and --blocks,\n"
     "when given, must agree with a ResMLP checkpoint's. The device is --device,\n"
     "else CLT_DEVICE when set, else gpu:0 when there is one, else cpu.\n";
 
@@ -188,6 +196,41 @@ static int opt_hiddens(train_args *a, const char *c, const char *o, const char *
 static int opt_target(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->target = v; return 1; }
 static int opt_labels(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->labels = v; return 1; }
 static int opt_test(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->test = v; return 1; }
+static int opt_test_labels(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->test_labels = v; return 1; }
+static int opt_x_name(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->x_name = v; return 1; }
+static int opt_y_name(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o; a->y_name = v; return 1; }
+
+static int opt_delimiter(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (clt_tool_parse_delimiter(v, &a->delimiter)) return 1;
+    fprintf(stderr, "clt %s: %s takes , ; tab or space, not '%s'\n", c, o, v);
+    return 0;
+}
+
+static int opt_header(train_args *a, const char *c, const char *o, const char *v)
+{
+    if (clt_tool_parse_header(v, &a->header)) return 1;
+    fprintf(stderr, "clt %s: %s takes yes, no or auto, not '%s'\n", c, o, v);
+    return 0;
+}
+
+int clt_tool_parse_delimiter(const char *v, char *out)
+{
+    if (strcmp(v, ",") == 0 || strcmp(v, ";") == 0 || strcmp(v, "\t") == 0 || strcmp(v, " ") == 0) *out = v[0];
+    else if (strcmp(v, "tab") == 0) *out = '\t';
+    else if (strcmp(v, "space") == 0) *out = ' ';
+    else return 0;
+    return 1;
+}
+
+int clt_tool_parse_header(const char *v, int *out)
+{
+    if (strcmp(v, "yes") == 0) *out = 1;
+    else if (strcmp(v, "no") == 0) *out = 0;
+    else if (strcmp(v, "auto") == 0) *out = -1;
+    else return 0;
+    return 1;
+}
 static int opt_standardize(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->standardize = 1; return 1; }
 
 static int opt_task(train_args *a, const char *c, const char *o, const char *v)
@@ -412,6 +455,11 @@ static const struct option_spec {
     {"--labels", 1, 1, opt_labels},
     {"--task", 1, 0, opt_task},
     {"--test", 1, 0, opt_test},
+    {"--test-labels", 1, 0, opt_test_labels},
+    {"--x-name", 1, 1, opt_x_name},
+    {"--y-name", 1, 1, opt_y_name},
+    {"--delimiter", 1, 1, opt_delimiter},
+    {"--header", 1, 1, opt_header},
     {"--val-split", 1, 0, opt_val_split},
     {"--standardize", 0, 0, opt_standardize},
     {"--weight-decay", 1, 0, opt_weight_decay},
@@ -444,6 +492,7 @@ static void defaults(train_args *a)
     a->hidden_list[0] = 256;
     a->lr = 0.1;
     a->task = -1;
+    a->header = -1;
 }
 
 /* What the options say together (after all of them are read). */
@@ -463,6 +512,10 @@ static int check_args(const train_args *a, const char *cmd, int eval)
     }
     if (a->momentum > 0 && a->optimizer == CLT_OPTIMIZER_ADAM) {
         fprintf(stderr, "clt %s: --momentum is SGD's; Adam has its betas (0.9, 0.999)\n", cmd);
+        return 2;
+    }
+    if (a->test_labels && !a->test) {
+        fprintf(stderr, "clt %s: --test-labels FILE holds the --test file's targets: give --test FILE too\n", cmd);
         return 2;
     }
     if (eval && !a->load) {

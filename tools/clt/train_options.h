@@ -14,8 +14,12 @@
 /* Every option's value, or its default. */
 typedef struct train_args {
     const char *data, *load, *save, *metrics, *plot, *trace, *resume, *memory_plot;
-    /* --data FILE: its target, labels file, test file, task (-1 inferred), validation split */
-    const char *target, *labels, *test;
+    /* --data FILE: its target, labels file, test file and its labels, task (-1 inferred), validation split */
+    const char *target, *labels, *test, *test_labels;
+    /* --x-name, --y-name: a .npz's arrays (NULL: x, y); --delimiter (0 detected), --header (-1 detected) */
+    const char *x_name, *y_name;
+    char delimiter;
+    int header;
     int task, standardize, data_given;
     double val_split;
     /* --hiddens as a list: hidden_layers widths (1 for a single number) */
@@ -39,5 +43,10 @@ typedef struct train_args {
  * a, after the defaults. Prints its own messages, prefixed with the command.
  * Returns 0 to go on, -1 after --help (printed), else the exit status (2). */
 int clt_tool_train_parse_args(int argc, char **argv, train_args *a, int eval);
+
+/* --delimiter's value (",", ";", "tab" or a tab, "space" or " ") into *out;
+ * --header's (yes 1, no 0, auto -1). 0 for another value (clt predict shares them). */
+int clt_tool_parse_delimiter(const char *v, char *out);
+int clt_tool_parse_header(const char *v, int *out);
 
 #endif
