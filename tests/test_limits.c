@@ -3,14 +3,18 @@
  * RLIMIT_NOFILE before its first device use, and finds no device; the
  * message (from clt_device_list_info and from resolving cpu:0) names the
  * limit and its value, not a missing ICD. `clt devices` under `ulimit -v`
- * says the same. With no limit and no ICD (OCL_ICD_VENDORS an empty
- * folder) the message still says to install one. */
+ * says the same. A program build that fails under a low limit, and host
+ * memory running out under one, name it too (src/core/limits.c). With no
+ * limit and no ICD (OCL_ICD_VENDORS an empty folder) the message still
+ * says to install one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "device/device_internal.h"
+#include "kernels/program.h"
 #include "support.h"
 
 static char dir[256];
@@ -44,10 +48,31 @@ static unsigned long long vm_size(void)
     return kb << 10;
 }
 
+/* The build child: finds the CPU device, then (for "build") lowers
+ * RLIMIT_AS to 1 GiB above what it maps, and builds a program whose
+ * options break it (a program of its own, never cached). Prints the
+ * message; exits 0 when the build failed. */
+static int build_child(const char *which)
+{
+    int slot;
+    if (clt__resolve(clt_cpu(), &slot) != CLT_OK) return 5;
+    if (strcmp(which, "build") == 0) {
+        struct rlimit rl;
+        rl.rlim_cur = rl.rlim_max = vm_size() + (1ull << 30);
+        if (setrlimit(RLIMIT_AS, &rl) != 0) return 3;
+    }
+    cl_kernel k;
+    clt_status s = clt__kernel_opts(slot, "elementwise", "-D__kernel=}", "relu_f32", &k);
+    printf("build: %s\n", s == CLT_OK ? "ok" : clt_last_error());
+    fflush(stdout);
+    return s == CLT_OK ? 4 : 0;
+}
+
 /* The child: lowers the limit that `which` names, then asks for devices.
  * Prints the two messages; exits 0 when there was no device. */
 static int child(const char *which)
 {
+    if (strncmp(which, "build", 5) == 0) return build_child(which);
     struct rlimit rl, nofile;
     if (strcmp(which, "as") == 0) {
         rl.rlim_cur = rl.rlim_max = vm_size() + (64ull << 20);
@@ -147,6 +172,42 @@ START_TEST(test_tool_names_the_limit)
 }
 END_TEST
 
+/* A program build that fails under a low address-space limit names the
+ * limit; without one the message does not mention a limit. */
+START_TEST(test_build_failure_names_the_limit)
+{
+    clt_test_skip_if(ASAN, "no-asan", "AddressSanitizer reserves more address space than the limit");
+    int code = run_child("build", NULL);
+    ck_assert_msg(code == 0, "child exit %d:\n%s", code, out);
+    ck_assert_msg(strstr(out, "build: building cl/elementwise.cl") && strstr(out, "failed (CL_BUILD_PROGRAM_FAILURE) "
+                  "under the address-space limit of ") && strstr(out, "MiB (ulimit -v), the likely cause"),
+                  "child said:\n%s", out);
+    code = run_child("build-nolimit", NULL);
+    ck_assert_msg(code == 0, "child exit %d:\n%s", code, out);
+    ck_assert_msg(strstr(out, "failed (CL_BUILD_PROGRAM_FAILURE):\n") && !strstr(out, "ulimit"), "child said:\n%s",
+                  out);
+}
+END_TEST
+
+/* Host memory running out under `ulimit -v` in the tool: the library's
+ * out-of-memory message names the limit (a 256 MiB sparse CSV read whole
+ * under a 195 MiB address space). */
+START_TEST(test_host_out_of_memory_names_the_limit)
+{
+    clt_test_skip_if(ASAN, "no-asan", "AddressSanitizer reserves more address space than the limit");
+    char big[400];
+    snprintf(big, sizeof big, "%s/big.csv", dir);
+    ck_assert_int_eq(run("truncate -s 256M %s", big), 0);
+    int rc = run("ulimit -v 200000 && %s train --data %s --steps 1", clt_test_clt_path(), big);
+    ck_assert_msg(rc != 0 && strstr(out, "out of host memory") &&
+                      strstr(out, "(the process runs under the address-space limit of 195 MiB (ulimit -v): raise the "
+                              "limit)"),
+                  "clt train under ulimit -v: exit %d:\n%s", rc, out);
+    const char *first = strstr(out, "(ulimit -v)");
+    ck_assert_msg(!strstr(first + 1, "(ulimit -v)"), "the limit named twice:\n%s", out);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strncmp(argv[1], "--limits-child=", 15) == 0) return child(argv[1] + 15);
@@ -157,6 +218,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_open_file_limit_is_named);
     tcase_add_test(tc, test_no_icd_says_install_one);
     tcase_add_test(tc, test_tool_names_the_limit);
+    tcase_add_test(tc, test_build_failure_names_the_limit);
+    tcase_add_test(tc, test_host_out_of_memory_names_the_limit);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

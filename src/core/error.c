@@ -1,4 +1,5 @@
 #include "error.h"
+#include "limits.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,12 +46,24 @@ clt_status clt_set_error(clt_status s, const char *fmt, ...)
     return s;
 }
 
+/* Out of memory under a low address-space or data limit (core/limits.h):
+ * the message names the limit, once. */
+static void name_memory_limit(void)
+{
+    char limit[160];
+    if (strstr(last_message, "(ulimit -")) return;
+    if (clt__limit_named(0, CLT__LIMIT_MEMORY, limit, sizeof limit) == CLT__LIMIT_NONE) return;
+    size_t n = strlen(last_message);
+    snprintf(last_message + n, sizeof last_message - n, " (the process runs under %s: raise the limit)", limit);
+}
+
 clt_status clt__fail(clt_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_message, sizeof last_message, fmt, ap);
     va_end(ap);
+    if (s == CLT_ERR_OUT_OF_MEMORY) name_memory_limit();
     return s;
 }
 

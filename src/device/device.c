@@ -3,6 +3,7 @@
  * in-order queues (queue.c makes each). */
 #include "device_internal.h"
 #include "../core/env.h"
+#include "../core/limits.h"
 #include "cltensor/async.h" /* clt_pinned */
 
 #include <errno.h>
@@ -10,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 typedef struct clt__context_group {
     cl_context context;
@@ -234,39 +234,23 @@ const clt__slot *clt__slot_get(int slot)
     return &slots[slot];
 }
 
-/* Below these a resource limit, rather than a missing ICD, is the likely
- * reason discovery found nothing: the ICD loader and its driver map large
- * libraries (pocl its LLVM compiler: about 500 MiB of address space) and
- * open files of their own. */
-#define LOW_MEMORY_LIMIT (4ull << 30)
-#define LOW_FILE_LIMIT 64
-
 /* Why no OpenCL device exists, for messages: the address-space, data or
- * open-file limit when one is set and low (or loading failed for lack of
- * memory or descriptors), else the missing ICD. */
+ * open-file limit when one is set and low, or loading failed for lack of
+ * memory or descriptors under one (core/limits.h), else the missing ICD. */
 static void no_platform_reason(char *buf, size_t len)
 {
-    static const struct {
-        int resource;
-        const char *what, *flag;
-    } memory[] = {{RLIMIT_AS, "address-space", "ulimit -v"}, {RLIMIT_DATA, "data-segment", "ulimit -d"}};
-    struct rlimit rl;
     int e = discovery_errno;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (rl.rlim_cur < LOW_FILE_LIMIT || e == EMFILE)) {
-        snprintf(buf, len, "no OpenCL platform could be loaded under the open-file limit of %llu (ulimit -n): the "
-                 "ICD loader and its driver open files of their own; raise the limit",
-                 (unsigned long long)rl.rlim_cur);
+    char limit[200];
+    switch (clt__limit_named(e, CLT__LIMIT_FILES | CLT__LIMIT_MEMORY, limit, sizeof limit)) {
+    case CLT__LIMIT_FILES:
+        snprintf(buf, len, "no OpenCL platform could be loaded under %s: the ICD loader and its driver open files "
+                 "of their own; raise the limit", limit);
         return;
-    }
-    for (size_t i = 0; i < sizeof memory / sizeof memory[0]; i++) {
-        if (getrlimit(memory[i].resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) continue;
-        if (rl.rlim_cur < LOW_MEMORY_LIMIT || e == ENOMEM) {
-            snprintf(buf, len, "no OpenCL platform could be loaded under the %s limit of %llu MiB (%s): the ICD "
-                     "loader and its driver need more (pocl maps its LLVM compiler); raise the limit",
-                     memory[i].what, (unsigned long long)(rl.rlim_cur >> 20), memory[i].flag);
-            return;
-        }
+    case CLT__LIMIT_MEMORY:
+        snprintf(buf, len, "no OpenCL platform could be loaded under %s: the ICD loader and its driver need more "
+                 "(pocl maps its LLVM compiler); raise the limit", limit);
+        return;
+    case CLT__LIMIT_NONE: break;
     }
     if (e == ENFILE) {
         snprintf(buf, len, "no OpenCL platform could be loaded: the system's open-file table is full (ENFILE)");

@@ -30,6 +30,7 @@
 #include "../core/clock.h"
 #include "../core/fault.h"
 #include "../core/file.h"
+#include "../core/limits.h"
 #include "../core/sha256.h"
 #include "../core/warning.h"
 #include "../device/device_internal.h"
@@ -229,8 +230,14 @@ static clt_status from_source(cl_context ctx, const clt__slot *s, const clt__ker
             clGetProgramBuildInfo(p, s->device, CL_PROGRAM_BUILD_LOG, len, log, NULL);
             log[len] = '\0';
         }
-        clt_status st = clt__fail(CLT_ERR_OPENCL, "building cl/%s.cl (%s) for %s failed (%s):\n%s", src->name, options,
-                                  s->name, clt__cl_error_name(err), log ? log : "(no build log)");
+        /* Under a low address-space, data or open-file limit the compiler
+         * (pocl's LLVM) most likely ran out: the message names the limit. */
+        char limit[200], note[300] = "";
+        if (clt__limit_named(0, CLT__LIMIT_FILES | CLT__LIMIT_MEMORY, limit, sizeof limit) != CLT__LIMIT_NONE)
+            snprintf(note, sizeof note, " under %s, the likely cause: the OpenCL compiler needs more; raise the "
+                     "limit. Build log", limit);
+        clt_status st = clt__fail(CLT_ERR_OPENCL, "building cl/%s.cl (%s) for %s failed (%s)%s:\n%s", src->name,
+                                  options, s->name, clt__cl_error_name(err), note, log ? log : "(no build log)");
         free(log);
         clReleaseProgram(p);
         return st;
