@@ -62,13 +62,13 @@ static double bench_clt(clt_device dev, const shape *s, const char *impl, int re
     CHECK(clt_rand(&a, dev, 2, as, 1));
     CHECK(clt_rand(&b, dev, 2, bs, 2));
     CHECK(clt_zeros(&c, dev, CLT_FLOAT32, 2, cs));
-    CHECK(clt_gemm(s->ta, s->tb, 1.0f, a, b, 0.0f, c)); /* builds the kernels */
+    CHECK(clt_gemm_(s->ta, s->tb, 1.0f, a, b, 0.0f, c)); /* builds the kernels */
     CHECK(clt_synchronize(dev));
     int it = iters_for(s);
     double *g = malloc((size_t)reps * sizeof *g);
     for (int r = 0; r < reps; r++) {
         double t0 = now();
-        for (int i = 0; i < it; i++) CHECK(clt_gemm(s->ta, s->tb, 1.0f, a, b, 0.0f, c));
+        for (int i = 0; i < it; i++) CHECK(clt_gemm_(s->ta, s->tb, 1.0f, a, b, 0.0f, c));
         CHECK(clt_synchronize(dev));
         g[r] = 2.0 * s->m * s->n * s->k * it / (now() - t0) / 1e9;
     }

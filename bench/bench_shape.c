@@ -1,4 +1,4 @@
-/* One product shape, cltensor's public clt_gemm against OpenBLAS
+/* One product shape, cltensor's public clt_gemm_ against OpenBLAS
  * cblas_sgemm in the same process, timed alternately (cltensor, OpenBLAS,
  * cltensor, ...) so that both see the same load; prints GFLOP/s medians and
  * their ratio; then the same per CPU second (cltensor: of pocl's worker
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++) g[i] = malloc((size_t)reps * sizeof(double));
     for (int r = -1; r < reps; r++) { /* r = -1 builds the kernels and warms both */
         double t0 = now(), u0 = workers_now();
-        for (int i = 0; i < it; i++) CHECK(clt_gemm(ta, tb, 1.0f, a, b, 0.0f, c));
+        for (int i = 0; i < it; i++) CHECK(clt_gemm_(ta, tb, 1.0f, a, b, 0.0f, c));
         CHECK(clt_synchronize(dev));
         double t1 = now(), w1 = workers_now(), u1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
         for (int i = 0; i < it; i++)

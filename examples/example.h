@@ -31,7 +31,7 @@ static inline double now(void)
  * choosing problem sizes. */
 static inline int real_gpu(clt_device dev)
 {
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device d;
         clt_device_info info;
         CHECK(clt_device_list_entry(i, &d));

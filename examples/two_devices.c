@@ -26,7 +26,7 @@ static void operands(clt_device dev, int64_t n, clt_tensor **a, clt_tensor **c)
     CHECK(clt_randn(a, dev, 2, shape, 0));
     CHECK(clt_scale_(*a, 1.0f / (float)n));
     CHECK(clt_empty(c, dev, CLT_FLOAT32, 2, shape));
-    CHECK(clt_gemm(0, 0, 1.0f, *a, *a, 0.0f, *c)); /* warm up: kernels built */
+    CHECK(clt_gemm_(0, 0, 1.0f, *a, *a, 0.0f, *c)); /* warm up: kernels built */
     CHECK(clt_synchronize(dev));
 }
 
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     clt_tensor *a0, *c0, *a1 = NULL, *c1 = NULL;
     operands(d0, n, &a0, &c0);
     double t = now();
-    for (int64_t i = 0; i < count; i++) CHECK(clt_gemm(0, 0, 1.0f, a0, a0, 0.0f, c0));
+    for (int64_t i = 0; i < count; i++) CHECK(clt_gemm_(0, 0, 1.0f, a0, a0, 0.0f, c0));
     CHECK(clt_synchronize(d0));
     double one = now() - t;
     double gflops = 2.0 * (double)n * (double)n * (double)n * (double)count * 1e-9;
@@ -73,8 +73,8 @@ int main(int argc, char **argv)
     operands(d1, n, &a1, &c1);
     t = now();
     for (int64_t i = 0; i < count / 2; i++) {
-        CHECK(clt_gemm(0, 0, 1.0f, a0, a0, 0.0f, c0));
-        CHECK(clt_gemm(0, 0, 1.0f, a1, a1, 0.0f, c1));
+        CHECK(clt_gemm_(0, 0, 1.0f, a0, a0, 0.0f, c0));
+        CHECK(clt_gemm_(0, 0, 1.0f, a1, a1, 0.0f, c1));
     }
     CHECK(clt_synchronize(d0));
     CHECK(clt_synchronize(d1));

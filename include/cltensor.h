@@ -12,13 +12,15 @@
  * that accepts NULL. Functions that create an object through an
  * out-pointer hand the caller what they wrote, and write NULL on failure;
  * getters of borrowed pointers (clt_model_named_parameter,
- * clt_optimizer_state, clt_safetensors_metadata_at) leave their outputs as
+ * clt_optimizer_state, clt_safetensors_metadata_entry) leave their outputs as
  * they were when they fail. */
 #ifndef CLTENSOR_H
 #define CLTENSOR_H
 
 #include "cltensor/version.h"
 #include "cltensor/status.h"
+#include "cltensor/half.h"
+#include "cltensor/file.h"
 #include "cltensor/device.h"
 #include "cltensor/memory.h"
 #include "cltensor/smi.h"

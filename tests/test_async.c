@@ -27,7 +27,7 @@ static int written(const clt_tensor *t)
 static uint64_t total_syncs(void)
 {
     uint64_t n = clt_sync_count(clt_pinned());
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device d;
         ck_assert_ok(clt_device_list_entry(i, &d));
         n += clt_sync_count(d);
@@ -128,7 +128,7 @@ START_TEST(test_training_step_has_no_sync_point)
     train_step(m, opt, tx, ty, &loss);
     clt_tensor_release(loss);
     ck_assert_ok(clt_synchronize_all());
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device d;
         ck_assert_ok(clt_device_list_entry(i, &d));
         clt_sync_reset_count(d);

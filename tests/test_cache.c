@@ -542,7 +542,7 @@ START_TEST(test_results_correct_over_a_damaged_cache)
     ck_assert_ok(clt_from_host(&ta, d, CLT_FLOAT32, 2, sa, a));
     ck_assert_ok(clt_from_host(&tb, d, CLT_FLOAT32, 2, sb, b));
     ck_assert_ok(clt_zeros(&tc, d, CLT_FLOAT32, 2, sc));
-    ck_assert_ok(clt_gemm(0, 0, 1.0f, ta, tb, 0.0f, tc));
+    ck_assert_ok(clt_gemm_(0, 0, 1.0f, ta, tb, 0.0f, tc));
     ck_assert_ok(clt_relu(&ty, tc));
     float *got = clt_test_read(ty);
     ck_assert_double_lt(clt_test_max_rel_err(got, want, M * N), 1e-4);
@@ -736,7 +736,7 @@ START_TEST(test_tuning_cache_not_read_when_off)
     ck_assert_ok(clt_from_host(&ta, tune_dev(), CLT_FLOAT32, 2, sa, a));
     ck_assert_ok(clt_from_host(&tb, tune_dev(), CLT_FLOAT32, 2, sb, b));
     ck_assert_ok(clt_zeros(&tc, tune_dev(), CLT_FLOAT32, 2, sc));
-    ck_assert_ok(clt_gemm(0, 0, 1.0f, ta, tb, 0.0f, tc));
+    ck_assert_ok(clt_gemm_(0, 0, 1.0f, ta, tb, 0.0f, tc));
     float *got = clt_test_read(tc);
     ck_assert_double_lt(clt_test_max_rel_err(got, want, M * N), 1e-4);
     free(got);

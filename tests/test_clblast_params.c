@@ -35,7 +35,7 @@ static clt_status product(clt_device dev, int ta, int tb, int64_t m, int64_t n, 
     clt_tensor *at = clt_test_upload(dev, a, ta ? k : m, ta ? m : k);
     clt_tensor *bt = clt_test_upload(dev, b, tb ? n : k, tb ? k : n);
     clt_tensor *ct = clt_test_upload(dev, c, m, n);
-    clt_status s = clt_gemm(ta, tb, 0.5f, at, bt, 0.25f, ct);
+    clt_status s = clt_gemm_(ta, tb, 0.5f, at, bt, 0.25f, ct);
     if (s == CLT_OK) {
         clt_test_ref_gemm(ta, tb, m, n, k, 0.5f, a, b, 0.25f, c);
         float *got = clt_test_read(ct);
@@ -68,7 +68,7 @@ static void expect_failure(clt_device dev, const char *want, const char *texts)
 START_TEST(test_child)
 {
     const char *expect = getenv("CLT_TEST_CLBLAST_EXPECT");
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device dev;
         ck_assert_ok(clt_device_list_entry(i, &dev));
         ck_assert_int_eq(setenv("CLT_DENSE", "clblast", 1), 0);
@@ -107,7 +107,7 @@ static void teardown(void) { clt_test_remove_dir(dir); }
 static const char *device_name(void)
 {
     static clt_device_info info;
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device d;
         ck_assert_ok(clt_device_list_entry(i, &d));
         if (clt_device_equal(d, clt_try_gpu(0))) {

@@ -132,7 +132,7 @@ START_TEST(test_devices_lists_what_the_library_sees)
 {
     run_result r = run_clt(NULL, "devices");
     ck_assert_int_eq(r.status, 0);
-    int n = clt_device_list_count();
+    int n = clt_device_list_num_entries();
     ck_assert_int_ge(n, 1);
     ck_assert_int_eq(count_substr(r.out, "platform: "), n);
     for (int i = 0; i < n; i++) {

@@ -332,7 +332,7 @@ START_TEST(test_idx_types)
     ck_assert_int_eq(idx.type, CLT_IDX_FLOAT);
     ck_assert_int_eq(idx.elem_size, 4);
     ck_assert_uint_eq(idx.nbytes, 24);
-    ck_assert(clt_idx_get(&idx, 1) == -2 && clt_idx_get(&idx, 5) == 6.25);
+    ck_assert(clt_idx_value(&idx, 1) == -2 && clt_idx_value(&idx, 5) == 6.25);
     clt_idx_free(&idx);
     clt_dataset ds;
     clt_data_options o = clt_data_default_options();
@@ -353,7 +353,7 @@ START_TEST(test_idx_types)
         ck_assert_msg(clt_idx_read(p, &idx) == CLT_OK, "type 0x%02x: %s", types[t], clt_last_error());
         ck_assert_int_eq(idx.ndim, 4);
         ck_assert_int_eq(idx.elem_size, sizes[t]);
-        if (types[t] < 0x0d) ck_assert(clt_idx_get(&idx, 7) == 8);
+        if (types[t] < 0x0d) ck_assert(clt_idx_value(&idx, 7) == 8);
         clt_idx_free(&idx);
     }
     /* A NaN feature is named. */

@@ -17,7 +17,7 @@ static void check_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k)
     clt_tensor *ta_ = clt_test_upload_view(clt_test_device(), a, ta ? k : m, ta ? m : k, 2, 9.0f, &ab);
     clt_tensor *tb_ = clt_test_upload_view(clt_test_device(), b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
     clt_tensor *tc = clt_test_upload_view(clt_test_device(), c, m, n, 3, 7.0f, &cb);
-    ck_assert_ok(clt_gemm(ta, tb, 0.75f, ta_, tb_, 0.5f, tc));
+    ck_assert_ok(clt_gemm_(ta, tb, 0.75f, ta_, tb_, 0.5f, tc));
     clt_test_ref_gemm(ta, tb, m, n, k, 0.75f, a, b, 0.5f, c);
     float *got = clt_test_read(tc);
     double err = clt_test_max_rel_err(got, c, m * n);
@@ -60,7 +60,7 @@ static void check_beta_zero(int64_t M, int64_t N, int64_t K)
     float *a = clt_test_random_floats(M * K, 11), *b = clt_test_random_floats(K * N, 12), *c = malloc((size_t)(M * N) * sizeof *c);
     for (int64_t i = 0; i < M * N; i++) c[i] = NAN;
     clt_tensor *ta = clt_test_upload(clt_test_device(), a, M, K), *tb = clt_test_upload(clt_test_device(), b, K, N), *tc = clt_test_upload(clt_test_device(), c, M, N);
-    ck_assert_ok(clt_gemm(0, 0, 1.0f, ta, tb, 0.0f, tc));
+    ck_assert_ok(clt_gemm_(0, 0, 1.0f, ta, tb, 0.0f, tc));
     clt_test_ref_gemm(0, 0, M, N, K, 1.0f, a, b, 0.0f, c);
     float *got = clt_test_read(tc);
     ck_assert_double_lt(clt_test_max_rel_err(got, c, M * N), TOL);
@@ -92,11 +92,11 @@ START_TEST(test_gemm_empty)
     int64_t sa[] = {2, 0}, sb[] = {0, 3};
     ck_assert_ok(clt_empty(&a, clt_test_device(), CLT_FLOAT32, 2, sa));
     ck_assert_ok(clt_empty(&b, clt_test_device(), CLT_FLOAT32, 2, sb));
-    ck_assert_ok(clt_gemm(0, 0, 1.0f, a, b, 0.5f, tc));
+    ck_assert_ok(clt_gemm_(0, 0, 1.0f, a, b, 0.5f, tc));
     float *got = clt_test_read(tc);
     for (int i = 0; i < 6; i++) ck_assert_float_eq(got[i], 0.5f * c[i]);
     free(got);
-    ck_assert_ok(clt_gemm(0, 0, 1.0f, a, b, 0.0f, tc));
+    ck_assert_ok(clt_gemm_(0, 0, 1.0f, a, b, 0.0f, tc));
     got = clt_test_read(tc);
     for (int i = 0; i < 6; i++) ck_assert_float_eq(got[i], 0.0f);
     free(got);
@@ -150,7 +150,7 @@ static void check_linear(int64_t B, int64_t C, int64_t OC, int with_bias)
     }
     clt_tensor *ty, *tdx;
     ck_assert_ok(clt_linear_forward(&ty, tx, tw, tb));
-    ck_assert_ok(clt_linear_backward(&tdx, tdw, tdb, tdy, tx, tw));
+    ck_assert_ok(clt_linear_backward_(&tdx, tdw, tdb, tdy, tx, tw));
 
     /* y = x w^T + b */
     float *y = malloc((size_t)(B * OC) * sizeof *y);
@@ -211,8 +211,8 @@ START_TEST(test_linear_backward_no_dx)
     float *x = clt_test_random_floats(B * C, 41), *dy = clt_test_random_floats(B * OC, 42), *w = clt_test_random_floats(OC * C, 43);
     float dw[OC * C] = {0};
     clt_tensor *tx = clt_test_upload(clt_test_device(), x, B, C), *tdy = clt_test_upload(clt_test_device(), dy, B, OC), *tw = clt_test_upload(clt_test_device(), w, OC, C), *tdw = clt_test_upload(clt_test_device(), dw, OC, C);
-    ck_assert_ok(clt_linear_backward(NULL, tdw, NULL, tdy, tx, tw));
-    ck_assert_ok(clt_linear_backward(NULL, tdw, NULL, tdy, tx, tw));
+    ck_assert_ok(clt_linear_backward_(NULL, tdw, NULL, tdy, tx, tw));
+    ck_assert_ok(clt_linear_backward_(NULL, tdw, NULL, tdy, tx, tw));
     clt_test_ref_gemm(1, 0, OC, C, B, 2.0f, dy, x, 0.0f, dw);
     float *got = clt_test_read(tdw);
     ck_assert_double_lt(clt_test_max_rel_err(got, dw, OC * C), TOL);
@@ -235,23 +235,23 @@ START_TEST(test_dense_errors)
     clt_tensor *i32;
     int64_t s23[] = {2, 3};
     ck_assert_ok(clt_zeros(&i32, clt_test_device(), CLT_INT32, 2, s23));
-    ck_assert_status(clt_gemm(0, 0, 1, NULL, b, 0, c), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_status(clt_gemm(0, 0, 1, a, b, 0, c), CLT_ERR_SHAPE);
+    ck_assert_status(clt_gemm_(0, 0, 1, NULL, b, 0, c), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_gemm_(0, 0, 1, a, b, 0, c), CLT_ERR_SHAPE);
     ck_assert_msg(strstr(clt_last_error(), "(2, 3)") && strstr(clt_last_error(), "(4, 5)"), "%s", clt_last_error());
-    ck_assert_status(clt_gemm(0, 1, 1, a, a, 0, c), CLT_ERR_SHAPE); /* (2,3)(3,2) -> (2,2), not (2,5) */
-    ck_assert_status(clt_gemm(0, 0, 1, i32, b, 0, c), CLT_ERR_UNSUPPORTED);
+    ck_assert_status(clt_gemm_(0, 1, 1, a, a, 0, c), CLT_ERR_SHAPE); /* (2,3)(3,2) -> (2,2), not (2,5) */
+    ck_assert_status(clt_gemm_(0, 0, 1, i32, b, 0, c), CLT_ERR_UNSUPPORTED);
     ck_assert_status(clt_matmul(&out, a, a), CLT_ERR_SHAPE);
     ck_assert_ptr_null(out);
     ck_assert_status(clt_matmul(NULL, a, a), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_status(clt_linear_forward(&out, a, b, NULL), CLT_ERR_SHAPE); /* x (2,3), w (4,5) */
     ck_assert_status(clt_linear_forward(&out, a, a, c), CLT_ERR_SHAPE);    /* b must be (2) */
-    ck_assert_status(clt_linear_backward(&out, NULL, NULL, c, a, a), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_status(clt_linear_backward(&out, c, NULL, c, a, a), CLT_ERR_SHAPE);
+    ck_assert_status(clt_linear_backward_(&out, NULL, NULL, c, a, a), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_linear_backward_(&out, c, NULL, c, a, a), CLT_ERR_SHAPE);
     clt_device other;
     if (clt_test_other_device(&other)) {
         clt_tensor *far;
         ck_assert_ok(clt_zeros(&far, other, CLT_FLOAT32, 2, s23));
-        ck_assert_status(clt_gemm(0, 1, 1, a, far, 0, c), CLT_ERR_DEVICE_MISMATCH);
+        ck_assert_status(clt_gemm_(0, 1, 1, a, far, 0, c), CLT_ERR_DEVICE_MISMATCH);
         ck_assert_status(clt_linear_forward(&out, far, a, NULL), CLT_ERR_DEVICE_MISMATCH);
         clt_tensor_release(far);
     }

@@ -26,12 +26,12 @@ static clt_device first(void) { return only() ? clt_gpu(0) : clt_cpu(); }
 /* 1 when pocl is the only OpenCL platform (CI), so exact counts are known. */
 static int pocl_only(void)
 {
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device_info info;
         ck_assert_ok(clt_device_list_info(i, &info));
         if (!strstr(info.platform_name, "Portable Computing Language")) return 0;
     }
-    return clt_device_list_count() > 0;
+    return clt_device_list_num_entries() > 0;
 }
 
 static void assert_name(clt_device d, const char *want)
@@ -81,7 +81,7 @@ END_TEST
 START_TEST(test_counting_gpus)
 {
     int n = clt_num_gpus(), gpus = 0, cpus = 0;
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device_info info;
         ck_assert_ok(clt_device_list_info(i, &info));
         if (strncmp(info.name, "gpu:", 4) == 0) gpus++;
@@ -97,7 +97,7 @@ START_TEST(test_counting_gpus)
         /* With the switch, cpu:0 is listed once more, in a context of its
          * own; with CLT_CPU_AS_GPU=only it is not there at all. */
         ck_assert_int_eq(cpus, only() ? 0 : 1);
-        ck_assert_int_eq(clt_device_list_count(), only() ? n : cpu_as_gpu() ? n + 1 : n + cpus);
+        ck_assert_int_eq(clt_device_list_num_entries(), only() ? n : cpu_as_gpu() ? n + 1 : n + cpus);
     }
     for (int i = 0; i < n; i++) ck_assert_int_eq(clt_device_exists(clt_gpu(i)), 1);
     ck_assert_int_eq(clt_device_exists(clt_gpu(n)), 0);
@@ -150,7 +150,7 @@ START_TEST(test_device_at_and_equal)
 {
     /* Every listed device is reachable by P:D (except the extra cpu:0 of
      * CLT_CPU_AS_GPU, whose P:D names the GPU it is presented as). */
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device_info info;
         clt_device d;
         ck_assert_ok(clt_device_list_info(i, &info));
@@ -182,11 +182,11 @@ START_TEST(test_device_at_and_equal)
         assert_name(clt_device_at(0, 0), cpu_as_gpu() ? "gpu:0" : "cpu:0");
     }
     clt_device d;
-    ck_assert_status(clt_device_list_entry(clt_device_list_count(), &d), CLT_ERR_NO_DEVICE);
+    ck_assert_status(clt_device_list_entry(clt_device_list_num_entries(), &d), CLT_ERR_NO_DEVICE);
     ck_assert_status(clt_device_list_entry(-1, &d), CLT_ERR_NO_DEVICE);
     ck_assert_status(clt_device_list_entry(0, NULL), CLT_ERR_INVALID_ARGUMENT);
     clt_device_info info;
-    ck_assert_status(clt_device_list_info(clt_device_list_count(), &info), CLT_ERR_NO_DEVICE);
+    ck_assert_status(clt_device_list_info(clt_device_list_num_entries(), &info), CLT_ERR_NO_DEVICE);
     ck_assert_status(clt_device_list_info(0, NULL), CLT_ERR_INVALID_ARGUMENT);
 }
 END_TEST

@@ -1,7 +1,7 @@
 /* Fused epilogues. clt_linear_relu_forward (bias and ReLU in the GEMM's
  * store on CPU devices, a ReLU pass after CLBlast elsewhere) against a C
  * reference on awkward sizes, with and without bias, NaN passing through as
- * in clt_relu; clt_relu_backward_bias (the ReLU mask and the bias gradient
+ * in clt_relu; clt_relu_backward_bias_ (the ReLU mask and the bias gradient
  * in one pass) against a C reference and bit for bit against the two passes
  * it replaces; and whole-model gradients of ResMLPs and residual stacks,
  * fused and with CLT_FUSE=0, checkpointed or not, against a plain C
@@ -124,7 +124,7 @@ static void check_relu_bias(int64_t rows, int64_t cols, int64_t pad)
     clt_tensor *tdy = clt_test_upload_view(clt_test_device(), dy, rows, cols, pad, NAN, &dyb);
     clt_tensor *ty = clt_test_upload_view(clt_test_device(), y, rows, cols, pad, NAN, &yb);
     ck_assert_ok(clt_from_host(&tdb, clt_test_device(), CLT_FLOAT32, 1, &cols, db0));
-    ck_assert_ok(clt_relu_backward_bias(&tdx, tdb, tdy, ty));
+    ck_assert_ok(clt_relu_backward_bias_(&tdx, tdb, tdy, ty));
     ck_assert_int_eq(clt_tensor_ndim(tdx), 2);
     ck_assert_int_eq(clt_tensor_dim(tdx, 0), rows);
     ck_assert_int_eq(clt_tensor_dim(tdx, 1), cols);
@@ -187,7 +187,7 @@ START_TEST(test_relu_bias_nan)
     clt_tensor *tdy = clt_test_upload(clt_test_device(), dy, 2, 3), *ty = clt_test_upload(clt_test_device(), y, 2, 3), *tdb, *tdx;
     int64_t cols = 3;
     ck_assert_ok(clt_from_host(&tdb, clt_test_device(), CLT_FLOAT32, 1, &cols, db0));
-    ck_assert_ok(clt_relu_backward_bias(&tdx, tdb, tdy, ty));
+    ck_assert_ok(clt_relu_backward_bias_(&tdx, tdb, tdy, ty));
     float *dx = clt_test_read(tdx), *db = clt_test_read(tdb);
     ck_assert(dx[0] == 0.0f && dx[1] == 2.0f && isnan(dx[2]) && dx[3] == 0.0f && dx[4] == 5.0f && dx[5] == 0.0f);
     ck_assert(db[0] == 10.0f && db[1] == 27.0f && isnan(db[2]));
@@ -212,15 +212,15 @@ START_TEST(test_relu_bias_errors)
     ck_assert_ok(clt_zeros(&db, clt_test_device(), CLT_FLOAT32, 1, s3));
     ck_assert_ok(clt_zeros(&db2, clt_test_device(), CLT_FLOAT32, 1, s2));
     ck_assert_ok(clt_zeros(&dbi, clt_test_device(), CLT_INT32, 1, s3));
-    ck_assert_status(clt_relu_backward_bias(&dx, db, dy, y32), CLT_ERR_SHAPE);
+    ck_assert_status(clt_relu_backward_bias_(&dx, db, dy, y32), CLT_ERR_SHAPE);
     ck_assert_ptr_null(dx);
-    ck_assert(strstr(clt_last_error(), "clt_relu_backward_bias") != NULL);
-    ck_assert_status(clt_relu_backward_bias(&dx, db, dy, y1d), CLT_ERR_SHAPE);
-    ck_assert_status(clt_relu_backward_bias(&dx, db2, dy, y), CLT_ERR_SHAPE);
-    ck_assert_status(clt_relu_backward_bias(&dx, db, y1d, y1d), CLT_ERR_SHAPE);
-    ck_assert_status(clt_relu_backward_bias(&dx, dbi, dy, y), CLT_ERR_UNSUPPORTED);
-    ck_assert_status(clt_relu_backward_bias(&dx, NULL, dy, y), CLT_ERR_INVALID_ARGUMENT);
-    ck_assert_status(clt_relu_backward_bias(NULL, db, dy, y), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert(strstr(clt_last_error(), "clt_relu_backward_bias_") != NULL);
+    ck_assert_status(clt_relu_backward_bias_(&dx, db, dy, y1d), CLT_ERR_SHAPE);
+    ck_assert_status(clt_relu_backward_bias_(&dx, db2, dy, y), CLT_ERR_SHAPE);
+    ck_assert_status(clt_relu_backward_bias_(&dx, db, y1d, y1d), CLT_ERR_SHAPE);
+    ck_assert_status(clt_relu_backward_bias_(&dx, dbi, dy, y), CLT_ERR_UNSUPPORTED);
+    ck_assert_status(clt_relu_backward_bias_(&dx, NULL, dy, y), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_relu_backward_bias_(NULL, db, dy, y), CLT_ERR_INVALID_ARGUMENT);
     clt_tensor_release(dy);
     clt_tensor_release(y);
     clt_tensor_release(y32);

@@ -1,5 +1,5 @@
 /* Both dense implementations (CLT_DENSE=cpu: the register-tiled kernels of
- * cl/gemm_cpu.cl; CLT_DENSE=clblast) through clt_gemm against a plain C
+ * cl/gemm_cpu.cl; CLT_DENSE=clblast) through clt_gemm_ against a plain C
  * reference with double accumulation: every transpose combination on views
  * with offsets, sizes around the 12 x 16 and 12 x 32 tiles and their panels,
  * a leading dimension of 4 KiB, alpha/beta cases, empty sizes, the linear
@@ -29,7 +29,7 @@ static clt__gemm_tile default_tile(void)
     return clt__cpu_tile_default(slot);
 }
 
-/* One product through clt_gemm on padded views, checked against ref_gemm;
+/* One product through clt_gemm_ on padded views, checked against ref_gemm;
  * the rows around c's view stay untouched. c starts as NaN when beta is 0. */
 static void check_gemm(const char *impl, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta)
 {
@@ -42,7 +42,7 @@ static void check_gemm(const char *impl, int ta, int tb, int64_t m, int64_t n, i
     clt_tensor *va = clt_test_upload_view(clt_test_device(), a, ta ? k : m, ta ? m : k, 3, 9.0f, &ab);
     clt_tensor *vb = clt_test_upload_view(clt_test_device(), b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
     clt_tensor *vc = clt_test_upload_view(clt_test_device(), c, m, n, 2, 7.0f, &cb);
-    ck_assert_ok(clt_gemm(ta, tb, alpha, va, vb, beta, vc));
+    ck_assert_ok(clt_gemm_(ta, tb, alpha, va, vb, beta, vc));
     clt_test_ref_gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
     float *got = clt_test_read(vc);
     double err = clt_test_max_rel_err(got, c, m * n);
@@ -318,7 +318,7 @@ START_TEST(test_gemm_empty_sizes)
         int64_t sa[] = {2, 0}, sb[] = {0, 3}, sa0[] = {0, 4}, sb4[] = {4, 3}, sc0[] = {0, 3};
         ck_assert_ok(clt_empty(&a, clt_test_device(), CLT_FLOAT32, 2, sa));
         ck_assert_ok(clt_empty(&b, clt_test_device(), CLT_FLOAT32, 2, sb));
-        ck_assert_ok(clt_gemm(0, 0, 1.0f, a, b, -2.0f, tc));
+        ck_assert_ok(clt_gemm_(0, 0, 1.0f, a, b, -2.0f, tc));
         float *got = clt_test_read(tc);
         for (int j = 0; j < 6; j++) ck_assert_float_eq(got[j], -2.0f * c[j]);
         free(got);
@@ -326,7 +326,7 @@ START_TEST(test_gemm_empty_sizes)
         ck_assert_ok(clt_empty(&a0, clt_test_device(), CLT_FLOAT32, 2, sa0));
         ck_assert_ok(clt_ones(&b4, clt_test_device(), CLT_FLOAT32, 2, sb4));
         ck_assert_ok(clt_empty(&c0, clt_test_device(), CLT_FLOAT32, 2, sc0));
-        ck_assert_ok(clt_gemm(0, 0, 1.0f, a0, b4, 0.0f, c0));
+        ck_assert_ok(clt_gemm_(0, 0, 1.0f, a0, b4, 0.0f, c0));
         clt_tensor_release(a0);
         clt_tensor_release(b4);
         clt_tensor_release(c0);
@@ -349,7 +349,7 @@ static void check_linear(const char *impl, int64_t B, int64_t C, int64_t OC)
     clt_tensor *tb, *y, *dx;
     ck_assert_ok(clt_from_host(&tb, clt_test_device(), CLT_FLOAT32, 1, &OC, bias));
     ck_assert_ok(clt_linear_forward(&y, tx, tw, tb));
-    ck_assert_ok(clt_linear_backward(&dx, tdw, NULL, tdy, tx, tw));
+    ck_assert_ok(clt_linear_backward_(&dx, tdw, NULL, tdy, tx, tw));
     float *want = malloc((size_t)(B * OC) * sizeof *want);
     for (int64_t i = 0; i < B; i++)
         for (int64_t j = 0; j < OC; j++) want[i * OC + j] = bias[j];
@@ -400,10 +400,10 @@ START_TEST(test_dense_env_invalid)
     ck_assert_ok(clt_ones(&a, clt_test_device(), CLT_FLOAT32, 2, s));
     ck_assert_ok(clt_zeros(&c, clt_test_device(), CLT_FLOAT32, 2, s));
     use_impl("cuda");
-    ck_assert_status(clt_gemm(0, 0, 1.0f, a, a, 0.0f, c), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_gemm_(0, 0, 1.0f, a, a, 0.0f, c), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "CLT_DENSE=\"cuda\""));
     unsetenv("CLT_DENSE");
-    ck_assert_ok(clt_gemm(0, 0, 1.0f, a, a, 0.0f, c));
+    ck_assert_ok(clt_gemm_(0, 0, 1.0f, a, a, 0.0f, c));
     float *got = clt_test_read(c);
     for (int i = 0; i < 4; i++) ck_assert_float_eq(got[i], 2.0f);
     free(got);

@@ -130,7 +130,7 @@ END_TEST
 START_TEST(test_sum_rows_cpu_order) { check_sum_rows("cpu"); }
 END_TEST
 
-/* clt_relu_backward_bias: dx exact, db = db0 + the column sums of dx in the
+/* clt_relu_backward_bias_: dx exact, db = db0 + the column sums of dx in the
  * class's order. */
 static void check_relu_bias(const char *cls)
 {
@@ -146,7 +146,7 @@ static void check_relu_bias(const char *cls)
             clt_tensor *tdy = clt_test_upload(dev(), dy, rows, cols), *ty = clt_test_upload(dev(), y, rows, cols);
             clt_tensor *tdb, *tdx;
             ck_assert_ok(clt_from_host(&tdb, dev(), CLT_FLOAT32, 1, &cols, db0));
-            ck_assert_ok(clt_relu_backward_bias(&tdx, tdb, tdy, ty));
+            ck_assert_ok(clt_relu_backward_bias_(&tdx, tdb, tdy, ty));
             float *dx = clt_test_read(tdx), *db = clt_test_read(tdb);
             ck_assert_int_eq(memcmp(dx, g, (size_t)n * sizeof *g), 0);
             for (int64_t c = 0; c < cols; c++) {

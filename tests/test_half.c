@@ -447,7 +447,7 @@ START_TEST(test_safetensors_writes_f16)
     clt_safetensors *f;
     ck_assert_ok(clt_safetensors_open(&f, path));
     clt_safetensors_info info;
-    ck_assert_ok(clt_safetensors_get_info(f, 0, &info));
+    ck_assert_ok(clt_safetensors_tensor_info(f, 0, &info));
     ck_assert_str_eq(info.dtype, "F16");
     ck_assert_ok(clt_safetensors_read(f, "h", clt_test_cpu(), &back));
     float *got = clt_test_read(back), *want = read_half(h);

@@ -87,7 +87,7 @@ static int child(const char *which)
         rl.rlim_cur = 3;
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 3;
     }
-    int n = clt_device_list_count();
+    int n = clt_device_list_num_entries();
     clt_device_info info;
     clt_status s = clt_device_list_info(0, &info);
     printf("count %d\nlist: %s\n", n, s == CLT_OK ? "ok" : clt_last_error());

@@ -352,7 +352,7 @@ END_TEST
 static uint64_t total_syncs(void)
 {
     uint64_t n = clt_sync_count(clt_pinned());
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device d;
         ck_assert_ok(clt_device_list_entry(i, &d));
         n += clt_sync_count(d);
@@ -363,7 +363,7 @@ static uint64_t total_syncs(void)
 static void reset_syncs(void)
 {
     clt_sync_reset_count(clt_pinned());
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device d;
         ck_assert_ok(clt_device_list_entry(i, &d));
         clt_sync_reset_count(d);

@@ -130,7 +130,7 @@ END_TEST
 START_TEST(test_cache_reuse_without_driver)
 {
     static const int64_t sizes[] = {4, 1000, 512 * 1024, MIB, MIB + 4, 6 * MIB, 30 * MIB};
-    for (int d = 0; d < clt_device_list_count(); d++) {
+    for (int d = 0; d < clt_device_list_num_entries(); d++) {
         clt_device dev;
         ck_assert_ok(clt_device_list_entry(d, &dev));
         fresh(dev);
@@ -354,7 +354,7 @@ START_TEST(test_cap_by_api)
     clt_tensor_release(d);
     /* A fraction of the device. */
     clt_device_info info;
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device x;
         ck_assert_ok(clt_device_list_entry(i, &x));
         if (!clt_device_equal(x, dev)) continue;
@@ -421,7 +421,7 @@ START_TEST(test_larger_than_max_allocation)
     clt_device dev = fresh(clt_try_gpu(0));
     clt_device_info info;
     ck_assert_ok(clt_device_list_info(0, &info));
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device x;
         ck_assert_ok(clt_device_list_entry(i, &x));
         if (clt_device_equal(x, dev)) ck_assert_ok(clt_device_list_info(i, &info));
@@ -460,7 +460,7 @@ END_TEST
 
 START_TEST(test_mem_get_info)
 {
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device dev;
         clt_device_info info;
         ck_assert_ok(clt_device_list_entry(i, &dev));
@@ -534,7 +534,7 @@ START_TEST(test_child_env_cap)
 {
     const char *cap = getenv("CLT_MEMORY_CAP");
     if (strcmp(cap, "48M") == 0) {
-        for (int i = 0; i < clt_device_list_count(); i++) {
+        for (int i = 0; i < clt_device_list_num_entries(); i++) {
             clt_device d;
             ck_assert_ok(clt_device_list_entry(i, &d));
             ck_assert_int_eq(stats(d).cap, 48 * MIB);
@@ -549,7 +549,7 @@ START_TEST(test_child_env_cap)
         clt_tensor_release(b);
     } else {
         clt_device_info info;
-        for (int i = 0; i < clt_device_list_count(); i++) {
+        for (int i = 0; i < clt_device_list_num_entries(); i++) {
             clt_device d;
             ck_assert_ok(clt_device_list_entry(i, &d));
             ck_assert_ok(clt_device_list_info(i, &info));

@@ -28,7 +28,7 @@ START_TEST(test_pinned_is_a_named_device)
     ck_assert(clt_device_equal(d, clt_pinned()));
     ck_assert(clt_device_exists(clt_pinned()));
     /* Not an OpenCL device of its own: `clt devices` does not list it. */
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device_info info;
         ck_assert_ok(clt_device_list_info(i, &info));
         ck_assert_str_ne(info.name, "pinned");

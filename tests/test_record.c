@@ -65,7 +65,7 @@ static clt_memory_record *record_steps(clt_device dev, int ckpt)
     clt_memory_stats st;
     ck_assert_ok(clt_memory_get_stats(dev, &st));
     clt_memory_sample last;
-    ck_assert_ok(clt_memory_record_sample(r, clt_memory_record_count(r) - 1, &last));
+    ck_assert_ok(clt_memory_record_sample(r, clt_memory_record_num_samples(r) - 1, &last));
     ck_assert_int_eq(last.allocated, st.allocated);
     ck_assert_int_eq(last.reserved, st.reserved);
     for (int c = 0; c < CLT_MEM_CATEGORY_COUNT; c++) ck_assert_int_eq(last.category[c], st.category_allocated[c]);
@@ -86,7 +86,7 @@ START_TEST(test_samples_sum_to_counters)
 {
     clt_device dev = clt_test_cpu();
     clt_memory_record *r = record_steps(dev, 0);
-    int64_t n = clt_memory_record_count(r);
+    int64_t n = clt_memory_record_num_samples(r);
     ck_assert_msg(n > 20, "only %lld samples for two steps", (long long)n);
     int64_t max_reserved = 0;
     for (int64_t i = 0; i < n; i++) {

@@ -213,7 +213,7 @@ static void rewrite(const char *src, const char *dst, const char *victim, clt_te
     ck_assert(names && tensors && keys && values);
     for (int i = 0; i < n; i++) {
         clt_safetensors_info fi;
-        ck_assert_ok(clt_safetensors_get_info(f, i, &fi));
+        ck_assert_ok(clt_safetensors_tensor_info(f, i, &fi));
         if (victim && strcmp(fi.name, victim) == 0) {
             if (!replacement) continue;
             tensors[k] = clt_tensor_retain(replacement);
@@ -224,7 +224,7 @@ static void rewrite(const char *src, const char *dst, const char *victim, clt_te
     }
     int had_key = 0;
     for (int i = 0; i < nm; i++) {
-        ck_assert_ok(clt_safetensors_metadata_at(f, i, &keys[km], &values[km]));
+        ck_assert_ok(clt_safetensors_metadata_entry(f, i, &keys[km], &values[km]));
         if (key && strcmp(keys[km], key) == 0) {
             values[km] = value;
             had_key = 1;
@@ -270,7 +270,7 @@ static void last_state_name(const char *path, char *out, size_t len)
     out[0] = '\0';
     for (int i = 0; i < clt_safetensors_num_tensors(f); i++) {
         clt_safetensors_info fi;
-        ck_assert_ok(clt_safetensors_get_info(f, i, &fi));
+        ck_assert_ok(clt_safetensors_tensor_info(f, i, &fi));
         if (strncmp(fi.name, "optimizer.", 10) == 0) snprintf(out, len, "%s", fi.name);
     }
     clt_safetensors_free(f);
@@ -294,7 +294,7 @@ static int make_bad_files(const fixture *f, const char *good, char paths[][160],
         clt_safetensors *sf;
         ck_assert_ok(clt_safetensors_open(&sf, good));
         clt_safetensors_info fi;
-        ck_assert_ok(clt_safetensors_get_info(sf, clt_safetensors_find(sf, victim), &fi));
+        ck_assert_ok(clt_safetensors_tensor_info(sf, clt_safetensors_find(sf, victim), &fi));
         int64_t shape[CLT_MAX_DIMS];
         memcpy(shape, fi.shape, (size_t)fi.ndim * sizeof *shape);
         shape[fi.ndim - 1] -= 1;
@@ -417,7 +417,7 @@ START_TEST(test_failed_load_creates_no_state)
     clt_safetensors *sf;
     ck_assert_ok(clt_safetensors_open(&sf, good));
     clt_safetensors_info fi;
-    ck_assert_ok(clt_safetensors_get_info(sf, clt_safetensors_find(sf, victim), &fi));
+    ck_assert_ok(clt_safetensors_tensor_info(sf, clt_safetensors_find(sf, victim), &fi));
     clt_tensor *t;
     ck_assert_ok(clt_zeros(&t, clt_test_cpu(), CLT_INT32, fi.ndim, fi.shape));
     clt_safetensors_free(sf);

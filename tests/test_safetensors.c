@@ -124,7 +124,7 @@ START_TEST(test_round_trip_is_exact)
         int k = clt_safetensors_find(f, names[i]);
         ck_assert_int_ge(k, 0);
         clt_safetensors_info info;
-        ck_assert_ok(clt_safetensors_get_info(f, k, &info));
+        ck_assert_ok(clt_safetensors_tensor_info(f, k, &info));
         ck_assert_str_eq(info.name, names[i]);
         ck_assert_str_eq(info.dtype, i == 5 ? "I32" : "F32");
         ck_assert_int_eq(info.ndim, clt_tensor_ndim(t[i]));
@@ -417,7 +417,7 @@ START_TEST(test_every_truncation_and_byte_flip)
             if (s != CLT_OK) continue;
             for (int i = 0; i < clt_safetensors_num_tensors(f); i++) {
                 clt_safetensors_info info;
-                require(clt_safetensors_get_info(f, i, &info) == CLT_OK, "info %d", i);
+                require(clt_safetensors_tensor_info(f, i, &info) == CLT_OK, "info %d", i);
                 clt_tensor *r;
                 if (clt_safetensors_read(f, info.name, clt_test_cpu(), &r) == CLT_OK) clt_tensor_release(r);
             }

@@ -253,7 +253,7 @@ static int listed(int pid, clt_smi_process *copy)
 {
     clt_smi *snap;
     ck_assert_ok(clt_smi_open(&snap));
-    int n = clt_smi_count(snap), found = 0;
+    int n = clt_smi_num_processes(snap), found = 0;
     ck_assert_int_ge(n, 0);
     for (int i = 0; i < n; i++) {
         const clt_smi_process *p = clt_smi_process_at(snap, i);
@@ -287,7 +287,7 @@ START_TEST(test_public_reader)
 
     ck_assert_status(clt_smi_open(NULL), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_smi_open"));
-    ck_assert_int_eq(clt_smi_count(NULL), 0);
+    ck_assert_int_eq(clt_smi_num_processes(NULL), 0);
     ck_assert_ptr_null(clt_smi_process_at(NULL, 0));
     clt_smi_close(NULL);
 }

@@ -109,7 +109,7 @@ END_TEST
 START_TEST(test_threads_on_every_device_from_cold)
 {
     enum { MOST = 4 };
-    int n = clt_device_list_count();
+    int n = clt_device_list_num_entries();
     if (n > MOST) n = MOST;
     job alone[MOST], together[MOST];
     pthread_t th[MOST];
@@ -154,7 +154,7 @@ static void *first_gemm(void *arg)
 {
     first_product *p = arg;
     pthread_barrier_wait(p->start);
-    p->status = clt_gemm(0, 1, 1.0f, p->a, p->b, 0.0f, p->c);
+    p->status = clt_gemm_(0, 1, 1.0f, p->a, p->b, 0.0f, p->c);
     if (p->status == CLT_OK) p->status = clt_synchronize(p->dev);
     if (p->status != CLT_OK) snprintf(p->error, sizeof p->error, "%s", clt_last_error());
     return NULL;
@@ -179,7 +179,7 @@ static int clblast_devices(first_product *p, int n)
 
 static int first_products_child(void)
 {
-    int n = clt_device_list_count(), bad = 0;
+    int n = clt_device_list_num_entries(), bad = 0;
     if (n > FIRST_MOST) n = FIRST_MOST;
     first_product p[FIRST_MOST];
     memset(p, 0, sizeof p);

@@ -65,7 +65,7 @@ static void write_cache(const char *extra)
     ck_assert_ok(clt__cache_entry_write(path, key, text, n));
 }
 
-/* clt_gemm of a random product of the shape, against clt_test_ref_gemm. */
+/* clt_gemm_ of a random product of the shape, against clt_test_ref_gemm. */
 static void check_product(int ta, int tb, int64_t m, int64_t n, int64_t k)
 {
     float *a = malloc((size_t)(m * k) * sizeof *a), *b = malloc((size_t)(k * n) * sizeof *b);
@@ -78,7 +78,7 @@ static void check_product(int ta, int tb, int64_t m, int64_t n, int64_t k)
     ck_assert_ok(clt_from_host(&ta_, clt_test_device(), CLT_FLOAT32, 2, sa, a));
     ck_assert_ok(clt_from_host(&tb_, clt_test_device(), CLT_FLOAT32, 2, sb, b));
     ck_assert_ok(clt_full(&tc, clt_test_device(), CLT_FLOAT32, 2, sc, 3.0));
-    ck_assert_ok(clt_gemm(ta, tb, 1.0f, ta_, tb_, 0.0f, tc));
+    ck_assert_ok(clt_gemm_(ta, tb, 1.0f, ta_, tb_, 0.0f, tc));
     float *got = clt_test_read(tc);
     double err = clt_test_max_rel_err(got, want, m * n);
     ck_assert_msg(err < TOL, "gemm ta=%d tb=%d %lldx%lldx%lld: max rel err %g", ta, tb, (long long)m, (long long)n,

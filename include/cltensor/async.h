@@ -63,7 +63,7 @@ CLT_API void clt_event_free(clt_event *ev);
  * cpu_pinned(). Its buffers are allocated for host access in the context
  * of the first GPU (or of the first device when there is no GPU) and stay
  * mapped; kernels never run on it (CLT_ERR_UNSUPPORTED): move a tensor to a
- * device to compute. It is not listed by clt_device_list_count, and
+ * device to compute. It is not listed by clt_device_list_num_entries, and
  * clt_synchronize(clt_pinned()) has nothing to wait for: wait on a copy's
  * event, or synchronize the device side. */
 CLT_API clt_device clt_pinned(void);

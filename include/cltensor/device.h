@@ -109,7 +109,7 @@ typedef struct clt_device_info {
 /* The device list (what `clt devices` prints): its number of entries, every
  * device cltensor sees on every platform, plus cpu:0 again with
  * CLT_CPU_AS_GPU=1 ("pinned" is not listed). */
-CLT_API int clt_device_list_count(void);
+CLT_API int clt_device_list_num_entries(void);
 /* Information on the i-th entry of that list. */
 CLT_API clt_status clt_device_list_info(int i, clt_device_info *out);
 /* The device value for the i-th entry. */

@@ -18,6 +18,7 @@
 #include "export.h"
 #include <stddef.h>
 #include <stdint.h>
+#include "file.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -79,14 +80,14 @@ CLT_API void clt_safetensors_free(clt_safetensors *f);
 /* Number of tensors (metadata excluded), in the order of their offsets. */
 CLT_API int clt_safetensors_num_tensors(const clt_safetensors *f);
 /* The i-th tensor's description (CLT_ERR_INVALID_ARGUMENT when out of range). */
-CLT_API clt_status clt_safetensors_get_info(const clt_safetensors *f, int i, clt_safetensors_info *out);
+CLT_API clt_status clt_safetensors_tensor_info(const clt_safetensors *f, int i, clt_safetensors_info *out);
 /* Index of the tensor called name, or -1. */
 CLT_API int clt_safetensors_find(const clt_safetensors *f, const char *name);
 
 /* Number of metadata pairs, the i-th pair, and the value for a key (NULL if
  * absent). Strings stay valid until the file is closed. */
 CLT_API int clt_safetensors_num_metadata(const clt_safetensors *f);
-CLT_API clt_status clt_safetensors_metadata_at(const clt_safetensors *f, int i, const char **key, const char **value);
+CLT_API clt_status clt_safetensors_metadata_entry(const clt_safetensors *f, int i, const char **key, const char **value);
 CLT_API const char *clt_safetensors_metadata(const clt_safetensors *f, const char *key);
 
 /* Reads the tensor called name into a new tensor on dev: F32 and I32 as they
@@ -144,7 +145,7 @@ typedef struct clt_idx {
 CLT_API clt_status clt_idx_read(const char *path, clt_idx *out);
 
 /* Element i of a read file as a double (any element type). */
-CLT_API double clt_idx_get(const clt_idx *idx, int64_t i);
+CLT_API double clt_idx_value(const clt_idx *idx, int64_t i);
 
 /* Frees the data and zeroes the struct; NULL does nothing. */
 CLT_API void clt_idx_free(clt_idx *idx);
@@ -156,21 +157,9 @@ CLT_API clt_status clt_idx_write(const char *path, int ndim, const int64_t *dims
 
 /* ---- any file ---- */
 
-/* Writes n bytes to path the way every cltensor writer does (see the top of
- * this header): a new temporary file next to the target (PATH.tmp-<16 hex
- * digits>), flushed to disk and renamed over it, so path holds the old or
- * the new complete file; an existing target's mode is kept; SIGINT, SIGTERM
- * and SIGHUP wait until the file is complete. Temporary files of PATH that a
- * killed writer left (that exact pattern, regular files of this user that no
- * live writer holds) are removed first. data may be NULL only when n is 0.
- * Errors: CLT_ERR_INVALID_ARGUMENT (an empty or NULL path, NULL data with
- * n > 0), CLT_ERR_IO naming the path (a target that is not a regular file,
- * left as it is; a missing directory; a failed write, after which the old
- * file is intact and no temporary file remains). */
-CLT_API clt_status clt_file_write(const char *path, const void *data, size_t n);
 
 /* Reads the whole regular file at path into a new buffer the way every
- * cltensor reader opens its inputs: without blocking, so a FIFO, a
+ * cltensor reader opens its inputs (writing is file.h's, clt_file_write): without blocking, so a FIFO, a
  * directory or a device there is refused at once ("PATH is a FIFO, not a
  * regular file") instead of waiting for a writer or reading forever;
  * symbolic links are followed. *data holds *len bytes and a NUL byte after
@@ -179,31 +168,6 @@ CLT_API clt_status clt_file_write(const char *path, const void *data, size_t n);
  * CLT_ERR_OUT_OF_MEMORY; on failure *data is NULL and *len 0. */
 CLT_API clt_status clt_file_read(const char *path, char **data, size_t *len);
 
-/* What a run does with one of its files, for clt_file_check_uses. */
-typedef enum clt_file_role {
-    CLT_FILE_OUTPUT,         /* written: no other file of the run may be it */
-    CLT_FILE_INPUT,          /* read: only a CLT_FILE_REPLACES_INPUT may be it */
-    CLT_FILE_REPLACES_INPUT  /* written, and may be an input's file (a checkpoint saved over the one resumed) */
-} clt_file_role;
-
-typedef struct clt_file_use {
-    const char *what;        /* how messages name it, e.g. "--save"; NULL: "a file" */
-    const char *path;        /* NULL: not used, skipped */
-    clt_file_role role;
-} clt_file_use;
-
-/* Checks a run's files before it does any work: every output could be
- * written now (clt_file_write's rules: the directory exists and is
- * writable, the target is absent or a regular file that may be replaced,
- * and its temporary name fits the file system's NAME_MAX), and no two
- * outputs, nor an output and an input (unless the output is
- * CLT_FILE_REPLACES_INPUT), name the same file, however spelled: x, ./x,
- * d/../x, a hard or symbolic link to it (compared by device and inode, or
- * for files not yet there by their directory's and their name). Creates
- * nothing. Errors: CLT_ERR_IO naming an unwritable output and why;
- * CLT_ERR_INVALID_ARGUMENT naming both uses of one file (their `what` and
- * path), an unknown role, or NULL uses with n > 0. */
-CLT_API clt_status clt_file_check_uses(const clt_file_use *uses, size_t n);
 
 /* ---- text for XML ---- */
 

@@ -113,7 +113,7 @@ CLT_API void clt_memory_record_free(clt_memory_record *r);
 /* Samples kept (at most CLT_MEMORY_RECORD_MAX; later events are counted in
  * clt_memory_record_dropped, not kept). */
 #define CLT_MEMORY_RECORD_MAX 1000000
-CLT_API int64_t clt_memory_record_count(const clt_memory_record *r);
+CLT_API int64_t clt_memory_record_num_samples(const clt_memory_record *r);
 CLT_API int64_t clt_memory_record_dropped(const clt_memory_record *r);
 /* Sample i, 0 <= i < count; CLT_ERR_INVALID_ARGUMENT otherwise. */
 CLT_API clt_status clt_memory_record_sample(const clt_memory_record *r, int64_t i, clt_memory_sample *out);

@@ -21,7 +21,7 @@ extern "C" {
 
 /* c = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T, row-major 2-D.
  * The device's dense implementation does the work. */
-CLT_API clt_status clt_gemm(int transpose_a, int transpose_b, float alpha, const clt_tensor *a, const clt_tensor *b,
+CLT_API clt_status clt_gemm_(int transpose_a, int transpose_b, float alpha, const clt_tensor *a, const clt_tensor *b,
                     float beta, clt_tensor *c);
 /* out = a @ b; a is (M,K), b is (K,N). */
 CLT_API clt_status clt_matmul(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
@@ -32,7 +32,7 @@ CLT_API clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const
 /* dy is (B,OC), x is (B,C), w is (OC,C). Accumulates dw += dy^T @ x (OC,C) and
  * db += sum over rows of dy (OC) (db may be NULL); when dx is not NULL
  * creates *dx = dy @ w (B,C). */
-CLT_API clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
+CLT_API clt_status clt_linear_backward_(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                const clt_tensor *x, const clt_tensor *w);
 
 /* Linear then ReLU in one call: y = max(x @ w^T + b, 0), shapes as
@@ -40,8 +40,8 @@ CLT_API clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tens
  * devices, docs/gpu.md, unless CLT_DENSE says otherwise) bias and ReLU run
  * in the product's store (one pass over y); after a CLBlast product one
  * bias + ReLU pass follows. Its
- * backward is clt_relu_backward_bias (with this y and the bias gradient)
- * then clt_linear_backward with db NULL. */
+ * backward is clt_relu_backward_bias_ (with this y and the bias gradient)
+ * then clt_linear_backward_ with db NULL. */
 CLT_API clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b);
 
 /* y = max(x, 0), any shape; float32 or float16 (computed in float32, y
@@ -53,8 +53,21 @@ CLT_API clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, cons
 /* clt_relu_backward fused with the bias gradient of the Linear before the
  * ReLU, in one pass: dy and y are (B,N), db is (N); creates *dx = dy where
  * y > 0, else 0, and accumulates db += sum over rows of dx, the same sums as
- * clt_linear_backward's db in the same order. */
-CLT_API clt_status clt_relu_backward_bias(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y);
+ * clt_linear_backward_'s db in the same order. */
+CLT_API clt_status clt_relu_backward_bias_(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y);
+
+/* Uniform in [0, 1) and standard normal float32, from a counter-based
+ * generator: the same seed gives clt_rand the same bits on every device;
+ * clt_randn's go through log, sqrt and cos, which OpenCL bounds only in ulps,
+ * so devices may differ in the last bits. */
+CLT_API clt_status clt_rand(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
+CLT_API clt_status clt_randn(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
+
+/* out = a + b, elementwise, on their (common) device; a and b of the same
+ * shape (else CLT_ERR_SHAPE; two one-element tensors match) and both float32
+ * or both float16 (added in float32, out has their dtype), else
+ * CLT_ERR_UNSUPPORTED. */
+CLT_API clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
 
 /* In-place elementwise updates. x must have exactly y's shape (equal
  * element counts are not enough: (2, 3) and (3, 2) fail with CLT_ERR_SHAPE

@@ -50,9 +50,9 @@ typedef struct clt_smi clt_smi;
 CLT_API clt_status clt_smi_open(clt_smi **out);
 
 /* The number of processes in the snapshot; 0 for NULL. */
-CLT_API int clt_smi_count(const clt_smi *s);
+CLT_API int clt_smi_num_processes(const clt_smi *s);
 
-/* Process i (0 <= i < clt_smi_count(s)) of the snapshot, valid until it is
+/* Process i (0 <= i < clt_smi_num_processes(s)) of the snapshot, valid until it is
  * closed; NULL for another i or a NULL s. */
 CLT_API const clt_smi_process *clt_smi_process_at(const clt_smi *s, int i);
 

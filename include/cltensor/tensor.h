@@ -42,12 +42,6 @@ CLT_API clt_status clt_zeros(clt_tensor **out, clt_device dev, clt_dtype dt, int
 CLT_API clt_status clt_ones(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape);
 CLT_API clt_status clt_full(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
                     double value);
-/* Uniform in [0, 1) and standard normal float32, from a counter-based
- * generator: the same seed gives clt_rand the same bits on every device;
- * clt_randn's go through log, sqrt and cos, which OpenCL bounds only in ulps,
- * so devices may differ in the last bits. */
-CLT_API clt_status clt_rand(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
-CLT_API clt_status clt_randn(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed);
 /* Copies numel elements of `dt` from host memory (float16 as uint16_t bits). */
 CLT_API clt_status clt_from_host(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, const int64_t *shape,
                          const void *data);
@@ -115,16 +109,7 @@ CLT_API clt_status clt_tensor_print(const clt_tensor *t, FILE *out);
  * zero); float16 to float32 is exact. Returns t itself (one more reference)
  * when it already has dtype dt. CLT_ERR_UNSUPPORTED for int32 on either side. */
 CLT_API clt_status clt_to_dtype(clt_tensor **out, clt_tensor *t, clt_dtype dt);
-/* The same conversions on the host, bit for bit those of the kernels (NaN
- * payloads aside). */
-CLT_API uint16_t clt_float_to_half(float f);
-CLT_API float clt_half_to_float(uint16_t h);
 
-/* out = a + b, elementwise, on their (common) device; a and b of the same
- * shape (else CLT_ERR_SHAPE; two one-element tensors match) and both float32
- * or both float16 (added in float32, out has their dtype), else
- * CLT_ERR_UNSUPPORTED. */
-CLT_API clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b);
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
-#include "cltensor/io.h"
+#include "cltensor/file.h"
 #include "cltensor/status.h"
 
 typedef struct clt__afile {

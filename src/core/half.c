@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cltensor/tensor.h"
+#include "cltensor/half.h"
 
 uint16_t clt_float_to_half(float f)
 {

@@ -471,7 +471,7 @@ static _Thread_local clt_device default_device;
  * with GPUs only). */
 static clt_device first_device(void)
 {
-    if (find_slot(clt_cpu()) >= 0 || clt_device_list_count() == 0) return clt_cpu();
+    if (find_slot(clt_cpu()) >= 0 || clt_device_list_num_entries() == 0) return clt_cpu();
     return clt__slot_device(0);
 }
 
@@ -493,7 +493,7 @@ void clt_device_set_default(clt_device dev)
 }
 
 /* The pinned slot, last in the table, is not an OpenCL device of its own. */
-int clt_device_list_count(void)
+int clt_device_list_num_entries(void)
 {
     clt__slot_count();
     return real_count - (pinned_slot >= 0);
@@ -508,9 +508,9 @@ int clt__pinned_slot(void)
 clt_status clt_device_list_entry(int i, clt_device *out)
 {
     if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_list_entry: out is NULL");
-    if (i < 0 || i >= clt_device_list_count())
+    if (i < 0 || i >= clt_device_list_num_entries())
         return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
-                         clt_device_list_count());
+                         clt_device_list_num_entries());
     *out = clt__slot_device(i);
     return CLT_OK;
 }
@@ -525,15 +525,15 @@ static void info_string(cl_device_id d, cl_device_info what, char *buf, size_t l
 clt_status clt_device_list_info(int i, clt_device_info *out)
 {
     if (!out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_device_list_info: out is NULL");
-    const clt__slot *s = i < clt_device_list_count() ? clt__slot_get(i) : NULL;
-    if (!s && clt_device_list_count() == 0) {
+    const clt__slot *s = i < clt_device_list_num_entries() ? clt__slot_get(i) : NULL;
+    if (!s && clt_device_list_num_entries() == 0) {
         char why[400];
         no_platform_reason(why, sizeof why);
         return clt__fail(CLT_ERR_NO_DEVICE, "no OpenCL device: %s", why);
     }
     if (!s)
         return clt__fail(CLT_ERR_NO_DEVICE, "device list index %d out of range (%d devices)", i,
-                         clt_device_list_count());
+                         clt_device_list_num_entries());
     memset(out, 0, sizeof *out);
     out->platform_index = s->platform_index;
     out->device_index = s->device_index;

@@ -85,7 +85,7 @@ static void to_host_order(clt_idx *idx)
         }
 }
 
-double clt_idx_get(const clt_idx *idx, int64_t i)
+double clt_idx_value(const clt_idx *idx, int64_t i)
 {
     const uint8_t *p = idx->data + (size_t)i * (size_t)idx->elem_size;
     switch (idx->type) {

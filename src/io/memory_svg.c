@@ -250,7 +250,7 @@ static void draw(chart *c)
 clt_status clt_memory_record_write_svg(const clt_memory_record *r, const char *path)
 {
     if (!r || !path) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_memory_record_write_svg: NULL argument");
-    chart c = {.r = r, .n = clt_memory_record_count(r), .pw = W - LEFT - RIGHT, .ph = H - TOP - BOTTOM};
+    chart c = {.r = r, .n = clt_memory_record_num_samples(r), .pw = W - LEFT - RIGHT, .ph = H - TOP - BOTTOM};
     c.stride = c.n > MAX_COLUMNS ? (c.n + MAX_COLUMNS - 1) / MAX_COLUMNS : 1;
     c.columns = c.n > 0 ? (int)((c.n + c.stride - 1) / c.stride) : 1;
     char *buf = NULL;

@@ -383,10 +383,10 @@ done:
 
 int clt_safetensors_num_tensors(const clt_safetensors *f) { return f ? f->n : 0; }
 
-clt_status clt_safetensors_get_info(const clt_safetensors *f, int i, clt_safetensors_info *out)
+clt_status clt_safetensors_tensor_info(const clt_safetensors *f, int i, clt_safetensors_info *out)
 {
-    CLT_TRY(clt__need("clt_safetensors_get_info", "f", f));
-    CLT_TRY(clt__need("clt_safetensors_get_info", "out", out));
+    CLT_TRY(clt__need("clt_safetensors_tensor_info", "f", f));
+    CLT_TRY(clt__need("clt_safetensors_tensor_info", "out", out));
     if (i < 0 || i >= f->n)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: tensor index %d outside 0..%d", f->path, i, f->n - 1);
     const entry *e = &f->entries[i];
@@ -410,9 +410,9 @@ int clt_safetensors_find(const clt_safetensors *f, const char *name)
 
 int clt_safetensors_num_metadata(const clt_safetensors *f) { return f ? f->n_meta : 0; }
 
-clt_status clt_safetensors_metadata_at(const clt_safetensors *f, int i, const char **key, const char **value)
+clt_status clt_safetensors_metadata_entry(const clt_safetensors *f, int i, const char **key, const char **value)
 {
-    CLT_TRY(clt__need("clt_safetensors_metadata_at", "f", f));
+    CLT_TRY(clt__need("clt_safetensors_metadata_entry", "f", f));
     if (i < 0 || i >= f->n_meta)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: metadata index %d outside 0..%d", f->path, i,
                          f->n_meta - 1);

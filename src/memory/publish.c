@@ -396,7 +396,7 @@ clt_status clt_smi_open(clt_smi **out)
     return CLT_OK;
 }
 
-int clt_smi_count(const clt_smi *s) { return s ? s->count : 0; }
+int clt_smi_num_processes(const clt_smi *s) { return s ? s->count : 0; }
 
 const clt_smi_process *clt_smi_process_at(const clt_smi *s, int i)
 {

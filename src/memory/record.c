@@ -156,7 +156,7 @@ void clt_memory_record_free(clt_memory_record *r)
     free(r);
 }
 
-int64_t clt_memory_record_count(const clt_memory_record *r) { return r ? r->n : 0; }
+int64_t clt_memory_record_num_samples(const clt_memory_record *r) { return r ? r->n : 0; }
 int64_t clt_memory_record_dropped(const clt_memory_record *r) { return r ? r->dropped : 0; }
 
 clt_status clt_memory_record_sample(const clt_memory_record *r, int64_t i, clt_memory_sample *out)

@@ -240,7 +240,7 @@ static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx
     clt_status s;
     if (clt_tensor_dtype(l->w) == CLT_FLOAT16) s = clt__linear_backward_f16(dx, l->dw, db, dy, l->saved, l->w);
     else if (f->base && dx) s = clt__linear_backward_add(dx, f->base, f->in_place, l->dw, db, dy, l->saved, l->w);
-    else s = clt_linear_backward(dx, l->dw, db, dy, l->saved, l->w);
+    else s = clt_linear_backward_(dx, l->dw, db, dy, l->saved, l->w);
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -259,7 +259,7 @@ static clt_status relu_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
 static clt_status relu_bias_backward(clt__layer *l, clt__layer *lin, clt_tensor *dy, clt_tensor **dx)
 {
     if (!l->saved) return missing(l);
-    clt_status s = clt_relu_backward_bias(dx, lin->db, dy, l->saved);
+    clt_status s = clt_relu_backward_bias_(dx, lin->db, dy, l->saved);
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
 }

@@ -709,7 +709,7 @@ clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total
     if (s == CLT_OK && half) s = clt_scale_(wide, 1.0f / m->loss_scale);
     if (s == CLT_OK) s = clt_reshape(&g, half ? wide : m->grads, 2, row);
     if (s == CLT_OK) s = clt_zeros(&sq, clt_model_device(m), CLT_FLOAT32, 2, one);
-    if (s == CLT_OK) s = clt_gemm(0, 1, 1.0f, g, g, 0.0f, sq);
+    if (s == CLT_OK) s = clt_gemm_(0, 1, 1.0f, g, g, 0.0f, sq);
     float norm2 = 0; /* the sync point is this call's, reading the norm */
     if (s == CLT_OK) s = clt__read_host(sq, &norm2, sizeof norm2, "clt_model_clip_grad_norm (reading the norm)");
     clt_tensor_release(g);

@@ -40,9 +40,9 @@ clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_te
     return clt__finish(s, out, dx);
 }
 
-clt_status clt_relu_backward_bias(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y)
+clt_status clt_relu_backward_bias_(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y)
 {
-    const char *op = "clt_relu_backward_bias";
+    const char *op = "clt_relu_backward_bias_";
     CLT_TRY(clt__need(op, "dx", dx));
     *dx = NULL;
     CLT_TRY(clt__need_f32(op, "db", db));

@@ -211,10 +211,10 @@ static clt_status shape_fail(const char *op, const char *what, const clt_tensor 
                      clt__shape_str(b, sb, sizeof sb), c ? ", " : "", sc);
 }
 
-clt_status clt_gemm(int transpose_a, int transpose_b, float alpha, const clt_tensor *a, const clt_tensor *b,
+clt_status clt_gemm_(int transpose_a, int transpose_b, float alpha, const clt_tensor *a, const clt_tensor *b,
                     float beta, clt_tensor *c)
 {
-    const char *op = "clt_gemm";
+    const char *op = "clt_gemm_";
     CLT_TRY(clt__need_f32(op, "a", a));
     CLT_TRY(clt__need_f32(op, "b", b));
     CLT_TRY(clt__need_f32(op, "c", c));
@@ -291,7 +291,7 @@ clt_status clt__linear_forward_packed(clt_tensor **y, const clt_tensor *x, const
     return linear_forward(relu ? "clt_linear_relu_forward" : "clt_linear_forward", y, x, w, b, relu, pw);
 }
 
-/* clt_linear_backward; with base, dx = base + dy @ w: the product
+/* clt_linear_backward_; with base, dx = base + dy @ w: the product
  * accumulates (beta 1) into base itself when in_place, else into a copy. */
 static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *base, int in_place, clt_tensor *dw,
                                   clt_tensor *db, const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w)
@@ -338,10 +338,10 @@ static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *b
     return clt__finish(s, g, dx);
 }
 
-clt_status clt_linear_backward(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
+clt_status clt_linear_backward_(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                const clt_tensor *x, const clt_tensor *w)
 {
-    return linear_backward("clt_linear_backward", dx, NULL, 0, dw, db, dy, x, w);
+    return linear_backward("clt_linear_backward_", dx, NULL, 0, dw, db, dy, x, w);
 }
 
 clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, clt_tensor *dw, clt_tensor *db,

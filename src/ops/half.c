@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cltensor/half.h"
 #include "half.h"
 #include "ops_internal.h"
 

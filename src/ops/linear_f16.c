@@ -124,7 +124,7 @@ clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const cl
 clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                     const clt_tensor *x, const clt_tensor *w)
 {
-    const char *op = "clt_linear_backward";
+    const char *op = "clt_linear_backward_";
     if (dx) *dx = NULL;
     CLT_TRY(clt__need_f16(op, "dw", dw));
     CLT_TRY(clt__need(op, "dy", dy));
@@ -148,7 +148,7 @@ clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor 
     /* Fresh float32 sums, added to the float16 gradients once each. */
     clt_status s = clt_zeros_like(&dw32, w32);
     if (s == CLT_OK && db) s = clt_zeros(&db32, clt_tensor_device(dw), CLT_FLOAT32, 1, &w32->shape[0]);
-    if (s == CLT_OK) s = clt_linear_backward(dx ? &dx32 : NULL, dw32, db32, dy32, x32, w32);
+    if (s == CLT_OK) s = clt_linear_backward_(dx ? &dx32 : NULL, dw32, db32, dy32, x32, w32);
     if (s == CLT_OK) s = clt__accumulate_f16(dw, dw32);
     if (s == CLT_OK && db) s = clt__accumulate_f16(db, db32);
     release3(dy32, x32, w32);

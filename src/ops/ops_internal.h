@@ -54,7 +54,7 @@ clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_
                                const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
                                clt_tensor *c, size_t ldc, const clt_tensor *bias);
 
-/* clt_linear_backward with *dx = base + dy @ w (base shaped as x): the
+/* clt_linear_backward_ with *dx = base + dy @ w (base shaped as x): the
  * product accumulates into base itself when in_place (the caller's word that
  * nothing reads base's old values later; *dx is then a new reference to
  * base), else into a copy of base. base is none of the other operands.

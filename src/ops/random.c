@@ -1,6 +1,7 @@
 /* Seeded random tensors, drawn on the device. */
 #include "../device/device_internal.h"
 #include "../kernels/program.h"
+#include "cltensor/ops.h"
 
 static clt_status random_tensor(clt_tensor **out, clt_device dev, int ndim, const int64_t *shape, uint64_t seed,
                                 const char *kernel, const char *op)

@@ -6,6 +6,7 @@
 
 #include "../device/device_internal.h"
 #include "tensor_internal.h"
+#include "cltensor/half.h"
 
 #define SUMMARY_THRESHOLD 1000
 #define EDGE 3

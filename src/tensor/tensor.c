@@ -1,5 +1,6 @@
 /* Tensors: creation, reference counting, views, and reading back. */
 #include "tensor_internal.h"
+#include "cltensor/half.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -251,7 +251,7 @@ static clt_status meta_against_tensors(const char *path, const clt_safetensors *
 {
     int k = clt_safetensors_find(f, "net.1.weight");
     clt_safetensors_info fi;
-    if (m->info.hiddens > 0 && k >= 0 && clt_safetensors_get_info(f, k, &fi) == CLT_OK && fi.ndim == 2 &&
+    if (m->info.hiddens > 0 && k >= 0 && clt_safetensors_tensor_info(f, k, &fi) == CLT_OK && fi.ndim == 2 &&
         fi.shape[0] != m->info.hiddens)
         return clt__fail(CLT_ERR_FORMAT, "%s: metadata cltensor.hiddens is %lld but net.1.weight has %lld rows", path,
                          (long long)m->info.hiddens, (long long)fi.shape[0]);
@@ -332,7 +332,7 @@ static clt_status validate(const char *path, const clt_safetensors *f, const ent
                              state ? "the optimizer state" : "the model's parameter", l->names[i]);
         }
         clt_safetensors_info fi;
-        CLT_TRY(clt_safetensors_get_info(f, k, &fi));
+        CLT_TRY(clt_safetensors_tensor_info(f, k, &fi));
         if (!same_shape(&fi, l->tensors[i])) {
             char a[128], b[128];
             int64_t shape[CLT_MAX_DIMS];
@@ -349,7 +349,7 @@ static clt_status validate(const char *path, const clt_safetensors *f, const ent
     int nf = clt_safetensors_num_tensors(f);
     for (int k = 0; k < nf; k++) {
         clt_safetensors_info fi;
-        CLT_TRY(clt_safetensors_get_info(f, k, &fi));
+        CLT_TRY(clt_safetensors_tensor_info(f, k, &fi));
         int known = 0;
         for (int i = 0; i < l->n && !known; i++) known = strcmp(l->names[i], fi.name) == 0;
         if (!known && strncmp(fi.name, CLT__PREPROCESS_PREFIX, strlen(CLT__PREPROCESS_PREFIX)) == 0) continue;
@@ -433,7 +433,7 @@ clt_status clt__checkpoint_load(const char *path, clt_model *model, clt_optimize
     int has_opt_state = 0;
     for (int k = 0; k < clt_safetensors_num_tensors(f) && !has_opt_state; k++) {
         clt_safetensors_info fi;
-        if (clt_safetensors_get_info(f, k, &fi) == CLT_OK)
+        if (clt_safetensors_tensor_info(f, k, &fi) == CLT_OK)
             has_opt_state = strncmp(fi.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0;
     }
     int with_opt = opt && has_opt_state;
@@ -495,7 +495,7 @@ clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64
     clt_status s = CLT_OK;
     int k = clt_safetensors_find(f, "net.1.weight");
     clt_safetensors_info fi;
-    if (k < 0 || clt_safetensors_get_info(f, k, &fi) != CLT_OK || fi.ndim != 2) {
+    if (k < 0 || clt_safetensors_tensor_info(f, k, &fi) != CLT_OK || fi.ndim != 2) {
         s = clt__fail(CLT_ERR_FORMAT, "%s: not a ResMLP checkpoint (no 2-D tensor net.1.weight)", path);
     } else if (fi.shape[0] < 1 || fi.shape[0] > INT32_MAX || fi.shape[1] < 1 || fi.shape[1] > INT32_MAX) {
         s = clt__fail(CLT_ERR_FORMAT, "%s: net.1.weight has shape (%lld, %lld), not a layer's (each side 1..%d)",
@@ -506,7 +506,7 @@ clt_status clt_checkpoint_resmlp_shape(const char *path, int64_t *hiddens, int64
         unsigned char seen[CLT_RESMLP_MAX_BLOCKS + 2] = {0};
         for (int i = 0; i < clt_safetensors_num_tensors(f); i++) {
             clt_safetensors_info bi;
-            int64_t b = clt_safetensors_get_info(f, i, &bi) == CLT_OK ? block_of(bi.name) : -1;
+            int64_t b = clt_safetensors_tensor_info(f, i, &bi) == CLT_OK ? block_of(bi.name) : -1;
             if (b >= 0 && b <= CLT_RESMLP_MAX_BLOCKS) seen[b] = 1;
         }
         int64_t n = 0;

@@ -313,7 +313,7 @@ static clt_status file_params(const char *path, const clt_safetensors *f, int64_
     *out = 0;
     for (int k = 0; k < clt_safetensors_num_tensors(f); k++) {
         clt_safetensors_info fi;
-        CLT_TRY(clt_safetensors_get_info(f, k, &fi));
+        CLT_TRY(clt_safetensors_tensor_info(f, k, &fi));
         if (strncmp(fi.name, OPT_PREFIX, strlen(OPT_PREFIX)) == 0 ||
             strncmp(fi.name, CLT__PREPROCESS_PREFIX, strlen(CLT__PREPROCESS_PREFIX)) == 0)
             continue;
@@ -413,7 +413,7 @@ static clt_status read_vector(const char *path, const clt_safetensors *f, clt_de
     int k = clt_safetensors_find(f, name);
     if (k < 0) return CLT_OK;
     clt_safetensors_info fi;
-    CLT_TRY(clt_safetensors_get_info(f, k, &fi));
+    CLT_TRY(clt_safetensors_tensor_info(f, k, &fi));
     if (strcmp(fi.dtype, "F32") != 0 || fi.ndim != 1 || fi.shape[0] != len)
         return clt__fail(CLT_ERR_FORMAT, "%s: tensor %s must be F32 of shape (%lld), the model's %s", path, name,
                          (long long)len, strstr(name, "x_") ? "inputs" : "outputs");
@@ -442,7 +442,7 @@ clt_status clt__standardizer_read(clt_standardizer *out, int *found, const char 
     *found = 0;
     for (int k = 0; k < clt_safetensors_num_tensors(f); k++) {
         clt_safetensors_info fi;
-        CLT_TRY(clt_safetensors_get_info(f, k, &fi));
+        CLT_TRY(clt_safetensors_tensor_info(f, k, &fi));
         if (strncmp(fi.name, CLT__PREPROCESS_PREFIX, strlen(CLT__PREPROCESS_PREFIX)) != 0) continue;
         int known = 0;
         for (int i = 0; i < 4; i++) known |= strcmp(fi.name, pre_names[i]) == 0;

@@ -26,7 +26,7 @@ static clt_status matrix_shape(const char *path, const clt_safetensors *f, const
 {
     int k = clt_safetensors_find(f, name);
     clt_safetensors_info fi;
-    if (k < 0 || clt_safetensors_get_info(f, k, &fi) != CLT_OK || fi.ndim != 2 || fi.shape[0] < 1 ||
+    if (k < 0 || clt_safetensors_tensor_info(f, k, &fi) != CLT_OK || fi.ndim != 2 || fi.shape[0] < 1 ||
         fi.shape[0] > INT32_MAX || fi.shape[1] < 1 || fi.shape[1] > INT32_MAX)
         return clt__fail(CLT_ERR_FORMAT, "%s: not a ResMLP checkpoint (no 2-D tensor %s of sides 1..%d)", path, name,
                          INT32_MAX);
@@ -52,7 +52,7 @@ static clt_status build_resmlp(clt_model **out, const char *path, const clt_safe
                          path, (long long)h, (long long)k);
     for (int i = 0; i < clt_safetensors_num_tensors(f); i++) {
         clt_safetensors_info fi;
-        CLT_TRY(clt_safetensors_get_info(f, i, &fi));
+        CLT_TRY(clt_safetensors_tensor_info(f, i, &fi));
         if (strncmp(fi.name, "net.", 4) == 0 && clt__add_i64(held, fi.numel, &held) != 0)
             return clt__fail(CLT_ERR_FORMAT, "%s: the tensors hold more elements than fit", path);
     }

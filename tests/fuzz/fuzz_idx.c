@@ -15,7 +15,7 @@ static int fuzz_idx(const uint8_t *data, size_t size)
         for (int i = 0; i < idx.ndim; i++) n *= (uint64_t)idx.dims[i];
         FUZZ_REQUIRE(idx.elem_size == 1 || idx.elem_size == 2 || idx.elem_size == 4 || idx.elem_size == 8);
         FUZZ_REQUIRE(n * (uint64_t)idx.elem_size == idx.nbytes);
-        volatile double v = idx.nbytes ? clt_idx_get(&idx, (int64_t)n - 1) : 0;
+        volatile double v = idx.nbytes ? clt_idx_value(&idx, (int64_t)n - 1) : 0;
         (void)v;
         FUZZ_REQUIRE(idx.nbytes == 0 || idx.data);
         volatile uint8_t sum = 0;

@@ -103,7 +103,7 @@ static const char *desc_meta_file(const uint8_t *data, size_t size)
     FUZZ_REQUIRE(n <= 16);
     for (int i = 0; i < n; i++) {
         clt_safetensors_info fi;
-        FUZZ_REQUIRE(clt_safetensors_get_info(base, i, &fi) == CLT_OK);
+        FUZZ_REQUIRE(clt_safetensors_tensor_info(base, i, &fi) == CLT_OK);
         names[i] = fi.name;
         FUZZ_REQUIRE(clt_safetensors_read(base, fi.name, clt_device_get_default(), &tensors[i]) == CLT_OK);
     }

@@ -18,14 +18,14 @@ static int fuzz_safetensors(const uint8_t *data, size_t size)
     int64_t before = clt_memory_allocated(clt_cpu());
     for (int i = 0; i < clt_safetensors_num_metadata(f); i++) {
         const char *k, *v;
-        FUZZ_REQUIRE(clt_safetensors_metadata_at(f, i, &k, &v) == CLT_OK);
+        FUZZ_REQUIRE(clt_safetensors_metadata_entry(f, i, &k, &v) == CLT_OK);
         FUZZ_REQUIRE(clt_safetensors_metadata(f, k) != NULL);
         (void)strlen(v);
     }
     uint64_t covered = 0;
     for (int i = 0; i < clt_safetensors_num_tensors(f); i++) {
         clt_safetensors_info info;
-        FUZZ_REQUIRE(clt_safetensors_get_info(f, i, &info) == CLT_OK);
+        FUZZ_REQUIRE(clt_safetensors_tensor_info(f, i, &info) == CLT_OK);
         FUZZ_REQUIRE(info.begin == covered && info.end >= info.begin);
         covered = info.end;
         FUZZ_REQUIRE(clt_safetensors_find(f, info.name) == i);

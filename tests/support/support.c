@@ -18,8 +18,8 @@
 clt_device clt_test_cpu(void)
 {
     clt_device d = clt_cpu();
-    if (clt_device_exists(d) || clt_device_list_count() == 0) return d;
-    ck_assert_ok(clt_device_list_entry(clt_device_list_count() - 1, &d));
+    if (clt_device_exists(d) || clt_device_list_num_entries() == 0) return d;
+    ck_assert_ok(clt_device_list_entry(clt_device_list_num_entries() - 1, &d));
     return d;
 }
 
@@ -27,7 +27,7 @@ clt_device clt_test_device(void) { return clt_try_gpu(0); }
 
 int clt_test_other_device(clt_device *out)
 {
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         ck_assert_ok(clt_device_list_entry(i, out));
         if (!clt_device_equal(*out, clt_test_device())) return 1;
     }
@@ -75,7 +75,7 @@ float *clt_test_read(const clt_tensor *t)
 
 void clt_test_assert_no_live_tensors(void)
 {
-    for (int i = 0; i < clt_device_list_count(); i++) {
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
         clt_device d;
         ck_assert_ok(clt_device_list_entry(i, &d));
         ck_assert_int_eq(clt_memory_allocated(d), 0);

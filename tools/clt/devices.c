@@ -19,7 +19,7 @@ int clt_cmd_devices(int argc, char **argv)
         return 2;
     }
     printf("cltensor %s\n", clt_version(NULL, NULL, NULL));
-    int n = clt_device_list_count();
+    int n = clt_device_list_num_entries();
     if (n == 0) {
         /* The library says why: a missing ICD, or a resource limit. */
         clt_device_info none;

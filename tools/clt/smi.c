@@ -80,7 +80,7 @@ static void add_used(int64_t *sum, int64_t v)
  * says of its memory; returns the new count, or -1 with a message. */
 static int add_listed_devices(smi_device *devs, int ndevs)
 {
-    int nlisted = clt_device_list_count();
+    int nlisted = clt_device_list_num_entries();
     for (int i = 0; i < nlisted; i++) {
         clt_device_info info;
         clt_device dev;
@@ -102,7 +102,7 @@ static int add_listed_devices(smi_device *devs, int ndevs)
  * process does not see (another POCL_DEVICES); returns the new count. */
 static int add_published_devices(smi_device *devs, int ndevs, const clt_smi *snap)
 {
-    for (int i = 0; i < clt_smi_count(snap); i++) {
+    for (int i = 0; i < clt_smi_num_processes(snap); i++) {
         const clt_smi_process *proc = clt_smi_process_at(snap, i);
         for (int j = 0; j < proc->ndevices; j++) {
             const clt_smi_device *pd = &proc->devices[j];
@@ -146,7 +146,7 @@ static int print_processes(const clt_smi *snap, int bytes)
     printf("\n%-8s %-6s %-7s %12s %12s %12s  %s\n", "PID", "P:D", "NAME", "ALLOCATED", "RESERVED", "PEAK",
            "COMMAND");
     int rows = 0;
-    for (int i = 0; i < clt_smi_count(snap); i++) {
+    for (int i = 0; i < clt_smi_num_processes(snap); i++) {
         const clt_smi_process *proc = clt_smi_process_at(snap, i);
         for (int j = 0; j < proc->ndevices; j++) {
             const clt_smi_device *d = &proc->devices[j];
@@ -175,8 +175,8 @@ static int show(int bytes)
         fprintf(stderr, "clt smi: %s\n", clt_last_error());
         return 1;
     }
-    int cap = clt_device_list_count();
-    for (int i = 0; i < clt_smi_count(snap); i++) cap += clt_smi_process_at(snap, i)->ndevices;
+    int cap = clt_device_list_num_entries();
+    for (int i = 0; i < clt_smi_num_processes(snap); i++) cap += clt_smi_process_at(snap, i)->ndevices;
     smi_device *devs = calloc(cap ? (size_t)cap : 1, sizeof *devs);
     if (!devs) {
         clt_smi_close(snap);
@@ -224,7 +224,7 @@ int clt_cmd_smi(int argc, char **argv)
             return 2;
         }
     }
-    if (clt_device_list_count() == 0) {
+    if (clt_device_list_num_entries() == 0) {
         /* The library says why: a missing ICD, or a resource limit. */
         clt_device_info none;
         clt_device_list_info(0, &none);
