@@ -17,8 +17,6 @@
 #include "ops/ops_internal.h"
 #include "support.h"
 
-static clt_device dev(void) { return clt_device_get_default(); }
-
 static int slot_of(clt_device d)
 {
     int slot;
@@ -28,7 +26,7 @@ static int slot_of(clt_device d)
 
 /* The GPU-class kernels need work-groups of 256; a device with smaller ones
  * keeps the CPU-shaped kernels, and the tests expect those there. */
-static int wide_groups(void) { return clt__slot_get(slot_of(dev()))->max_work_group >= 256; }
+static int wide_groups(void) { return clt__slot_get(slot_of(clt_device_get_default()))->max_work_group >= 256; }
 
 static void set_class(const char *v)
 {
@@ -98,7 +96,7 @@ static void check_sum_rows(const char *cls)
         for (size_t b = 0; b < NC; b++) {
             int64_t rows = row_sizes[a], cols = col_sizes[b];
             float *x = clt_test_random_floats(rows * cols, (uint64_t)(rows * 131 + cols));
-            clt_tensor *base, *tx = clt_test_upload_view(dev(), x, rows, cols, 2, 1000.0f, &base), *ty, *ty2;
+            clt_tensor *base, *tx = clt_test_upload_view(clt_device_get_default(), x, rows, cols, 2, 1000.0f, &base), *ty, *ty2;
             ck_assert_ok(clt_sum_rows(&ty, tx));
             ck_assert_ok(clt_sum_rows(&ty2, tx));
             float *y = clt_test_read(ty), *y2 = clt_test_read(ty2);
@@ -143,9 +141,9 @@ static void check_relu_bias(const char *cls)
             float *db0 = clt_test_random_floats(cols, (uint64_t)cols + 9);
             float *g = malloc((size_t)n * sizeof *g);
             for (int64_t i = 0; i < n; i++) g[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-            clt_tensor *tdy = clt_test_upload(dev(), dy, rows, cols), *ty = clt_test_upload(dev(), y, rows, cols);
+            clt_tensor *tdy = clt_test_upload(clt_device_get_default(), dy, rows, cols), *ty = clt_test_upload(clt_device_get_default(), y, rows, cols);
             clt_tensor *tdb, *tdx;
-            ck_assert_ok(clt_from_host(&tdb, dev(), CLT_FLOAT32, 1, &cols, db0));
+            ck_assert_ok(clt_from_host(&tdb, clt_device_get_default(), CLT_FLOAT32, 1, &cols, db0));
             ck_assert_ok(clt_relu_backward_bias_(&tdx, tdb, tdy, ty));
             float *dx = clt_test_read(tdx), *db = clt_test_read(tdb);
             ck_assert_int_eq(memcmp(dx, g, (size_t)n * sizeof *g), 0);
@@ -227,7 +225,7 @@ START_TEST(test_sum_gpu_tree)
         int64_t n = sizes[s];
         float *x = clt_test_random_floats(n, (uint64_t)n + 3);
         clt_tensor *tx, *ts, *tm;
-        ck_assert_ok(clt_from_host(&tx, dev(), CLT_FLOAT32, 1, &n, x));
+        ck_assert_ok(clt_from_host(&tx, clt_device_get_default(), CLT_FLOAT32, 1, &n, x));
         ck_assert_ok(clt_sum(&ts, tx));
         ck_assert_ok(clt_mean(&tm, tx));
         float got, mean, want = wide ? tree_sum(x, n) : parts_sum(x, n);
@@ -276,8 +274,8 @@ START_TEST(test_loss_gpu_class)
             ref += log(z) - (x[r * cols + lab[r]] - m);
         }
         ref /= (double)rows;
-        clt_tensor *tx = clt_test_upload(dev(), x, rows, cols), *tl, *l1, *l2;
-        ck_assert_ok(clt_from_host(&tl, dev(), CLT_INT32, 1, &rows, lab));
+        clt_tensor *tx = clt_test_upload(clt_device_get_default(), x, rows, cols), *tl, *l1, *l2;
+        ck_assert_ok(clt_from_host(&tl, clt_device_get_default(), CLT_INT32, 1, &rows, lab));
         ck_assert_ok(clt_softmax_cross_entropy(&l1, NULL, tx, tl));
         ck_assert_ok(clt_softmax_cross_entropy(&l2, NULL, tx, tl));
         float a, b;
@@ -316,11 +314,11 @@ START_TEST(test_f16_bias_grad_gpu_tree)
         for (int64_t c = 0; c < cols; c++) db0[c] = clt_float_to_half(0.25f * (float)c);
         int64_t dys[] = {rows, cols}, xs[] = {rows, in}, ws[] = {cols, in};
         clt_tensor *tdy, *tx, *tw, *tdw, *tdb;
-        ck_assert_ok(clt_from_host(&tdy, dev(), CLT_FLOAT16, 2, dys, dyh));
-        ck_assert_ok(clt_zeros(&tx, dev(), CLT_FLOAT16, 2, xs));
-        ck_assert_ok(clt_zeros(&tw, dev(), CLT_FLOAT16, 2, ws));
-        ck_assert_ok(clt_zeros(&tdw, dev(), CLT_FLOAT16, 2, ws));
-        ck_assert_ok(clt_from_host(&tdb, dev(), CLT_FLOAT16, 1, &cols, db0));
+        ck_assert_ok(clt_from_host(&tdy, clt_device_get_default(), CLT_FLOAT16, 2, dys, dyh));
+        ck_assert_ok(clt_zeros(&tx, clt_device_get_default(), CLT_FLOAT16, 2, xs));
+        ck_assert_ok(clt_zeros(&tw, clt_device_get_default(), CLT_FLOAT16, 2, ws));
+        ck_assert_ok(clt_zeros(&tdw, clt_device_get_default(), CLT_FLOAT16, 2, ws));
+        ck_assert_ok(clt_from_host(&tdb, clt_device_get_default(), CLT_FLOAT16, 1, &cols, db0));
         ck_assert_ok(clt__linear_backward_f16(NULL, tdw, tdb, tdy, tx, tw));
         uint16_t db[64];
         ck_assert_ok(clt_to_host(tdb, db, (size_t)cols * sizeof *db));
@@ -354,8 +352,8 @@ START_TEST(test_linear_bias_relu_gpu_class)
         float *b = clt_test_random_floats(OC, 33), *ref = malloc((size_t)(B * OC) * sizeof *ref);
         x[0] = NAN;
         clt_test_ref_gemm(0, 1, B, OC, C, 1.0f, x, w, 0.0f, ref);
-        clt_tensor *tx = clt_test_upload(dev(), x, B, C), *tw = clt_test_upload(dev(), w, OC, C), *tb, *ty, *tz;
-        ck_assert_ok(clt_from_host(&tb, dev(), CLT_FLOAT32, 1, &OC, b));
+        clt_tensor *tx = clt_test_upload(clt_device_get_default(), x, B, C), *tw = clt_test_upload(clt_device_get_default(), w, OC, C), *tb, *ty, *tz;
+        ck_assert_ok(clt_from_host(&tb, clt_device_get_default(), CLT_FLOAT32, 1, &OC, b));
         ck_assert_ok(clt_linear_relu_forward(&ty, tx, tw, tb));
         ck_assert_ok(clt_linear_forward(&tz, tx, tw, tb));
         float *y = clt_test_read(ty), *z = clt_test_read(tz);
@@ -389,17 +387,17 @@ END_TEST
  * the dense one; a bad value is an error naming it. */
 START_TEST(test_class_decisions)
 {
-    int slot = slot_of(dev()), cpu = -1, gpu = -1;
+    int slot = slot_of(clt_device_get_default()), cpu = -1, gpu = -1;
     set_class("gpu");
     ck_assert_ok(clt__gpu_class(slot, &gpu));
     ck_assert_int_eq(gpu, 1);
     ck_assert_ok(clt__dense_cpu(slot, &cpu));
     ck_assert_int_eq(cpu, 0);
     int tm, tn, tuned;
-    ck_assert_status(clt_tune_lookup(dev(), 0, 0, 8, 8, 8, &tm, &tn, &tuned), CLT_ERR_UNSUPPORTED);
+    ck_assert_status(clt_tune_lookup(clt_device_get_default(), 0, 0, 8, 8, 8, &tm, &tn, &tuned), CLT_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "GPU-class"));
     int64_t free_bytes, total;
-    ck_assert_ok(clt_memory_get_info(dev(), &free_bytes, &total));
+    ck_assert_ok(clt_memory_get_info(clt_device_get_default(), &free_bytes, &total));
     char ext[4096] = "";
     clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL);
     ext[sizeof ext - 1] = '\0';
@@ -415,8 +413,8 @@ START_TEST(test_class_decisions)
     ck_assert_int_eq(gpu, 0);
     ck_assert_ok(clt__dense_cpu(slot, &cpu));
     ck_assert_int_eq(cpu, 1);
-    ck_assert_ok(clt_tune_lookup(dev(), 0, 0, 8, 8, 8, &tm, &tn, &tuned));
-    ck_assert_ok(clt_memory_get_info(dev(), &free_bytes, &total));
+    ck_assert_ok(clt_tune_lookup(clt_device_get_default(), 0, 0, 8, 8, 8, &tm, &tn, &tuned));
+    ck_assert_ok(clt_memory_get_info(clt_device_get_default(), &free_bytes, &total));
     if (!strstr(ext, "cl_amd_device_attribute_query")) ck_assert_int_ge(free_bytes, 0);
 
     /* GPU, CPU in any case; anything else is refused by the environment
@@ -426,7 +424,7 @@ START_TEST(test_class_decisions)
     ck_assert_int_eq(gpu, 1);
     set_class("banana");
     clt__env_forget();
-    ck_assert_status(clt_memory_get_info(dev(), &free_bytes, &total), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_status(clt_memory_get_info(clt_device_get_default(), &free_bytes, &total), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "CLT_DEVICE_CLASS"));
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "cpu or gpu"));
     set_class(NULL);

@@ -23,30 +23,6 @@ static void make_dir(void) { clt_test_make_temp_dir(dir, sizeof dir, "idx"); }
 
 static void remove_dir(void) { clt_test_remove_dir(dir); }
 
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    /* A new file, not a truncated one: ext4 flushes a file truncated and
-     * rewritten when it is closed, which made these tests wait on the disk. */
-    unlink(path);
-    FILE *f = fopen(path, "wb");
-    require(f, "cannot create %s", path);
-    require(fwrite(data, 1, n, f) == n, "cannot write %s", path);
-    require(fclose(f) == 0, "cannot close %s", path);
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n + 1);
-    ck_assert_uint_eq(fread(p, 1, *n, f), *n);
-    fclose(f);
-    return p;
-}
-
 static void write_gz(const char *path, const void *data, size_t n)
 {
     gzFile gz = gzopen(path, "wb");
@@ -86,7 +62,7 @@ START_TEST(test_round_trips)
         snprintf(path, sizeof path, "%s/images%s", dir, gzip ? ".gz" : "");
         ck_assert_ok(clt_idx_write(path, 3, img, data, gzip));
         size_t len;
-        uint8_t *file = read_bytes(path, &len);
+        uint8_t *file = clt_test_read_bytes(path, &len);
         if (gzip) {
             ck_assert_int_eq(file[0], 0x1f);
             ck_assert_int_eq(file[1], 0x8b);
@@ -138,7 +114,7 @@ static void expect_refused(const uint8_t *bytes, size_t n, clt_status want, cons
         if (gzip)
             write_gz(path, bytes, n);
         else
-            write_bytes(path, bytes, n);
+            clt_test_write_bytes(path, bytes, n);
         clt_idx idx;
         memset(&idx, 0xab, sizeof idx);
         clt_test_limit_memory();
@@ -205,9 +181,9 @@ START_TEST(test_truncated_and_corrupt)
         snprintf(bad, sizeof bad, "%s/bad%s", dir, gzip ? ".gz" : "");
         ck_assert_ok(clt_idx_write(good, 2, dims, data, gzip));
         size_t n;
-        uint8_t *file = read_bytes(good, &n);
+        uint8_t *file = clt_test_read_bytes(good, &n);
         for (size_t len = 0; len < n; len++) {
-            write_bytes(bad, file, len);
+            clt_test_write_bytes(bad, file, len);
             clt_idx idx;
             clt_status s = clt_idx_read(bad, &idx);
             require(s == CLT_ERR_FORMAT && strstr(clt_last_error(), bad), "%s cut to %zu of %zu bytes: %s (%s)",
@@ -217,7 +193,7 @@ START_TEST(test_truncated_and_corrupt)
             /* The trailer: CRC-32 then length. */
             for (size_t pos = n - 8; pos < n; pos++) {
                 file[pos] ^= 0x5a;
-                write_bytes(bad, file, n);
+                clt_test_write_bytes(bad, file, n);
                 file[pos] ^= 0x5a;
                 clt_idx idx;
                 clt_status s = clt_idx_read(bad, &idx);
@@ -228,7 +204,7 @@ START_TEST(test_truncated_and_corrupt)
         for (size_t pos = 0; pos < n; pos++) {
             for (int flip = 1; flip < 256; flip <<= 2) {
                 file[pos] ^= (uint8_t)flip;
-                write_bytes(bad, file, n);
+                clt_test_write_bytes(bad, file, n);
                 file[pos] ^= (uint8_t)flip;
                 clt_idx idx;
                 clt_status s = clt_idx_read(bad, &idx);

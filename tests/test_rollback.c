@@ -246,19 +246,10 @@ static void rewrite(const char *src, const char *dst, const char *victim, clt_te
 
 static void truncate_copy(const char *src, const char *dst, long drop_bytes)
 {
-    FILE *in = fopen(src, "rb");
-    ck_assert_ptr_nonnull(in);
-    fseek(in, 0, SEEK_END);
-    long n = ftell(in);
-    fseek(in, 0, SEEK_SET);
-    char *buf = malloc((size_t)n);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, in), (size_t)n);
-    fclose(in);
-    FILE *out = fopen(dst, "wb");
-    ck_assert_ptr_nonnull(out);
-    ck_assert_int_eq(fwrite(buf, 1, (size_t)(n - drop_bytes), out), (size_t)(n - drop_bytes));
-    fclose(out);
+    size_t n;
+    uint8_t *buf = clt_test_read_bytes(src, &n);
+    ck_assert_uint_ge(n, (size_t)drop_bytes);
+    clt_test_write_bytes(dst, buf, n - (size_t)drop_bytes);
     free(buf);
 }
 

@@ -39,30 +39,6 @@ static int count_entries(void)
 
 static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
 
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    /* A new file, not a truncated one: ext4 flushes a file truncated and
-     * rewritten when it is closed, which made these tests wait on the disk. */
-    unlink(path);
-    FILE *f = fopen(path, "wb");
-    require(f, "cannot create %s", path);
-    require(fwrite(data, 1, n, f) == n, "cannot write %s", path);
-    require(fclose(f) == 0, "cannot close %s", path);
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n + 1);
-    ck_assert_uint_eq(fread(p, 1, *n, f), *n);
-    fclose(f);
-    return p;
-}
-
 /* A file as the format lays it out: the header padded with spaces to a
  * multiple of 8 (as Python's safetensors pads it), then the buffer. */
 static void write_st(const char *path, const char *header, const void *buf, size_t buflen)
@@ -73,7 +49,7 @@ static void write_st(const char *path, const char *header, const void *buf, size
     memcpy(file + 8, header, len);
     memset(file + 8 + len, ' ', padded - len);
     if (buflen) memcpy(file + 8 + padded, buf, buflen);
-    write_bytes(path, file, 8 + padded + buflen);
+    clt_test_write_bytes(path, file, 8 + padded + buflen);
     free(file);
 }
 
@@ -105,7 +81,7 @@ START_TEST(test_round_trip_is_exact)
     ck_assert_ok(clt_safetensors_save(path, 6, names, t, 2, keys, values));
 
     size_t n;
-    uint8_t *file = read_bytes(path, &n);
+    uint8_t *file = clt_test_read_bytes(path, &n);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | file[i];
     ck_assert_uint_eq(hlen % 8, 0);
@@ -344,22 +320,22 @@ START_TEST(test_hostile_headers)
     char path[512];
     path_of(path, sizeof path, "bad.safetensors");
     uint8_t claim[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '{', '}'};
-    write_bytes(path, claim, sizeof claim);
+    clt_test_write_bytes(path, claim, sizeof claim);
     clt_safetensors *f;
     clt_test_limit_memory();
     ck_assert_status(clt_safetensors_open(&f, path), F);
     clt_test_unlimit_memory();
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "larger than the 8 bytes"));
     uint8_t zero[8] = {0};
-    write_bytes(path, zero, 8);
+    clt_test_write_bytes(path, zero, 8);
     ck_assert_status(clt_safetensors_open(&f, path), F);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "empty"));
-    write_bytes(path, zero, 5);
+    clt_test_write_bytes(path, zero, 5);
     ck_assert_status(clt_safetensors_open(&f, path), F);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "fewer than"));
     /* A sparse 200 MB file claiming a 150 MB header: refused before reading. */
     uint8_t big[8] = {0x80, 0xf0, 0xfa, 0x08, 0, 0, 0, 0}; /* 150000000 */
-    write_bytes(path, big, 8);
+    clt_test_write_bytes(path, big, 8);
     ck_assert_int_eq(truncate(path, 200000000), 0);
     clt_test_limit_memory();
     ck_assert_status(clt_safetensors_open(&f, path), F);
@@ -394,9 +370,9 @@ START_TEST(test_every_truncation_and_byte_flip)
     clt_tensor_release(t[0]);
     clt_tensor_release(t[1]);
     size_t n;
-    uint8_t *good = read_bytes(path, &n);
+    uint8_t *good = clt_test_read_bytes(path, &n);
     for (size_t len = 0; len < n; len++) {
-        write_bytes(bad, good, len);
+        clt_test_write_bytes(bad, good, len);
         clt_safetensors *f;
         clt_status s = clt_safetensors_open(&f, bad);
         require(s == CLT_ERR_FORMAT && strstr(clt_last_error(), bad), "cut to %zu of %zu bytes: %s (%s)", len, n,
@@ -408,7 +384,7 @@ START_TEST(test_every_truncation_and_byte_flip)
             if (good[pos] == values_to_try[v]) continue;
             uint8_t saved = good[pos];
             good[pos] = values_to_try[v];
-            write_bytes(bad, good, n);
+            clt_test_write_bytes(bad, good, n);
             good[pos] = saved;
             clt_safetensors *f;
             clt_status s = clt_safetensors_open(&f, bad);
@@ -443,7 +419,7 @@ START_TEST(test_file_shrinking_after_open)
     clt_safetensors *f;
     ck_assert_ok(clt_safetensors_open(&f, path));
     size_t n;
-    free(read_bytes(path, &n));
+    free(clt_test_read_bytes(path, &n));
     ck_assert_int_eq(truncate(path, (off_t)n - 10), 0);
     clt_tensor *r;
     ck_assert_status(clt_safetensors_read(f, "w", clt_test_cpu(), &r), CLT_ERR_FORMAT);
@@ -493,7 +469,7 @@ START_TEST(test_too_large_for_device_refused_before_reading)
     clt_safetensors *f;
     ck_assert_ok(clt_safetensors_open(&f, path));
     size_t n;
-    free(read_bytes(path, &n));
+    free(clt_test_read_bytes(path, &n));
     ck_assert_int_eq(truncate(path, (off_t)n - 10), 0);
     ck_assert_ok(clt_memory_empty_cache(clt_test_cpu()));
     ck_assert_ok(clt_memory_set_cap(clt_test_cpu(), 256 << 10));

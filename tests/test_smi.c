@@ -240,14 +240,6 @@ static void forged_path(char *buf, size_t len, int pid)
     snprintf(buf, len, "%.*s/cltensor.%d", (int)(slash - own), own, pid);
 }
 
-static void write_file(const char *path, const uint8_t *data, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
-    close(fd);
-}
-
 /* Whether the public reader (clt_smi_open, what `clt smi` uses) lists pid. */
 static int listed(int pid, clt_smi_process *copy)
 {
@@ -312,7 +304,7 @@ START_TEST(test_forged_records)
 
     /* The wrong start time: never listed under the live pid. */
     set64(rec, OFF_START, (int64_t)proc_start(sleeper) + 12345);
-    write_file(path, rec, len);
+    clt_test_write_bytes(path, rec, len);
     ck_assert(!listed(sleeper, NULL));
     set64(rec, OFF_START, (int64_t)proc_start(sleeper));
 
@@ -321,7 +313,7 @@ START_TEST(test_forged_records)
     static const char evil[] = "\033]0;owned\a\033[2J\033[31mevil";
     memset(rec + OFF_COMMAND, 0, 256);
     memcpy(rec + OFF_COMMAND, evil, sizeof evil);
-    write_file(path, rec, len);
+    clt_test_write_bytes(path, rec, len);
     clt_smi_process p;
     ck_assert(listed(sleeper, &p));
     int rc = run("%s smi", clt_test_clt_path());
@@ -338,7 +330,7 @@ START_TEST(test_forged_records)
         char path1[600];
         forged_path(path1, sizeof path1, 1);
         size_t len1 = forge(rec, sizeof rec, 1, proc_start(1));
-        write_file(path1, rec, len1);
+        clt_test_write_bytes(path1, rec, len1);
         ck_assert(!listed(1, NULL));
         unlink(path1);
     }
@@ -347,7 +339,7 @@ START_TEST(test_forged_records)
     /* Reservations near INT64_MAX: refused, and smi's sums never wrap. */
     len = forge(rec, sizeof rec, sleeper, proc_start(sleeper));
     set64(rec, used_device(rec, len) + DEV_RESERVED, INT64_MAX);
-    write_file(path, rec, len);
+    clt_test_write_bytes(path, rec, len);
     ck_assert(!listed(sleeper, NULL));
     rc = run("%s smi --bytes", clt_test_clt_path());
     ck_assert_int_eq(rc, 0);
@@ -393,7 +385,7 @@ START_TEST(test_file_shrinking_while_read)
     char path[600];
     forged_path(path, sizeof path, sleeper);
     size_t len = forge(rec, sizeof rec, sleeper, proc_start(sleeper));
-    write_file(path, rec, len);
+    clt_test_write_bytes(path, rec, len);
     ck_assert(listed(sleeper, NULL));
     shrinker s = {path, rec, len, 0};
     pthread_t th;

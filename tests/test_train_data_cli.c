@@ -51,10 +51,7 @@ static void write_bytes(const char *name, const uint8_t *bytes, size_t len)
 {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(bytes, 1, len, f), len);
-    fclose(f);
+    clt_test_write_bytes(path, bytes, len);
 }
 
 /* The tables' classes as NumPy files: NAME-x.npy (n, 2) float32 and NAME-y.npy (n) int64, 0 (neg) and 1

@@ -244,6 +244,17 @@ uint8_t *clt_test_read_bytes(const char *path, size_t *n)
     return buf;
 }
 
+void clt_test_write_bytes(const char *path, const void *data, size_t n)
+{
+    /* A new file, not a truncated one: ext4 flushes a file truncated and
+     * rewritten when it is closed, which made tests wait on the disk. */
+    unlink(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+    ck_assert_msg(fd >= 0, "cannot create %s", path);
+    ck_assert_msg(n == 0 || write(fd, data, n) == (ssize_t)n, "cannot write %s", path);
+    ck_assert_msg(close(fd) == 0, "cannot close %s", path);
+}
+
 char *clt_test_read_file(const char *path)
 {
     size_t n;

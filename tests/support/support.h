@@ -109,6 +109,9 @@ char *clt_test_read_file(const char *path);
 
 /* The same with its size in *n (a binary file may hold NUL bytes). */
 uint8_t *clt_test_read_bytes(const char *path, size_t *n);
+/* Writes n bytes to path as a new file (whatever was there is unlinked
+ * first, and a link is not followed); fails the test when it cannot. */
+void clt_test_write_bytes(const char *path, const void *data, size_t n);
 
 /* A test case whose tests each end by waiting for the work they queued:
  * pocl may still be compiling or running kernels when a forked test process
