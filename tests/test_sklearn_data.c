@@ -112,9 +112,10 @@ START_TEST(test_diabetes)
     split("diab", source);
     train("diab", "--hiddens 64,32 --epochs 30 --batch-size 32");
     double mse = figure("test mse ");
-    /* The target's variance is about 5900; PyTorch's MSE on this split 3392, and 5% above it 3562. Seeds 0-7
-     * gave 3069-3412 (seed 0: 3201) in 30 epochs; 60 epochs gave 3097-3683. */
-    ck_assert_msg(mse > 0 && mse < 3562, "diabetes: test mse %g: %s", mse, out);
+    /* The target's variance is about 5900. PyTorch (torch.nn, the same MLP, standardisation, Adam 1e-3,
+     * batch 32, 30 epochs, trained on the whole training split) gives 3129-3339 on this split over seeds
+     * 0-3, mean 3230, and 5% above that mean is 3392. cltensor's seeds 0-7 gave 3069-3412 (seed 0: 3201). */
+    ck_assert_msg(mse > 0 && mse < 3392, "diabetes: test mse %g: %s", mse, out);
 }
 END_TEST
 
