@@ -595,6 +595,54 @@ START_TEST(test_stop_data_parallel)
 }
 END_TEST
 
+/* clt_parallel_plan predicts each device's peak as clt_parallel_fit
+ * measures it: the peaks from the end of the first step (reset by the step
+ * hook) through the second, float32 and float16, with accumulation. */
+static void reset_peaks(clt_model *const *replicas, int k, void *ctx)
+{
+    int *steps = ctx;
+    if (++*steps != 1) return;
+    for (int i = 0; i < k; i++) ck_assert_ok(clt_memory_reset_peak(clt_model_device(replicas[i])));
+}
+
+START_TEST(test_plan_matches_data_parallel)
+{
+    clt_device list[3];
+    pick_devices(list, 2);
+    for (int half = 0; half <= 1; half++) {
+        clt_model *m;
+        ck_assert_ok(clt_model_create_resmlp(&m, list[0], 784, 96, 2, 10, 3));
+        clt_plan_options po = clt_plan_default_options();
+        po.batch_size = 250;
+        po.accumulate = 2;
+        po.optimizer = CLT_OPTIMIZER_ADAM;
+        po.dtype = half ? CLT_FLOAT16 : CLT_FLOAT32;
+        int64_t predicted[2];
+        ck_assert_ok(clt_parallel_plan(m, &po, list, 2, predicted));
+        ck_assert_int_gt(predicted[0], 0);
+        ck_assert_int_gt(predicted[1], 0);
+        clt_dataset train = clt_test_make_dataset(500, 1);
+        clt_trainer_options o = quiet_options(CLT_OPTIMIZER_ADAM);
+        o.batch_size = 250;
+        o.accumulate = 2;
+        o.fp16 = half;
+        o.max_steps = 2;
+        int steps = 0;
+        clt__dp_set_step_hook(reset_peaks, &steps);
+        clt_trainer_result r;
+        ck_assert_ok(clt_parallel_fit(m, &train, NULL, &o, list, 2, NULL, &r));
+        clt__dp_set_step_hook(NULL, NULL);
+        ck_assert_int_eq(steps, 2);
+        for (int i = 0; i < 2; i++)
+            ck_assert_msg(clt_memory_max_allocated(list[i]) == predicted[i],
+                          "float%d, replica %d: measured %lld, predicted %lld", half ? 16 : 32, i,
+                          (long long)clt_memory_max_allocated(list[i]), (long long)predicted[i]);
+        clt_dataset_free(&train);
+        clt_model_free(m);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("data_parallel");
@@ -614,6 +662,7 @@ int main(void)
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test(tc, test_resume_data_parallel);
     tcase_add_test(tc, test_stop_data_parallel);
+    tcase_add_test(tc, test_plan_matches_data_parallel);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

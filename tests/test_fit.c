@@ -279,6 +279,18 @@ START_TEST(test_fit_smallest_gpu_budget)
     rc = run("CLT_MEMORY_CAP=gpu:0=64M,gpu:1=32M %s train --data %s --hiddens 256 --blocks 8 --batch-size 4096 "
              "--steps 1 --num-gpus 1 --fit", clt_test_clt_path(), dir);
     ck_assert_msg(rc == 0 && strstr(out, "MiB reserved, of 64.0 MiB on gpu:0"), "exit %d: %s", rc, out);
+    /* --plan with two GPUs adds each one's peak as data parallel holds it: less than one device's at the batch. */
+    rc = run("%s train --plan --hiddens 64 --blocks 2 --batch-size 512 --num-gpus 2", clt_test_clt_path());
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    double one = 0, g0 = 0, g1 = 0;
+    const char *at = strstr(out, "  total ");
+    ck_assert_msg(at && sscanf(at, "  total %lf MiB", &one) == 1, "%s", out);
+    at = strstr(out, "data parallel on 2 GPUs (clt_parallel_plan), ");
+    ck_assert_msg(at && sscanf(at, "data parallel on 2 GPUs (clt_parallel_plan), predicted peak per device: gpu:0 %lf "
+                                   "MiB, gpu:1 %lf MiB", &g0, &g1) == 2, "%s", out);
+    ck_assert_double_gt(g0, 0);
+    ck_assert_double_gt(g1, 0);
+    ck_assert_double_lt(g0, one);
     clt_test_remove_dir(dir);
 }
 END_TEST

@@ -11,6 +11,7 @@
 
 #include "export.h"
 #include <stdint.h>
+#include "plan.h"
 #include "trainer.h"
 
 #ifdef __cplusplus
@@ -86,6 +87,23 @@ CLT_API clt_status clt_model_replicate(clt_model **out, const clt_model *src, cl
 CLT_API clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
                             const clt_trainer_options *opt, const clt_device *devices, int num_devices,
                             const clt_collective *comm, clt_trainer_result *out);
+
+/* What data parallel training of m on devices[0..num_devices) (1 to 64, the
+ * first the primary; a device listed twice holds two replicas) holds on
+ * each device, planned as clt_plan_step plans one
+ * device: clt_parallel_fit's own code (the replicas, each loader's shard of
+ * every global batch of o->batch_size in o->accumulate micro-batches, the
+ * gradients combined on the primary, its optimizer step in o->dtype, the
+ * parameters broadcast back) runs two steps on the planning devices of the
+ * devices (clt_plan_device), where no kernel runs and the allocator counts
+ * every tensor. peaks[i] is devices[i]'s allocated peak over the second
+ * step (the first makes the gradients and the optimizer's state). o->device,
+ * whole_run, eval_batch_size and drop_packed are not used. m is not touched.
+ * Errors: CLT_ERR_INVALID_ARGUMENT (NULL, a bad count or options, as
+ * clt_plan_step), CLT_ERR_NO_DEVICE naming a device that does not exist,
+ * CLT_ERR_BUSY when a planning device holds another plan's memory. */
+CLT_API clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options *o, const clt_device *devices,
+                                     int num_devices, int64_t *peaks);
 
 /* ---- Model parallel ---------------------------------------------------- */
 

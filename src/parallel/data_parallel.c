@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "../core/error.h"
+#include "../nn/nn_internal.h"
 #include "../ops/half.h"
+#include "../plan/plan_internal.h"
 #include "../trainer/step.h"
 #include "../trainer/engine.h"
 #include "cltensor/ops.h"
@@ -370,5 +372,94 @@ clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const cl
     }
     dp_release(d);
     free(d);
+    return s;
+}
+
+/* ---- Planning (clt_parallel_plan) ---- */
+
+/* The trainer's options a plan's step stands for. */
+static clt_trainer_options plan_trainer_options(const clt_plan_options *o)
+{
+    clt_trainer_options to = clt_trainer_default_options();
+    to.batch_size = o->batch_size;
+    to.accumulate = o->accumulate;
+    to.optimizer = o->optimizer;
+    to.momentum = o->optimizer == CLT_OPTIMIZER_SGD ? o->momentum : 0.0f;
+    to.fp16 = o->dtype == CLT_FLOAT16;
+    to.recompute_blocks = o->recompute_blocks;
+    to.shuffle = 0;
+    return to;
+}
+
+/* The planning devices of devices (a device listed twice holds two
+ * replicas, as in clt_parallel_fit), each existing and holding nothing. */
+static clt_status plan_devices(const clt_device *devices, int k, clt_device *twins)
+{
+    for (int i = 0; i < k; i++) {
+        char name[32] = "?";
+        clt_device_name(devices[i], name, sizeof name);
+        if (!clt_device_exists(devices[i]))
+            return clt__fail(CLT_ERR_NO_DEVICE, "clt_parallel_plan: device %s (replica %d) does not exist", name, i);
+        twins[i] = clt_plan_device(devices[i]);
+        if (clt_memory_allocated(twins[i]) != 0)
+            return clt__fail(CLT_ERR_BUSY, "clt_parallel_plan: the planning device of %s holds %lld bytes of another "
+                             "plan or program: one plan at a time per device", name,
+                             (long long)clt_memory_allocated(twins[i]));
+        CLT_TRY(clt_memory_empty_cache(twins[i]));
+        CLT_TRY(clt_memory_reset_peak(twins[i]));
+    }
+    return CLT_OK;
+}
+
+/* Two of clt_parallel_fit's steps over ds on the planning devices; peaks
+ * over the second. */
+static clt_status plan_run(dp_state *d, const clt_model *m, const clt_dataset *ds, const clt_trainer_options *to,
+                           const clt_device *twins, int64_t *peaks)
+{
+    clt_model *c = NULL;
+    clt_status s = clt__model_layout(&c, m);
+    if (s == CLT_OK) s = clt_model_init(c, twins[0], 0);
+    if (s == CLT_OK) s = dp_setup(d, c, ds, to, twins);
+    for (int step = 0; s == CLT_OK && step < 2; step++) {
+        int64_t n = 0;
+        int stop = 0;
+        s = dp_begin(d, 0, 0, 0.0);
+        for (int i = 0; step == 1 && s == CLT_OK && i < d->k; i++) s = clt_memory_reset_peak(twins[i]);
+        if (s == CLT_OK) s = dp_next(d, &n, &stop);
+    }
+    for (int i = 0; s == CLT_OK && i < d->k; i++) peaks[i] = clt_memory_max_allocated(twins[i]);
+    dp_release(d); /* the replicas; the primary is c */
+    clt_model_free(c);
+    return s;
+}
+
+clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options *o, const clt_device *devices,
+                             int num_devices, int64_t *peaks)
+{
+    const char *op = "clt_parallel_plan";
+    if (!m || !o || !devices || !peaks) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+    if (num_devices < 1 || num_devices > CLT__MAX_REPLICAS)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: num_devices is %d; it must be 1..%d", op, num_devices,
+                         CLT__MAX_REPLICAS);
+    if (!m->initialised || clt_model_num_inputs(m) < 1 || o->batch_size < 1 || o->accumulate < 0 ||
+        o->accumulate > o->batch_size || (o->dtype != CLT_FLOAT32 && o->dtype != CLT_FLOAT16))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: an initialised model with a Linear, batch_size >= 1, accumulate "
+                         "0..batch_size and a float32 or float16 step are needed", op);
+    for (int i = 0; i < num_devices; i++) peaks[i] = 0;
+    clt_device twins[CLT__MAX_REPLICAS];
+    CLT_TRY(plan_devices(devices, num_devices, twins));
+    clt_trainer_options to = plan_trainer_options(o);
+    clt_dataset ds;
+    CLT_TRY(clt__plan_dataset(&ds, o, 1, clt_model_num_inputs(m), clt_model_num_outputs(m)));
+    dp_state *d = calloc(1, sizeof *d);
+    clt_status s = d ? CLT_OK : clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (s == CLT_OK) {
+        d->k = num_devices;
+        d->world = 1;
+        s = plan_run(d, m, &ds, &to, twins, peaks);
+    }
+    free(d);
+    clt_dataset_free(&ds);
+    for (int i = 0; i < num_devices; i++) clt_memory_empty_cache(twins[i]);
     return s;
 }

@@ -15,6 +15,7 @@
 #include "../memory/allocator.h"
 #include "../nn/nn_internal.h"
 #include "../trainer/step.h"
+#include "plan_internal.h"
 #include "cltensor/async.h"
 #include "cltensor/data.h"
 #include "cltensor/memory.h"
@@ -77,11 +78,9 @@ static int longest_segment(const clt_model *c)
     return most;
 }
 
-/* The examples of a whole run: one batch, or two evaluation batches when
- * they are more, of `in` zero bytes each (a planning device's loader
- * writes no values: only the shapes count), with o->task's targets for
- * `outputs` outputs. */
-static clt_status plan_dataset(clt_dataset *ds, const clt_plan_options *o, int64_t eval, int64_t in, int64_t outputs)
+/* The examples of a whole run (plan_internal.h): one batch, or two
+ * evaluation batches when they are more. */
+clt_status clt__plan_dataset(clt_dataset *ds, const clt_plan_options *o, int64_t eval, int64_t in, int64_t outputs)
 {
     int regress = o->task == CLT_TASK_REGRESS;
     int64_t n = o->batch_size > 2 * eval ? o->batch_size : 2 * eval, bytes, targets;
@@ -149,7 +148,7 @@ static clt_status run_steps(const clt_model *m, const clt_plan_options *o, const
     int64_t one = 1, reserved = 0;
     int64_t micro = o->accumulate > 1 ? (o->batch_size + o->accumulate - 1) / o->accumulate : o->batch_size;
     int64_t eval = o->eval_batch_size > 0 ? o->eval_batch_size : micro;
-    clt_status s = o->whole_run ? plan_dataset(&ds, o, eval, in, m->features) : CLT_OK;
+    clt_status s = o->whole_run ? clt__plan_dataset(&ds, o, eval, in, m->features) : CLT_OK;
     if (s == CLT_OK) s = clt__model_layout(&c, m);
     if (s == CLT_OK) s = clt_model_init(c, dev, 0);
     if (s == CLT_OK && o->dtype != CLT_FLOAT32) s = clt_model_to_dtype(c, o->dtype);

@@ -109,6 +109,24 @@ static clt_plan_options plan_options(const train_args *a, clt_task task)
     return o;
 }
 
+/* With several GPUs (data parallel, --num-gpus N): each one's predicted
+ * peak, from clt_parallel_plan. */
+static clt_status plan_replicas(const train_args *a, const clt_model *model, const clt_plan_options *o)
+{
+    int gpus = clt_num_gpus(), use = a->num_gpus < gpus ? a->num_gpus : gpus;
+    if (a->have_device || use < 2) return CLT_OK;
+    if (use > 64) use = 64;
+    clt_device devices[64];
+    int64_t peaks[64];
+    for (int i = 0; i < use; i++) devices[i] = clt_gpu(i);
+    clt_status s = clt_parallel_plan(model, o, devices, use, peaks);
+    if (s != CLT_OK) return s;
+    printf("data parallel on %d GPUs (clt_parallel_plan), predicted peak per device:", use);
+    for (int i = 0; i < use; i++) printf("%s gpu:%d %.1f MiB", i ? "," : "", i, peaks[i] / 1048576.0);
+    printf("\n");
+    return CLT_OK;
+}
+
 /* --plan: the memory planner's prediction for one step on the training
  * device, against its memory cap when one is set, else its memory; of the
  * model for a data file (task its data's), else (model NULL) of the
@@ -124,6 +142,7 @@ static int plan_run(train_args *a, const clt_model *of, clt_task task)
     int64_t budget = 0, largest = 0;
     clt_status s = budget_of(o.device, &budget);
     if (s == CLT_OK) s = clt_plan_report(model, &o, budget, (int64_t)1 << 24, stdout);
+    if (s == CLT_OK) s = plan_replicas(a, model, &o);
     /* Exit 1 when the step does not fit, so that a script can test it. */
     if (s == CLT_OK && budget > 0) s = clt_plan_max_batch(model, &o, budget, a->batch_size, &largest);
     if (!of) clt_model_free(model);
