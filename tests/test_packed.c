@@ -327,6 +327,20 @@ START_TEST(test_model_keeps_panels)
     clt_model_set_training(m, 0);
     free(forward(m, x));
     ck_assert_int_gt(clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS), 4 * n);
+    /* So does clt_model_set_keep_packed(m, 0), and an evaluation then keeps
+     * none and computes the same; keeping them again packs anew. */
+    float *kept_out = forward(m, x);
+    clt_model_set_keep_packed(m, 0);
+    ck_assert_int_eq(clt_model_keep_packed(m), 0);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS), 4 * n);
+    float *unkept_out = forward(m, x);
+    ck_assert_int_eq(clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS), 4 * n);
+    ck_assert_mem_eq(kept_out, unkept_out, (size_t)(ROWS * OUTS) * sizeof(float));
+    free(kept_out);
+    free(unkept_out);
+    clt_model_set_keep_packed(m, 1);
+    free(forward(m, x));
+    ck_assert_int_gt(clt_memory_allocated_category(clt_test_cpu(), CLT_MEM_WEIGHTS), 4 * n);
     clt_optimizer_free(sgd);
     clt_optimizer_free(adam);
     ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
