@@ -75,8 +75,9 @@ typedef enum clt_layer_kind {
 
 /* A layer of your own, without parameters, written with the library's
  * tensor ops (clt_add, clt_relu, ... : whatever runs on the model's
- * device and dtype). forward makes *y (a new tensor, of x's shape or
- * another the next layer takes) from x; when keep is not NULL (training)
+ * device and dtype). forward makes *y (a new tensor, as wide as x: the
+ * builder checks the widths of the layers around it as if it were not
+ * there) from x; when keep is not NULL (training)
  * it may set *keep to one tensor its backward needs (a reference the layer
  * then owns and releases after backward), else leaves it NULL. backward
  * makes *dx, the gradient for x, from dy (the gradient for y) and what
