@@ -633,6 +633,10 @@ START_TEST(test_plan_matches_data_parallel)
         ck_assert_ok(clt_parallel_fit(m, &train, NULL, &o, list, 2, NULL, &r));
         clt__dp_set_step_hook(NULL, NULL);
         ck_assert_int_eq(steps, 2);
+        /* Each replica's loader stages its shard, not the whole batch: two
+         * buffers of 125 rows of 784 floats and an int32 label, per replica. */
+        ck_assert_int_eq(clt_memory_max_allocated(clt_pinned()), 2 * 2 * 125 * (784 * 4 + 4));
+        ck_assert_ok(clt_memory_reset_peak(clt_pinned()));
         for (int i = 0; i < 2; i++)
             ck_assert_msg(clt_memory_max_allocated(list[i]) == predicted[i],
                           "float%d, replica %d: measured %lld, predicted %lld", half ? 16 : 32, i,

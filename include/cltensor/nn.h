@@ -89,7 +89,8 @@ typedef enum clt_layer_kind {
  * it, and the program that built the model loads its parameters with
  * clt_checkpoint_load. */
 typedef struct clt_layer_ops {
-    const char *name; /* what the layer list says (kind "custom:NAME"): 1 to 31 bytes, letters, digits, '_' and '-' */
+    const char *name; /* clt_layer_info's `custom` and a checkpoint's record: 1 to 31 ASCII letters, digits,
+                         '_' and '-' */
     clt_status (*forward)(void *ctx, clt_tensor *x, clt_tensor **y, clt_tensor **keep);
     clt_status (*backward)(void *ctx, clt_tensor *dy, clt_tensor *kept, clt_tensor **dx);
     void *ctx;

@@ -96,8 +96,9 @@ CLT_API clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, 
  * gradients combined on the primary, its optimizer step in o->dtype, the
  * parameters broadcast back) runs two steps on the planning devices of the
  * devices (clt_plan_device), where no kernel runs and the allocator counts
- * every tensor. peaks[i] is devices[i]'s allocated peak over the second
- * step (the first makes the gradients and the optimizer's state). o->device,
+ * every tensor, with no memory cap. peaks[i] is devices[i]'s allocated
+ * peak over the second step (the first makes the gradients and the
+ * optimizer's state). o->device,
  * whole_run, eval_batch_size and drop_packed are not used. m is not touched.
  * Errors: CLT_ERR_INVALID_ARGUMENT (NULL, a bad count or options, as
  * clt_plan_step), CLT_ERR_NO_DEVICE naming a device that does not exist,

@@ -44,8 +44,9 @@ typedef struct clt_plan_options {
                                       trainer's loader, staged in pinned memory (counted on pinned memory's
                                       planning twin, under pinned memory's own cap when the plan has a
                                       budget), and after the two steps an evaluation of two batches of
-                                      eval_batch_size runs in inference mode (clt_trainer_evaluate); 0: the
-                                      training step alone */
+                                      eval_batch_size runs in inference mode (clt_trainer_evaluate); one
+                                      whole run at a time in a process, since pinned memory's planning twin
+                                      is shared (CLT_ERR_BUSY otherwise); 0: the training step alone */
     int64_t eval_batch_size;       /* with whole_run, examples per evaluation batch; 0: the micro-batch size */
     clt_task task;                 /* CLT_TASK_CLASSIFY (0): int32 labels and the softmax cross-entropy;
                                       CLT_TASK_REGRESS: float32 targets, one per output, and the MSE */

@@ -79,7 +79,7 @@ clt_status clt__file_check_target(const char *path);
  * does not exist yet the same directory (by device and inode) and name. */
 int clt__file_same(const char *a, const char *b);
 
-/* clt_file_check_uses (cltensor/io.h) without the argument checks. */
+/* clt_file_check_uses (cltensor/file.h) without the argument checks. */
 clt_status clt__file_check_uses(const clt_file_use *uses, size_t n);
 
 #endif

@@ -35,7 +35,8 @@ struct clt_loader {
     staging *stage;  /* the ring: nstages buffers, the next one to try at next_stage */
     int nstages, max_stages;
     int next_stage;
-    int64_t most;    /* rows of a staging buffer: the largest global batch, so any rank's shard fits */
+    int64_t most;    /* rows of a staging buffer: the largest shard of a global batch (the batch itself
+                        when world is 1) */
     float scale[256]; /* pixel value -> [0, 1] */
 };
 
@@ -173,7 +174,9 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
     l->num_batches = l->n / opt->batch_size + (l->n % opt->batch_size != 0);
     l->pixels = ds->rows * ds->cols;
     l->outputs = regress ? ds->outputs : 0;
-    int64_t most = opt->batch_size < l->n ? opt->batch_size : l->n; /* the largest batch */
+    /* The largest shard of the largest batch: ceil(len / world) rows of a batch of len. */
+    int64_t len = opt->batch_size < l->n ? opt->batch_size : l->n;
+    int64_t most = len / opt->world + (len % opt->world != 0);
     l->order = malloc((size_t)(l->n ? l->n : 1) * sizeof *l->order);
     if (!l->order) {
         clt_loader_free(l);

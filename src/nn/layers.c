@@ -130,18 +130,22 @@ static clt_status residual_forward(clt_model *m, clt__layer *l, clt_tensor *x, i
 }
 
 // x is what the layer before gives; y is what the custom forward makes
-static clt_status custom_forward(clt_model *m, clt__layer *l, clt_tensor *x, clt_tensor **y)
+static clt_status custom_forward(clt_model *m, clt__layer *l, clt_tensor *x, int internal, clt_tensor **y)
 {
     clt_tensor *kept = NULL;
+    clt_clear_error(); /* a failure the user's function does not name is not taken for an older one */
     clt_status s = l->ops.forward(l->ops.ctx, x, y, m->training ? &kept : NULL);
-    if (s == CLT_OK && !*y) s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s (%s): forward made no output", l->name,
-                                          l->ops.name);
+    if (s == CLT_OK && !*y)
+        s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "custom layer \"%s\": forward made no output", l->ops.name);
     if (s != CLT_OK) {
         clt_tensor_release(kept);
+        clt_tensor_release(*y);
+        *y = NULL;
         return layer_fail(l, s);
     }
     if (kept) {
-        keep(&l->saved, kept, 1);
+        /* What it keeps of x itself (x or a view of it) stays the caller's, as x's own category says. */
+        keep(&l->saved, kept, kept->st == x->st ? internal : 1);
         clt_tensor_release(kept); /* keep took its own reference */
     }
     return CLT_OK;
@@ -158,7 +162,7 @@ static clt_status layer_forward(clt_model *m, clt__layer *l, clt_tensor *x, int 
         *y_internal = internal;
         return flatten_forward(l, x, y);
     case CLT__RESIDUAL: return residual_forward(m, l, x, internal, y);
-    case CLT__CUSTOM: return custom_forward(m, l, x, y);
+    case CLT__CUSTOM: return custom_forward(m, l, x, internal, y);
     }
     return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: unknown layer kind %d", l->name, (int)l->kind);
 }
@@ -285,9 +289,14 @@ static clt_status residual_backward(clt__layer *l, clt_tensor *dy, clt_tensor **
 static clt_status custom_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx)
 {
     clt_status s = CLT_OK;
+    clt_clear_error();
     if (dx) s = l->ops.backward(l->ops.ctx, dy, l->saved, dx);
     if (s == CLT_OK && dx && !*dx)
-        s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s (%s): backward made no input gradient", l->name, l->ops.name);
+        s = clt__fail(CLT_ERR_INVALID_ARGUMENT, "custom layer \"%s\": backward made no input gradient", l->ops.name);
+    if (s != CLT_OK && dx) {
+        clt_tensor_release(*dx);
+        *dx = NULL;
+    }
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
 }

@@ -1,6 +1,5 @@
 /* Models: building a Sequential, the flat parameter and gradient buffers and
  * their views, placement, and the forward/backward entry points. */
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,7 +174,7 @@ static int good_layer_name(const char *name)
     size_t n = name ? strlen(name) : 0;
     if (n < 1 || n > 31) return 0;
     for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-') return 0;
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", name[i])) return 0;
     return 1;
 }
 

@@ -14,6 +14,7 @@
 #include "../plan/plan_internal.h"
 #include "../trainer/step.h"
 #include "../trainer/engine.h"
+#include "cltensor/async.h"
 #include "cltensor/ops.h"
 #include "cltensor/parallel.h"
 #include "parallel_internal.h"
@@ -446,11 +447,27 @@ clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options *o, cons
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: an initialised model with a Linear, batch_size >= 1, accumulate "
                          "0..batch_size and a float32 or float16 step are needed", op);
     for (int i = 0; i < num_devices; i++) peaks[i] = 0;
-    clt_device twins[CLT__MAX_REPLICAS];
+    clt_device twins[CLT__MAX_REPLICAS + 1]; /* and pinned memory's, where the loaders stage */
     CLT_TRY(plan_devices(devices, num_devices, twins));
+    twins[num_devices] = clt_plan_device(clt_pinned());
+    if (clt_memory_allocated(twins[num_devices]) != 0)
+        return clt__fail(CLT_ERR_BUSY, "%s: pinned memory's planning device holds another plan's memory", op);
+    /* Planned without caps (a planning device takes its device's): the peaks are what the run would take.
+     * In reverse, so that a device listed twice gets its own cap back last. */
+    int64_t caps[CLT__MAX_REPLICAS + 1];
+    for (int i = 0; i <= num_devices; i++) {
+        clt_memory_stats st;
+        CLT_TRY(clt_memory_get_stats(twins[i], &st));
+        caps[i] = st.cap;
+    }
+    for (int i = 0; i <= num_devices; i++) CLT_TRY(clt_memory_set_cap(twins[i], 0));
     clt_trainer_options to = plan_trainer_options(o);
     clt_dataset ds;
-    CLT_TRY(clt__plan_dataset(&ds, o, 1, clt_model_num_inputs(m), clt_model_num_outputs(m)));
+    clt_status made = clt__plan_dataset(&ds, o, 1, clt_model_num_inputs(m), clt_model_num_outputs(m));
+    if (made != CLT_OK) {
+        for (int i = num_devices; i >= 0; i--) clt_memory_set_cap(twins[i], caps[i]);
+        return made;
+    }
     dp_state *d = calloc(1, sizeof *d);
     clt_status s = d ? CLT_OK : clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     if (s == CLT_OK) {
@@ -460,6 +477,9 @@ clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options *o, cons
     }
     free(d);
     clt_dataset_free(&ds);
-    for (int i = 0; i < num_devices; i++) clt_memory_empty_cache(twins[i]);
+    for (int i = num_devices; i >= 0; i--) {
+        clt_memory_empty_cache(twins[i]);
+        clt_memory_set_cap(twins[i], caps[i]);
+    }
     return s;
 }

@@ -51,12 +51,14 @@ static clt_status idle(clt_device dev)
                      "plan at a time per device", name, (long long)clt_memory_allocated(dev));
 }
 
-static clt_status device_of(clt_device dev, plan_device *d)
+/* Pinned memory's planning twin is one for every device: only a whole run
+ * (whole_run) uses it, so only whole runs need it idle. */
+static clt_status device_of(const clt_plan_options *o, plan_device *d)
 {
-    d->dev = clt_plan_device(dev);
+    d->dev = clt_plan_device(o->device);
     d->pinned = clt_plan_device(clt_pinned());
     CLT_TRY(idle(d->dev));
-    return idle(d->pinned);
+    return o->whole_run ? idle(d->pinned) : CLT_OK;
 }
 
 /* The first Linear's input width, from the model's description of itself. */
@@ -226,6 +228,9 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: the model must be initialised and have a Linear", op);
     if (o->batch_size < 1)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch size %lld (must be >= 1)", op, (long long)o->batch_size);
+    if (o->eval_batch_size < 0 || o->eval_batch_size > INT64_MAX / 4)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: eval_batch_size %lld (0: the micro-batch size)", op,
+                         (long long)o->eval_batch_size);
     if (too_large(o->batch_size, in))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: batch size %lld is too large to plan: the batch alone would "
                          "be past %lld bytes", op, (long long)o->batch_size, (long long)(INT64_MAX / 16));
@@ -248,19 +253,20 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
     CLT_TRY(clt_memory_get_stats(d->pinned, &pinned_before));
     CLT_TRY(clt_memory_get_stats(clt_pinned(), &pinned_real));
     /* From empty allocators, as devices no program has used yet; pinned
-     * memory under its own cap when the plan has a budget. */
+     * memory (a whole run's) under its own cap when the plan has a budget. */
+    int pinned = q.whole_run != 0;
     clt_status s = clt_memory_set_cap(d->dev, cap);
     if (s == CLT_OK) s = clt_memory_empty_cache(d->dev);
     if (s == CLT_OK) s = clt_memory_reset_peak(d->dev);
-    if (s == CLT_OK) s = clt_memory_set_cap(d->pinned, cap ? pinned_real.cap : 0);
-    if (s == CLT_OK) s = clt_memory_empty_cache(d->pinned);
-    if (s == CLT_OK) s = clt_memory_reset_peak(d->pinned);
+    if (s == CLT_OK && pinned) s = clt_memory_set_cap(d->pinned, cap ? pinned_real.cap : 0);
+    if (s == CLT_OK && pinned) s = clt_memory_empty_cache(d->pinned);
+    if (s == CLT_OK && pinned) s = clt_memory_reset_peak(d->pinned);
     int in_evaluation = 0;
     if (s == CLT_OK) s = run_steps(m, &q, d, in, p, &in_evaluation);
     clt_memory_empty_cache(d->dev);
     clt_memory_set_cap(d->dev, before.cap);
-    clt_memory_empty_cache(d->pinned);
-    clt_memory_set_cap(d->pinned, pinned_before.cap);
+    if (pinned) clt_memory_empty_cache(d->pinned);
+    if (pinned) clt_memory_set_cap(d->pinned, pinned_before.cap);
     if (fits && s == CLT_ERR_OUT_OF_MEMORY) {
         /* Out of memory under the cap, or past the device's largest buffer. */
         p->peak = 0;
@@ -275,7 +281,7 @@ clt_status clt_plan_step(const clt_model *m, const clt_plan_options *o, clt_plan
 {
     if (!m || !o || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_step: NULL argument");
     plan_device d;
-    CLT_TRY(device_of(o->device, &d));
+    CLT_TRY(device_of(o, &d));
     return plan_with(m, o, &d, 0, out, NULL);
 }
 
@@ -308,7 +314,7 @@ clt_status clt_plan_max_batch(const clt_model *m, const clt_plan_options *o, int
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_max_batch: max_batch %lld", (long long)max_batch_size);
     if (budget <= 0) return CLT_OK;
     plan_device d;
-    CLT_TRY(device_of(o->device, &d));
+    CLT_TRY(device_of(o, &d));
     return max_batch(m, o, &d, budget, max_batch_size, batch);
 }
 
@@ -389,7 +395,7 @@ clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t b
     memset(out, 0, sizeof *out);
     if (budget <= 0) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_fit: budget %lld", (long long)budget);
     plan_device d;
-    CLT_TRY(device_of(o->device, &d));
+    CLT_TRY(device_of(o, &d));
     out->budget = budget;
     out->margin = 2 * 1024 * 1024 + budget / 32;
     int64_t limit = budget - out->margin;
@@ -455,7 +461,7 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
 {
     if (!m || !o || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_report: NULL argument");
     plan_device d;
-    CLT_TRY(device_of(o->device, &d));
+    CLT_TRY(device_of(o, &d));
     clt_plan p;
     CLT_TRY(plan_with(m, o, &d, 0, &p, NULL));
     char dev[32];

@@ -550,7 +550,8 @@ static int train_run(train_args a, const clt_collective *comm)
             putchar('\n');
             clt_evaluation ev;
             if (d.have_test) {
-                if (clt_trainer_evaluate_metrics(model, &d.test, a.batch_size, 0, o.standardizer, &ev) != CLT_OK) {
+                int64_t eval_batch = a.eval_batch_size > 0 ? a.eval_batch_size : a.batch_size; /* --fit's */
+                if (clt_trainer_evaluate_metrics(model, &d.test, eval_batch, 0, o.standardizer, &ev) != CLT_OK) {
                     rc = fail("train", "evaluating the test set");
                 } else {
                     print_figures("test", &d.test, ev.loss, ev.accuracy, ev.mse, ev.mae);
