@@ -275,7 +275,7 @@ START_TEST(test_fit_smallest_gpu_budget)
     int rc = run("CLT_MEMORY_CAP=gpu:0=64M,gpu:1=32M %s train --data %s --hiddens 256 --blocks 8 --batch-size 4096 "
                  "--steps 1 --num-gpus 2 --fit", clt_test_clt_path(), dir);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
-    ck_assert_msg(strstr(out, "MiB reserved, of 32.0 MiB on gpu:0"), "%s", out);
+    ck_assert_msg(strstr(out, "MiB reserved, of 32.0 MiB on gpu:0 (gpu:1's budget, the smallest of 2 GPUs)"), "%s", out);
     rc = run("CLT_MEMORY_CAP=gpu:0=64M,gpu:1=32M %s train --data %s --hiddens 256 --blocks 8 --batch-size 4096 "
              "--steps 1 --num-gpus 1 --fit", clt_test_clt_path(), dir);
     ck_assert_msg(rc == 0 && strstr(out, "MiB reserved, of 64.0 MiB on gpu:0"), "exit %d: %s", rc, out);

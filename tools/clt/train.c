@@ -151,15 +151,21 @@ static int plan_run(train_args *a, const clt_model *of, clt_task task)
 }
 
 /* The budget --fit plans within: the training device's, and with several
- * GPUs (data parallel) the smallest of theirs. */
-static clt_status fit_budget(const train_args *a, clt_device dev, int64_t *budget)
+ * GPUs (data parallel) the smallest of theirs; *whose: the GPU it is of
+ * (-1: the training device's own), *used: the GPUs counted. */
+static clt_status fit_budget(const train_args *a, clt_device dev, int64_t *budget, int *whose, int *used)
 {
     clt_status s = budget_of(dev, budget);
     int gpus = clt_num_gpus(), use = a->num_gpus < gpus ? a->num_gpus : gpus;
+    *whose = -1;
+    *used = a->have_device ? 1 : use;
     for (int k = 1; s == CLT_OK && !a->have_device && k < use; k++) {
         int64_t b = 0;
         s = budget_of(clt_gpu(k), &b);
-        if (s == CLT_OK && b < *budget) *budget = b;
+        if (s == CLT_OK && b < *budget) {
+            *budget = b;
+            *whose = k;
+        }
     }
     return s;
 }
@@ -172,10 +178,14 @@ static int fit_run(train_args *a, clt_model *model, clt_task task)
     o.whole_run = 1; /* the loaders' staging and the evaluation too */
     int64_t budget = 0;
     clt_plan_fit_result r;
-    if (fit_budget(a, o.device, &budget) != CLT_OK || clt_plan_fit(model, &o, budget, a->fit == 2, &r) != CLT_OK)
+    int whose, used;
+    if (fit_budget(a, o.device, &budget, &whose, &used) != CLT_OK ||
+        clt_plan_fit(model, &o, budget, a->fit == 2, &r) != CLT_OK)
         return fail("train", "--fit");
-    char dev[32] = "";
+    char dev[80] = "";
     clt_device_name(o.device, dev, sizeof dev);
+    if (whose >= 0) /* another GPU's budget: say whose */
+        snprintf(dev + strlen(dev), sizeof dev - strlen(dev), " (gpu:%d's budget, the smallest of %d GPUs)", whose, used);
     printf("fit: batch %lld as %d micro-batch%s of %lld%s, ", (long long)a->batch_size, r.accumulate,
            r.accumulate == 1 ? "" : "es", (long long)((a->batch_size + r.accumulate - 1) / r.accumulate),
            r.accumulate * ((a->batch_size + r.accumulate - 1) / r.accumulate) == a->batch_size ? "" : " or one less");
