@@ -276,8 +276,11 @@ START_TEST(test_fit_smallest_gpu_budget)
                  "--steps 1 --num-gpus 2 --fit", clt_test_clt_path(), dir);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
     ck_assert_msg(strstr(out, "MiB reserved, of 32.0 MiB on gpu:0 (gpu:1's budget, the smallest of 2 GPUs)"), "%s", out);
-    rc = run("CLT_MEMORY_CAP=gpu:0=64M,gpu:1=32M %s train --data %s --hiddens 256 --blocks 8 --batch-size 4096 "
-             "--steps 1 --num-gpus 1 --fit", clt_test_clt_path(), dir);
+    /* Under the sanitizers, LeakSanitizer's tracer crashes (signal 11, "Tracer caught signal") at the exit of
+     * this one run, also with slow unwinding and at commits before this test: its leak scan is left out here
+     * (AddressSanitizer still checks it); test_fit_trains_where_plain_fails scans the same --fit path. */
+    rc = run("ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:detect_leaks=0\" CLT_MEMORY_CAP=gpu:0=64M,gpu:1=32M %s train --data %s "
+             "--hiddens 256 --blocks 8 --batch-size 4096 --steps 1 --num-gpus 1 --fit", clt_test_clt_path(), dir);
     ck_assert_msg(rc == 0 && strstr(out, "MiB reserved, of 64.0 MiB on gpu:0"), "exit %d: %s", rc, out);
     /* --plan with two GPUs adds each one's peak as data parallel holds it: less than one device's at the batch. */
     rc = run("%s train --plan --hiddens 64 --blocks 2 --batch-size 512 --num-gpus 2", clt_test_clt_path());
