@@ -378,20 +378,6 @@ clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const cl
 
 /* ---- Planning (clt_parallel_plan) ---- */
 
-/* The trainer's options a plan's step stands for. */
-static clt_trainer_options plan_trainer_options(const clt_plan_options *o)
-{
-    clt_trainer_options to = clt_trainer_default_options();
-    to.batch_size = o->batch_size;
-    to.accumulate = o->accumulate;
-    to.optimizer = o->optimizer;
-    to.momentum = o->optimizer == CLT_OPTIMIZER_SGD ? o->momentum : 0.0f;
-    to.fp16 = o->dtype == CLT_FLOAT16;
-    to.recompute_blocks = o->recompute_blocks;
-    to.shuffle = 0;
-    return to;
-}
-
 /* The planning devices of devices (a device listed twice holds two
  * replicas, as in clt_parallel_fit), each existing and holding nothing. */
 static clt_status plan_devices(const clt_device *devices, int k, clt_device *twins)
@@ -461,7 +447,7 @@ clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options *o, cons
         caps[i] = st.cap;
     }
     for (int i = 0; i <= num_devices; i++) CLT_TRY(clt_memory_set_cap(twins[i], 0));
-    clt_trainer_options to = plan_trainer_options(o);
+    clt_trainer_options to = clt__plan_trainer_options(o);
     clt_dataset ds;
     clt_status made = clt__plan_dataset(&ds, o, 1, clt_model_num_inputs(m), clt_model_num_outputs(m));
     if (made != CLT_OK) {

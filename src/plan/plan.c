@@ -14,6 +14,7 @@
 #include "../core/checked.h"
 #include "../memory/allocator.h"
 #include "../nn/nn_internal.h"
+#include "../trainer/engine.h"
 #include "../trainer/step.h"
 #include "plan_internal.h"
 #include "cltensor/async.h"
@@ -101,6 +102,19 @@ clt_status clt__plan_dataset(clt_dataset *ds, const clt_plan_options *o, int64_t
                      (long long)n, (long long)in);
 }
 
+clt_trainer_options clt__plan_trainer_options(const clt_plan_options *o)
+{
+    clt_trainer_options to = clt_trainer_default_options();
+    to.batch_size = o->batch_size;
+    to.accumulate = o->accumulate;
+    to.optimizer = o->optimizer;
+    to.momentum = o->optimizer == CLT_OPTIMIZER_SGD ? o->momentum : 0.0f;
+    to.fp16 = o->dtype == CLT_FLOAT16;
+    to.recompute_blocks = o->recompute_blocks;
+    to.shuffle = 0;
+    return to;
+}
+
 /* Step k's batch: from the loader when there is one (the trainer's, over
  * pinned staging), else made on dev: x (B, in) and int32 labels (B) or
  * float32 targets (B, outputs). */
@@ -147,6 +161,7 @@ static clt_status run_steps(const clt_model *m, const clt_plan_options *o, const
     clt_tensor *loss_sum = NULL;
     clt_loader *loader = NULL;
     clt_dataset ds = {0};
+    clt_trainer_options to = clt__plan_trainer_options(o);
     int64_t one = 1, reserved = 0;
     int64_t micro = o->accumulate > 1 ? (o->batch_size + o->accumulate - 1) / o->accumulate : o->batch_size;
     int64_t eval = o->eval_batch_size > 0 ? o->eval_batch_size : micro;
@@ -156,13 +171,9 @@ static clt_status run_steps(const clt_model *m, const clt_plan_options *o, const
     if (s == CLT_OK && o->dtype != CLT_FLOAT32) s = clt_model_to_dtype(c, o->dtype);
     if (s == CLT_OK && o->drop_packed) clt_model_set_keep_packed(c, 0);
     if (s == CLT_OK) s = clt_model_set_recompute(c, o->recompute_blocks);
-    if (s == CLT_OK)
-        s = o->optimizer == CLT_OPTIMIZER_ADAM ? clt_optimizer_create_adam(&opt, c, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
-                                               : clt_optimizer_create_sgd(&opt, c, 0.01f, o->momentum, 0.0f);
+    if (s == CLT_OK) s = clt__fit_optimizer(&opt, c, &to); /* the trainer's */
     if (s == CLT_OK && o->whole_run) {
-        clt_loader_options lo = clt_loader_default_options(); /* as the trainer's */
-        lo.batch_size = o->batch_size;
-        lo.flatten = 1;
+        clt_loader_options lo = clt__fit_loader_options(&to);
         s = clt_loader_create(&loader, &ds, dev, &lo);
     }
     if (s == CLT_OK) s = clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one);
