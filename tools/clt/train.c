@@ -109,12 +109,20 @@ static clt_plan_options plan_options(const train_args *a, clt_task task)
     return o;
 }
 
+/* The GPUs a run of one process trains on: gpu:0..N-1, N = --num-gpus or
+ * the GPUs there are, whichever is fewer; 1 with --device (one device). */
+static int gpus_used(const train_args *a)
+{
+    int gpus = clt_num_gpus();
+    return a->have_device ? 1 : a->num_gpus < gpus ? a->num_gpus : gpus;
+}
+
 /* With several GPUs (data parallel, --num-gpus N): each one's predicted
  * peak, from clt_parallel_plan. */
 static clt_status plan_replicas(const train_args *a, const clt_model *model, const clt_plan_options *o)
 {
-    int gpus = clt_num_gpus(), use = a->num_gpus < gpus ? a->num_gpus : gpus;
-    if (a->have_device || use < 2) return CLT_OK;
+    int use = gpus_used(a);
+    if (use < 2) return CLT_OK;
     if (use > 64) use = 64;
     clt_device devices[64];
     int64_t peaks[64];
@@ -156,10 +164,9 @@ static int plan_run(train_args *a, const clt_model *of, clt_task task)
 static clt_status fit_budget(const train_args *a, clt_device dev, int64_t *budget, int *whose, int *used)
 {
     clt_status s = budget_of(dev, budget);
-    int gpus = clt_num_gpus(), use = a->num_gpus < gpus ? a->num_gpus : gpus;
     *whose = -1;
-    *used = a->have_device ? 1 : use;
-    for (int k = 1; s == CLT_OK && !a->have_device && k < use; k++) {
+    *used = gpus_used(a);
+    for (int k = 1; s == CLT_OK && k < *used; k++) {
         int64_t b = 0;
         s = budget_of(clt_gpu(k), &b);
         if (s == CLT_OK && b < *budget) {
@@ -281,7 +288,7 @@ int clt_cmd_train(int argc, char **argv)
 static clt_status fit(clt_model *model, const clt_dataset *train, const clt_dataset *test, const train_args *a,
                       const clt_trainer_options *o, const clt_collective *comm, clt_trainer_result *r)
 {
-    int gpus = clt_num_gpus(), use = a->num_gpus < gpus ? a->num_gpus : gpus;
+    int use = gpus_used(a);
     /* Again: the OpenCL driver's LLVM may have put its own handlers in front since. */
     handler_fn previous[NSTOP];
     catch_stop_signals(previous);
@@ -289,7 +296,7 @@ static clt_status fit(clt_model *model, const clt_dataset *train, const clt_data
     if (comm) {
         clt_device dev = train_device(a, comm);
         s = clt_parallel_fit(model, train, test, o, &dev, 1, comm, r);
-    } else if (!a->have_device && use > 1) {
+    } else if (use > 1) {
         s = clt_parallel_fit(model, train, test, o, NULL, use, NULL, r);
     } else {
         s = clt_trainer_fit(model, train, test, o, r);
