@@ -186,7 +186,7 @@ static clt_status run_steps(const clt_model *m, const clt_plan_options *o, const
         if (s == CLT_OK) s = next_batch(loader, o, dev, in, m->features, &x, &y);
         p->batch = (int64_t)(clt_tensor_nbytes(x) + clt_tensor_nbytes(y));
         clt__step_tensors t = {.x = x, .y = y};
-        clt__step_options so = {.loss = clt__loss_for(&(clt_dataset){.task = o->task}), .accumulate = o->accumulate};
+        clt__step_options so = {.loss = clt__loss_for_task(o->task), .accumulate = o->accumulate};
         if (s == CLT_OK) s = clt__train_step(c, opt, &t, loss_sum, 0, &so);
         clt__step_tensors_release(&t); /* in the trainer's order */
     }

@@ -17,7 +17,12 @@ const clt__loss clt__loss_cross_entropy = {"cross-entropy", clt_cross_entropy_lo
 
 const clt__loss clt__loss_mse = {"mse", clt_mse_loss, NULL, clt_regression_errors};
 
+const clt__loss *clt__loss_for_task(clt_task task)
+{
+    return task == CLT_TASK_REGRESS ? &clt__loss_mse : &clt__loss_cross_entropy;
+}
+
 const clt__loss *clt__loss_for(const clt_dataset *ds)
 {
-    return ds && ds->task == CLT_TASK_REGRESS ? &clt__loss_mse : &clt__loss_cross_entropy;
+    return clt__loss_for_task(ds ? ds->task : CLT_TASK_CLASSIFY);
 }

@@ -39,4 +39,7 @@ extern const clt__loss clt__loss_mse;
  * cross-entropy. NULL gives cross-entropy. */
 const clt__loss *clt__loss_for(const clt_dataset *ds);
 
+/* The loss of a task: MSE for CLT_TASK_REGRESS, else cross-entropy. */
+const clt__loss *clt__loss_for_task(clt_task task);
+
 #endif

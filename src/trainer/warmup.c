@@ -43,7 +43,7 @@ static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kin
     clt_model *c;
     CLT_TRY(scratch_copy(m, &c));
     int64_t in = clt_model_num_inputs(m), outputs = clt_model_num_outputs(m);
-    const clt__loss *loss = regress ? &clt__loss_mse : &clt__loss_cross_entropy;
+    const clt__loss *loss = clt__loss_for_task(regress ? CLT_TASK_REGRESS : CLT_TASK_CLASSIFY);
     clt_device dev = clt_model_device(m);
     clt_optimizer *opt = NULL;
     clt_status s = kind == CLT_OPTIMIZER_ADAM ? clt_optimizer_create_adam(&opt, c, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0)
