@@ -388,10 +388,7 @@ static clt_status plan_devices(const clt_device *devices, int k, clt_device *twi
         if (!clt_device_exists(devices[i]))
             return clt__fail(CLT_ERR_NO_DEVICE, "clt_parallel_plan: device %s (replica %d) does not exist", name, i);
         twins[i] = clt_plan_device(devices[i]);
-        if (clt_memory_allocated(twins[i]) != 0)
-            return clt__fail(CLT_ERR_BUSY, "clt_parallel_plan: the planning device of %s holds %lld bytes of another "
-                             "plan or program: one plan at a time per device", name,
-                             (long long)clt_memory_allocated(twins[i]));
+        CLT_TRY(clt__plan_idle(twins[i]));
         CLT_TRY(clt_memory_empty_cache(twins[i]));
         CLT_TRY(clt_memory_reset_peak(twins[i]));
     }
@@ -436,8 +433,7 @@ clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options *o, cons
     clt_device twins[CLT__MAX_REPLICAS + 1]; /* and pinned memory's, where the loaders stage */
     CLT_TRY(plan_devices(devices, num_devices, twins));
     twins[num_devices] = clt_plan_device(clt_pinned());
-    if (clt_memory_allocated(twins[num_devices]) != 0)
-        return clt__fail(CLT_ERR_BUSY, "%s: pinned memory's planning device holds another plan's memory", op);
+    CLT_TRY(clt__plan_idle(twins[num_devices]));
     /* Planned without caps (a planning device takes its device's): the peaks are what the run would take.
      * In reverse, so that a device listed twice gets its own cap back last. */
     int64_t caps[CLT__MAX_REPLICAS + 1];

@@ -41,7 +41,7 @@ typedef struct plan_device {
     clt_device dev, pinned;
 } plan_device;
 
-static clt_status idle(clt_device dev)
+clt_status clt__plan_idle(clt_device dev)
 {
     clt_memory_stats st;
     CLT_TRY(clt_memory_get_stats(dev, &st)); /* CLT_ERR_NO_DEVICE naming it */
@@ -58,8 +58,8 @@ static clt_status device_of(const clt_plan_options *o, plan_device *d)
 {
     d->dev = clt_plan_device(o->device);
     d->pinned = clt_plan_device(clt_pinned());
-    CLT_TRY(idle(d->dev));
-    return o->whole_run ? idle(d->pinned) : CLT_OK;
+    CLT_TRY(clt__plan_idle(d->dev));
+    return o->whole_run ? clt__plan_idle(d->pinned) : CLT_OK;
 }
 
 /* The first Linear's input width, from the model's description of itself. */

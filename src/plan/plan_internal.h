@@ -13,6 +13,11 @@
  * CLT_ERR_INVALID_ARGUMENT when the sizes overflow, CLT_ERR_OUT_OF_MEMORY. */
 clt_status clt__plan_dataset(clt_dataset *ds, const clt_plan_options *o, int64_t eval, int64_t in, int64_t outputs);
 
+/* CLT_OK when the planning device dev holds nothing (one plan at a time per
+ * device), else CLT_ERR_BUSY naming it (CLT_ERR_NO_DEVICE when it does not
+ * exist). */
+clt_status clt__plan_idle(clt_device dev);
+
 /* The trainer's options a plan's step stands for (its batch, micro-batches,
  * optimizer, precision and recompute), from which the planning runs make
  * the trainer's loader and optimizer as the trainer makes them. */
