@@ -1,34 +1,67 @@
 /* Softmax cross-entropy, fused: one work-item per row computes the row's
  * loss and, when asked, its gradient (softmax - onehot) / batch. */
 
-/* logits is (rows, cols); loss[r] is the row's loss (NaN for a label outside
- * [0, cols), whose gradient row is NaN too). */
-__kernel void softmax_xent_f32(__global const float *logits, ulong lo, __global const int *labels, ulong labo,
-                               ulong rows, ulong cols, __global float *loss, ulong losso, __global float *dlogits,
-                               ulong dlo, int want_grad)
+/* Row r of logits (rows, cols): returns its loss (NaN for a label outside
+ * [0, cols), whose gradient row is NaN too) and, when want_grad, writes its
+ * gradient row (softmax - onehot) / rows. */
+static float xent_row(__global const float *logits, ulong lo, __global const int *labels, ulong labo, ulong rows,
+                      ulong cols, ulong r, __global float *dlogits, ulong dlo, int want_grad)
 {
-    size_t r = get_global_id(0);
-    if (r >= rows) return;
     __global const float *x = logits + lo + r * cols;
     int label = labels[labo + r];
     if (label < 0 || (ulong)label >= cols) {
-        loss[losso + r] = NAN;
         if (want_grad)
             for (ulong c = 0; c < cols; c++) dlogits[dlo + r * cols + c] = NAN;
-        return;
+        return NAN;
     }
     float m = x[0];
     for (ulong c = 1; c < cols; c++) m = fmax(m, x[c]);
     float s = 0.0f;
     for (ulong c = 0; c < cols; c++) s += exp(x[c] - m);
     float lse = log(s);
-    loss[losso + r] = lse - (x[label] - m);
-    if (!want_grad) return;
-    float inv_s = 1.0f / s, inv_b = 1.0f / (float)rows;
-    for (ulong c = 0; c < cols; c++) {
-        float p = exp(x[c] - m) * inv_s;
-        dlogits[dlo + r * cols + c] = (p - (c == (ulong)label ? 1.0f : 0.0f)) * inv_b;
+    if (want_grad) {
+        float inv_s = 1.0f / s, inv_b = 1.0f / (float)rows;
+        for (ulong c = 0; c < cols; c++) {
+            float p = exp(x[c] - m) * inv_s;
+            dlogits[dlo + r * cols + c] = (p - (c == (ulong)label ? 1.0f : 0.0f)) * inv_b;
+        }
     }
+    return lse - (x[label] - m);
+}
+
+/* loss[r] is row r's loss. */
+__kernel void softmax_xent_f32(__global const float *logits, ulong lo, __global const int *labels, ulong labo,
+                               ulong rows, ulong cols, __global float *loss, ulong losso, __global float *dlogits,
+                               ulong dlo, int want_grad)
+{
+    size_t r = get_global_id(0);
+    if (r >= rows) return;
+    loss[losso + r] = xent_row(logits, lo, labels, labo, rows, cols, r, dlogits, dlo, want_grad);
+}
+
+/* The GPU-class form for batches of at most WG_ROWS rows (src/ops/loss.c):
+ * one work-group, work-item l takes row l, and the rows' losses are added
+ * pairwise in a fixed tree (t[l] += t[l + h] for h = WG_ROWS / 2, ..., 1),
+ * then mean[mo] = the total / rows: the order of cl/reduce.cl's
+ * sum_partial_wg_f32 and sum_final_wg_f32 over the per-row losses, in one
+ * launch instead of three. */
+#define WG_ROWS 256
+__kernel __attribute__((reqd_work_group_size(WG_ROWS, 1, 1))) void
+softmax_xent_mean_wg_f32(__global const float *logits, ulong lo, __global const int *labels, ulong labo, ulong rows,
+                         ulong cols, __global float *mean, ulong mo, __global float *dlogits, ulong dlo,
+                         int want_grad)
+{
+    __local float t[WG_ROWS];
+    uint l = (uint)get_local_id(0);
+    float s = 0.0f;
+    if (l < rows) s += xent_row(logits, lo, labels, labo, rows, cols, l, dlogits, dlo, want_grad);
+    t[l] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = WG_ROWS / 2; h > 0; h /= 2) {
+        if (l < h) t[l] += t[l + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (l == 0) mean[mo] = t[0] / (float)rows;
 }
 
 /* Mean squared error, fused: one work-item per row of pred and target

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/device_internal.h"
 #include "support.h"
 
 /* Mean loss over rows; grad = (softmax - onehot) / rows. */
@@ -81,6 +82,61 @@ START_TEST(test_matches_reference)
         free(got);
         free(labels);
     }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* On a GPU-class device with work-groups of 256 (CLT_DEVICE_CLASS=gpu
+ * here), a batch of 1 to 256 rows takes the one-work-group loss, which also
+ * takes the mean: one launch, where the CPU class makes three (the per-row
+ * losses, the two passes of the mean); both against the reference, and the
+ * gradients the same bits (one row's arithmetic, cl/loss.cl xent_row). */
+START_TEST(test_gpu_class_one_launch)
+{
+    int slot;
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
+    int wide = clt__slot_get(slot)->max_work_group >= 256;
+    static const int64_t shapes[][2] = {{1, 10}, {37, 10}, {256, 10}, {257, 10}, {5, 1000}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t rows = shapes[i][0], cols = shapes[i][1];
+        float *x = malloc((size_t)(rows * cols) * sizeof *x), *want = malloc((size_t)(rows * cols) * sizeof *want);
+        float *cpu = malloc((size_t)(rows * cols) * sizeof *cpu), *gpu = malloc((size_t)(rows * cols) * sizeof *gpu);
+        int32_t *labels = malloc((size_t)rows * sizeof *labels);
+        clt_test_fill_uniform(x, rows * cols, 40 + (uint64_t)i, -4, 4);
+        for (int64_t r = 0; r < rows; r++) labels[r] = (int32_t)((r * 7 + 3) % cols);
+        double ref = ref_xent(x, labels, rows, cols, want), on_cpu, on_gpu;
+        setenv("CLT_DEVICE_CLASS", "cpu", 1);
+        run(x, labels, rows, cols, 0, &on_cpu, cpu);
+        setenv("CLT_DEVICE_CLASS", "gpu", 1);
+        run(x, labels, rows, cols, 0, &on_gpu, NULL); /* built and cached before counting */
+        clt_test_kernels_start();
+        run(x, labels, rows, cols, (int)(i & 1), &on_gpu, gpu);
+        uint64_t launches = clt_test_kernels_stop();
+        unsetenv("CLT_DEVICE_CLASS");
+        uint64_t expect = wide && rows <= 256 ? 1 : 3;
+        ck_assert_msg(launches == expect, "(%lld, %lld): %llu launches for the loss, expected %llu", (long long)rows,
+                      (long long)cols, (unsigned long long)launches, (unsigned long long)expect);
+        ck_assert_msg(fabs(on_gpu - ref) < 1e-5 * fmax(1, fabs(ref)), "loss (%lld, %lld): %.9g, expected %.9g",
+                      (long long)rows, (long long)cols, on_gpu, ref);
+        ck_assert_msg(fabs(on_gpu - on_cpu) < 1e-5 * fmax(1, fabs(on_cpu)), "gpu class %.9g, cpu class %.9g", on_gpu,
+                      on_cpu);
+        ck_assert_double_lt(clt_test_max_rel_err(gpu, want, rows * cols), 1e-6);
+        ck_assert_msg(memcmp(gpu, cpu, (size_t)(rows * cols) * sizeof *gpu) == 0, "(%lld, %lld): gradients differ",
+                      (long long)rows, (long long)cols);
+        free(x);
+        free(want);
+        free(cpu);
+        free(gpu);
+        free(labels);
+    }
+    /* A label outside [0, cols) still makes the mean NaN in one group. */
+    float x[3 * 4] = {0};
+    int32_t bad[3] = {1, 4, 0};
+    double loss;
+    setenv("CLT_DEVICE_CLASS", "gpu", 1);
+    run(x, bad, 3, 4, 0, &loss, NULL);
+    unsetenv("CLT_DEVICE_CLASS");
+    ck_assert(isnan(loss));
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -381,6 +437,7 @@ int main(void)
     Suite *s = suite_create("loss");
     TCase *tc = clt_test_tcase("softmax_cross_entropy");
     tcase_add_test(tc, test_matches_reference);
+    tcase_add_test(tc, test_gpu_class_one_launch);
     tcase_add_test(tc, test_gradient_matches_finite_differences);
     tcase_add_test(tc, test_huge_logits_stay_finite);
     tcase_add_test(tc, test_bad_label_gives_nan);

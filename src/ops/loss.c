@@ -2,6 +2,39 @@
  * mean squared error (with the mean absolute error as a metric). */
 #include "ops_internal.h"
 
+/* The rows of a batch that the GPU-class loss (softmax_xent_mean_wg_f32 of
+ * cl/loss.cl) takes in its one work-group. */
+#define WG_ROWS 256
+
+/* Whether the loss of `rows` rows runs as one work-group that also takes
+ * the mean (GPU-class devices whose work-groups hold WG_ROWS work-items,
+ * clt__reduce_wg, and batches of 1 to WG_ROWS rows): one launch instead of
+ * the per-row kernel and the two passes of the mean. */
+static clt_status xent_one_group(int slot, cl_ulong rows, int *out)
+{
+    CLT_TRY(clt__reduce_wg(slot, out));
+    *out = *out && rows >= 1 && rows <= WG_ROWS;
+    return CLT_OK;
+}
+
+/* mean = the mean loss of logits against labels, and grad (NULL: not
+ * computed) its gradient, in one work-group. */
+static clt_status xent_mean_wg(clt_tensor *mean, clt_tensor *grad, const clt_tensor *logits, const clt_tensor *labels)
+{
+    cl_ulong rows = (cl_ulong)logits->shape[0], cols = (cl_ulong)logits->shape[1];
+    clt__buf xb = clt__tensor_buf(logits), lb = clt__tensor_buf(labels), mb = clt__tensor_buf(mean);
+    /* Without a gradient the kernel never touches dlogits; mean stands in. */
+    clt__buf gb = grad ? clt__tensor_buf(grad) : mb;
+    cl_int want = grad != NULL;
+    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(lb.mem), CLT_ARG(lb.off), CLT_ARG(rows),
+                       CLT_ARG(cols), CLT_ARG(mb.mem), CLT_ARG(mb.off), CLT_ARG(gb.mem), CLT_ARG(gb.off),
+                       CLT_ARG(want)};
+    size_t size = WG_ROWS;
+    CLT_TRY(clt__launch(mean->st->slot, "loss", "softmax_xent_mean_wg_f32", 11, args, 1, &size, &size, mean));
+    if (grad) clt__same_write(grad, mean);
+    return CLT_OK;
+}
+
 clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                                      const clt_tensor *labels)
 {
@@ -19,13 +52,16 @@ clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, co
         return clt__fail(CLT_ERR_SHAPE, "%s: logits %s is (B,C) and labels must be (B), got %s", op,
                          clt__shape_str(logits, sl, sizeof sl), clt__shape_str(labels, sb, sizeof sb));
     }
-    int slot = logits->st->slot;
+    int slot = logits->st->slot, one_group;
+    CLT_TRY(xent_one_group(slot, rows, &one_group));
     int64_t rshape[] = {(int64_t)rows};
     clt_tensor *out = NULL, *grad = NULL, *per_row = NULL;
     clt_status s = clt__tensor_new(&out, slot, CLT_FLOAT32, 0, NULL);
-    if (s == CLT_OK) s = clt__tensor_new(&per_row, slot, CLT_FLOAT32, 1, rshape);
+    if (s == CLT_OK && !one_group) s = clt__tensor_new(&per_row, slot, CLT_FLOAT32, 1, rshape);
     if (s == CLT_OK && dlogits) s = clt__tensor_new(&grad, slot, CLT_FLOAT32, 2, logits->shape);
-    if (s == CLT_OK) {
+    if (s == CLT_OK && one_group) {
+        s = xent_mean_wg(out, grad, logits, labels);
+    } else if (s == CLT_OK) {
         clt__buf xb = clt__tensor_buf(logits), lb = clt__tensor_buf(labels), pb = clt__tensor_buf(per_row);
         /* Without a gradient the kernel never touches dlogits; per_row stands in. */
         clt__buf gb = grad ? clt__tensor_buf(grad) : pb;
@@ -37,7 +73,7 @@ clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, co
         /* The gradient was written by the same launch. */
         if (s == CLT_OK && grad) clt__same_write(grad, per_row);
     }
-    if (s == CLT_OK) s = clt__reduce_sum(out, per_row, (float)rows);
+    if (s == CLT_OK && !one_group) s = clt__reduce_sum(out, per_row, (float)rows);
     clt_tensor_release(per_row);
     if (s != CLT_OK) {
         clt_tensor_release(out);

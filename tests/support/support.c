@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "device/device_internal.h"
+#include "device/sync.h"
 
 clt_device clt_test_cpu(void)
 {
@@ -525,4 +526,30 @@ size_t clt_test_zip(uint8_t *out, int count, const char *const *names, const uin
 #undef LE16
 #undef LE32
     return at;
+}
+
+static _Atomic uint64_t kernels_seen;
+
+static void count_kernel(int slot, cl_event ev, const char *name, const char *cat, size_t bytes)
+{
+    (void)slot, (void)ev, (void)name, (void)bytes;
+    if (strcmp(cat, "kernel") == 0) kernels_seen++;
+}
+
+static void ignore_host(int slot, const char *what, const char *cat, uint64_t start_ns, uint64_t end_ns)
+{
+    (void)slot, (void)what, (void)cat, (void)start_ns, (void)end_ns;
+}
+
+void clt_test_kernels_start(void)
+{
+    static const clt__sync_tracer counter = {count_kernel, ignore_host};
+    kernels_seen = 0;
+    clt__sync_set_tracer(&counter);
+}
+
+uint64_t clt_test_kernels_stop(void)
+{
+    clt__sync_set_tracer(NULL);
+    return kernels_seen;
 }

@@ -131,6 +131,14 @@ void clt_test_unlimit_memory(void);
 cl_event clt_test_close_gate(clt_device dev);
 void clt_test_open_gate(cl_event gate);
 
+/* Counts the commands the trace calls kernels that are enqueued from now on
+ * (on every device: kernel launches, CLBlast calls and buffer fills; not
+ * transfers), through the recorder hook of src/device/sync.c, which a
+ * running trace also uses: not with a trace on. clt_test_kernels_stop
+ * removes the hook and returns the count. */
+void clt_test_kernels_start(void);
+uint64_t clt_test_kernels_stop(void);
+
 /* 1 when the device is a simulator that runs kernels 10 to 100 times slower
  * than pocl (scripts/oclgrind sets CLT_TEST_SIMULATOR=1). Tests whose
  * largest shapes exist only to reach a code path take smaller shapes that
