@@ -5,11 +5,15 @@
  * in one pass) against a C reference and bit for bit against the two passes
  * it replaces; and whole-model gradients of ResMLPs and residual stacks,
  * fused and with CLT_FUSE=0, checkpointed or not, against a plain C
- * forward and backward in double precision. */
+ * forward and backward in double precision, also on a GPU-class device,
+ * where a traced step shows which passes cl/gemm_gpu.cl's store replaced. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/device_internal.h"
+#include "ops/gemm_gpu.h"
 #include "support.h"
 
 #define TOL 1e-4
@@ -430,6 +434,51 @@ START_TEST(test_residual_stack_grads)
 }
 END_TEST
 
+static int count(const char *text, const char *word)
+{
+    int c = 0;
+    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word)) c++;
+    return c;
+}
+
+/* On a GPU-class device the products take cl/gemm_gpu.cl with every
+ * epilogue in their store: the gradients match the reference, and a traced
+ * step of the ResMLP (3 blocks, dx asked for) makes its 24 products as
+ * gemm_gpu_f32 and no bias, ReLU, mask or column-sum pass but the ReLUs
+ * whose gradient is not one product's (relu_backward_bias): the one below
+ * the first block and the last of each block's body, whose dy the skip
+ * path also takes unmasked. */
+START_TEST(test_resmlp_gpu_class)
+{
+    clt_device dev = clt_test_device();
+    int slot;
+    ck_assert_ok(clt__resolve(dev, &slot));
+    clt_test_skip_if(!clt__gemm_gpu_side(slot), "wide-work-groups", "work-groups of fewer than 64 work-items");
+    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
+    const net a = {.B = 5, .in = 13, .h = 11, .out = 7, .blocks = 3, .head = 1, .tail = 1};
+    const net wide = {.B = 33, .in = 20, .h = 257, .out = 3, .blocks = 2, .head = 1, .tail = 1};
+    check_net(&wide, 1, 0, 1);
+    check_net(&a, 1, 1, 1);
+    check_net(&a, 0, 0, 1);
+    char dir[256], path[512];
+    clt_test_make_temp_dir(dir, sizeof dir, "fused");
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    ck_assert_ok(clt_trace_start(path));
+    check_net(&a, 1, 0, 1);
+    ck_assert_ok(clt_trace_stop());
+    char *trace = clt_test_read_file(path);
+    ck_assert_int_eq(count(trace, "\"gemm_gpu_f32\""), 24);
+    ck_assert_int_eq(count(trace, "relu_backward_bias"), 1 + a.blocks);
+    const char *gone[] = {"bias_relu_f32", "sum_rows", "relu_backward_f32", "relu_f32", "CLBlast"};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        ck_assert_msg(!strstr(trace, gone[i]), "%s ran in a GPU-class step", gone[i]);
+    free(trace);
+    clt_test_remove_dir(dir);
+    unsetenv("CLT_DEVICE_CLASS");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fused");
@@ -443,6 +492,7 @@ int main(void)
     tcase_add_test(tc, test_relu_bias_errors);
     tcase_add_test(tc, test_resmlp_grads);
     tcase_add_test(tc, test_residual_stack_grads);
+    tcase_add_test(tc, test_resmlp_gpu_class);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -231,6 +231,7 @@ typedef struct fold {
     int bias_done;    /* Linear: the ReLU above it accumulated its bias gradient */
     clt_tensor *base; /* Linear: *dx is base + its input gradient... */
     int in_place;     /* ...accumulated into base itself (clt__linear_backward_add) */
+    const clt_tensor *mask; /* Linear: the kept output of the ReLU below, applied to *dx in the product */
 } fold;
 
 static clt_status seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor *dy, clt_tensor **dx,
@@ -243,7 +244,8 @@ static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx
     clt_tensor *db = f->bias_done ? NULL : l->db;
     clt_status s;
     if (clt_tensor_dtype(l->w) == CLT_FLOAT16) s = clt__linear_backward_f16(dx, l->dw, db, dy, l->saved, l->w);
-    else if (f->base && dx) s = clt__linear_backward_add(dx, f->base, f->in_place, l->dw, db, dy, l->saved, l->w);
+    else if ((f->base || f->mask) && dx)
+        s = clt__linear_backward_add(dx, f->base, f->in_place, f->mask, l->dw, db, dy, l->saved, l->w);
     else s = clt_linear_backward_(dx, l->dw, db, dy, l->saved, l->w);
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
@@ -394,6 +396,26 @@ static clt_status segment_backward(clt_model *m, clt__layer *layers, int j, clt_
     return seq_backward(NULL, first, first->seg_len, dy, dx, NULL, 0);
 }
 
+/* The kept output of the ReLU at i - 1 when layers[i], a float32 Linear,
+ * can apply that ReLU's backward in its input gradient's product (the dense
+ * op's store does it, clt__dense_fuses_backward) and the Linear at i - 2
+ * sum its bias gradient in its weight gradient's product: then neither the
+ * ReLU's pass (relu_bias_backward) nor a bias pass runs. Else NULL. */
+static const clt_tensor *mask_below(const clt__layer *layers, int i, const clt_tensor *dy, const fold *f)
+{
+    const clt__layer *l = &layers[i];
+    if (!f->fuse || i < 2 || !is_f32_linear(l) || !l->saved || layers[i - 1].kind != CLT__RELU ||
+        !layers[i - 1].saved || !is_f32_linear(&layers[i - 2]) || !layers[i - 2].db)
+        return NULL;
+    int slot, fused = 0;
+    size_t rows = (size_t)clt_tensor_dim(dy, 0), in = (size_t)clt_tensor_dim(l->saved, 1);
+    /* A failure here is the product's own to report. */
+    if (clt__resolve(clt_tensor_device(dy), &slot) != CLT_OK ||
+        clt__dense_fuses_backward(slot, rows, in, (size_t)clt_tensor_dim(dy, 1), &fused) != CLT_OK)
+        return NULL;
+    return fused ? layers[i - 1].saved : NULL;
+}
+
 /* As clt__seq_backward with dy handed over (so that a residual block can
  * tell when it holds the only reference); base and in_place go to the first
  * layer, a float32 Linear when base is not NULL (see fold). */
@@ -417,8 +439,15 @@ static clt_status seq_backward(clt_model *m, clt__layer *layers, int n, clt_tens
         clt__layer *l = &layers[i];
         clt_tensor *next = NULL;
         f.base = i == 0 ? base : NULL;
+        f.mask = !seg && need ? mask_below(layers, i, cur, &f) : NULL;
         if (m && !seg) mark_layers(m, "backward", l, l);
-        if (seg) {
+        if (f.mask) {
+            /* The ReLU below is done with this product. */
+            s = layer_backward(l, cur, &next, &f);
+            drop(&layers[i - 1].saved);
+            f.bias_done = 0;
+            j = i - 1;
+        } else if (seg) {
             s = segment_backward(m, layers, j, cur, need ? &next : NULL);
             cur = NULL;
         } else if (f.fuse && need && l->kind == CLT__RELU && i > 0 && is_f32_linear(&layers[i - 1]) &&

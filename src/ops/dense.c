@@ -1,10 +1,13 @@
 /* Dense ops: GEMM, matmul and the linear layer's forward and backward.
- * Every product goes through clt__dense_gemm, the one place that picks a
- * device's dense implementation: the register-tiled kernels of
+ * Every product goes through dense_gemm, the one place that picks a
+ * device's dense implementation (dense_impl): the register-tiled kernels of
  * cl/gemm_cpu.cl on CPU-class devices (clt__dense_cpu), with the tile the
- * tuning cache gives the shape (src/ops/tune.c), CLBlast elsewhere (its
- * kernels are shaped for GPUs). CLT_DENSE=cpu|clblast forces either one. A
- * product with k = 0 runs neither: c is filled or scaled (dense_gemm). */
+ * tuning cache gives the shape (src/ops/tune.c); on GPU-class devices the
+ * local-memory kernel of cl/gemm_gpu.cl for products of at most
+ * CLT__GEMM_GPU_MAX_MNK multiply-adds (src/ops/gemm_gpu.c), CLBlast for
+ * larger ones (its kernels are shaped for GPUs, its calls cost host time).
+ * CLT_DENSE=cpu|clblast forces the CPU kernels or CLBlast. A product with
+ * k = 0 runs no GEMM: c is filled or scaled (dense_gemm_fused). */
 #include <clblast_c.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -17,6 +20,7 @@
 #include "../device/device_internal.h"
 #include "../device/sync.h"
 #include "clblast_params.h"
+#include "gemm_gpu.h"
 #include "ops_internal.h"
 #include "tune.h"
 
@@ -121,36 +125,55 @@ static clt_status clblast_gemm(int slot, int transpose_a, int transpose_b, size_
     return s;
 }
 
-/* 1 for the CPU kernels: CLT_DENSE when set, else whether the device is
- * CPU-class (clt__gpu_class: CLT_DEVICE_CLASS, else a CPU, also when
- * CLT_CPU_AS_GPU presents it as a GPU). */
-clt_status clt__dense_cpu(int slot, int *out)
+enum { DENSE_CPU, DENSE_GPU, DENSE_CLBLAST };
+
+/* The implementation of an m x n x k product on slot: CLT_DENSE when set
+ * (cpu, clblast), else by the device's class (clt__gpu_class:
+ * CLT_DEVICE_CLASS, else a CPU, also when CLT_CPU_AS_GPU presents it as a
+ * GPU, is CPU-class): the CPU kernels, or on GPU-class devices
+ * cl/gemm_gpu.cl where clt__gemm_gpu_fits and the work-groups allow, else
+ * CLBlast. */
+static clt_status dense_impl(int slot, size_t m, size_t n, size_t k, int *out)
 {
     /* The words cpu, clblast are 0, 1. */
-    int forced;
+    int forced, gpu;
     CLT_TRY(clt__env_get(CLT__ENV_DENSE, -1, &forced));
     if (forced >= 0) {
-        *out = forced == 0;
+        *out = forced == 0 ? DENSE_CPU : DENSE_CLBLAST;
         return CLT_OK;
     }
-    int gpu;
     CLT_TRY(clt__gpu_class(slot, &gpu));
-    *out = !gpu;
+    if (!gpu) *out = DENSE_CPU;
+    else *out = clt__gemm_gpu_fits(m, n, k) && clt__gemm_gpu_side(slot) ? DENSE_GPU : DENSE_CLBLAST;
     return CLT_OK;
 }
 
-/* clt__dense_gemm with an optional bias (n) added to every row of c, then
- * ReLU when relu is set; a bias or ReLU needs beta = 0 and ldc = n. The CPU
- * kernels apply both in their epilogue; after a CLBlast product one pass
+clt_status clt__dense_cpu(int slot, int *out)
+{
+    int impl;
+    CLT_TRY(dense_impl(slot, 0, 0, 0, &impl));
+    *out = impl == DENSE_CPU;
+    return CLT_OK;
+}
+
+clt_status clt__dense_fuses_backward(int slot, size_t m, size_t n, size_t k, int *out)
+{
+    int impl;
+    CLT_TRY(dense_impl(slot, m, n, k, &impl));
+    *out = impl == DENSE_GPU;
+    return CLT_OK;
+}
+
+/* A product on the CPU kernels (cpu) or CLBlast with an optional bias (n)
+ * added to every row of c, then ReLU when relu is set. The CPU kernels
+ * apply both in their epilogue; after a CLBlast product one pass
  * (bias_relu_f32) applies them; for k = 0 the bias fills c and a ReLU pass
  * follows. */
-static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
-                             const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                             clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu, clt__packed_weight *pw)
+static clt_status dense_gemm_fused(int slot, int cpu, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
+                                   float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb,
+                                   float beta, clt_tensor *c, size_t ldc, const clt_tensor *bias, int relu,
+                                   clt__packed_weight *pw)
 {
-    if (m == 0 || n == 0) return CLT_OK;
-    int cpu = 0;
-    CLT_TRY(clt__dense_cpu(slot, &cpu));
     if (cpu && k > 0) {
         clt__gemm_tile tile;
         CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, lda, 0, &tile));
@@ -179,6 +202,43 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
     return clt__launch1(slot, "activation", "relu_f32", 5, rargs, (size_t)count, c);
 }
 
+/* What an epilogue leaves to passes of their own on the CPU kernels and
+ * CLBlast: the row sums of op(a) (a is (k, m), transposed) and the mask
+ * (relu_backward_f32 in place). */
+static clt_status epilogue_passes(int slot, const clt_tensor *a, clt_tensor *c, size_t m, size_t n, size_t k,
+                                  const clt__epilogue *ep)
+{
+    if (ep->rowsum && m > 0 && k > 0) CLT_TRY(clt__sum_rows_into(ep->rowsum, a, 1));
+    if (!ep->mask || m == 0 || n == 0) return CLT_OK;
+    clt__buf cb = clt__tensor_buf(c), mb = clt__tensor_buf(ep->mask);
+    cl_ulong count = (cl_ulong)(m * n);
+    clt__arg args[] = {CLT_ARG(cb.mem), CLT_ARG(cb.off), CLT_ARG(mb.mem), CLT_ARG(mb.off),
+                       CLT_ARG(cb.mem), CLT_ARG(cb.off), CLT_ARG(count)};
+    return clt__launch1(slot, "activation", "relu_backward_f32", 7, args, (size_t)count, c);
+}
+
+/* clt__dense_gemm with the epilogue ep (may be NULL; see clt__epilogue: a
+ * bias or ReLU needs beta = 0 and ldc = n, a mask ldc = n, row sums
+ * transpose_a with a of shape (k, m)). cl/gemm_gpu.cl applies all of it in
+ * its store; elsewhere dense_gemm_fused takes the bias and ReLU and
+ * epilogue_passes the rest. */
+static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
+                             const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
+                             clt_tensor *c, size_t ldc, const clt__epilogue *ep, clt__packed_weight *pw)
+{
+    static const clt__epilogue none = {0};
+    if (!ep) ep = &none;
+    int impl = DENSE_CPU;
+    CLT_TRY(dense_impl(slot, m, n, k, &impl));
+    if (impl == DENSE_GPU)
+        return clt__gemm_gpu(slot, clt__gemm_gpu_side(slot), transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb,
+                             beta, c, ldc, ep);
+    if (m > 0 && n > 0)
+        CLT_TRY(dense_gemm_fused(slot, impl == DENSE_CPU, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb,
+                                 beta, c, ldc, ep->bias, ep->relu, pw));
+    return epilogue_passes(slot, a, c, m, n, k, ep);
+}
+
 clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                                const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
                                clt_tensor *c, size_t ldc, const clt_tensor *bias)
@@ -199,7 +259,7 @@ clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m,
                            const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
                            clt_tensor *c, size_t ldc)
 {
-    return dense_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0, NULL);
+    return dense_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, NULL);
 }
 
 static clt_status shape_fail(const char *op, const char *what, const clt_tensor *a, const clt_tensor *b,
@@ -270,8 +330,9 @@ static clt_status linear_forward(const char *op, clt_tensor **y, const clt_tenso
     int64_t shape[] = {x->shape[0], w->shape[0]};
     clt_tensor *out;
     CLT_TRY(clt__tensor_new(&out, slot, CLT_FLOAT32, 2, shape));
+    clt__epilogue ep = {.bias = b, .relu = relu};
     clt_status s = dense_gemm(slot, 0, 1, (size_t)rows, (size_t)cols, (size_t)x->shape[1], 1.0f, x,
-                              (size_t)x->shape[1], w, (size_t)w->shape[1], 0.0f, out, (size_t)cols, b, relu, pw);
+                              (size_t)x->shape[1], w, (size_t)w->shape[1], 0.0f, out, (size_t)cols, &ep, pw);
     return clt__finish(s, out, y);
 }
 
@@ -292,9 +353,11 @@ clt_status clt__linear_forward_packed(clt_tensor **y, const clt_tensor *x, const
 }
 
 /* clt_linear_backward_; with base, dx = base + dy @ w: the product
- * accumulates (beta 1) into base itself when in_place, else into a copy. */
-static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *base, int in_place, clt_tensor *dw,
-                                  clt_tensor *db, const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w)
+ * accumulates (beta 1) into base itself when in_place, else into a copy;
+ * with mask (x's shape), dx = 0 where mask <= 0. */
+static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *base, int in_place,
+                                  const clt_tensor *mask, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
+                                  const clt_tensor *x, const clt_tensor *w)
 {
     if (dx) *dx = NULL;
     CLT_TRY(clt__need_f32(op, "dw", dw));
@@ -321,19 +384,25 @@ static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *b
         if (base->ndim != 2 || base->shape[0] != B || base->shape[1] != C)
             return shape_fail(op, "base must have x's shape", base, x, NULL);
     }
+    if (mask) {
+        CLT_TRY(clt__need_f32(op, "mask", mask));
+        CLT_TRY(clt__same_device(op, dy, mask));
+        if (mask->ndim != 2 || mask->shape[0] != B || mask->shape[1] != C)
+            return shape_fail(op, "mask must have x's shape", mask, x, NULL);
+    }
     int slot = dy->st->slot;
     clt_tensor *g = NULL;
     clt_status s = CLT_OK;
     if (dx && base && in_place) g = clt_tensor_retain(base);
     else if (dx) CLT_TRY(clt__tensor_new(&g, slot, CLT_FLOAT32, 2, x->shape));
     if (dx && base && !in_place) s = clt_copy_(g, base);
+    clt__epilogue dw_ep = {.rowsum = db}, dx_ep = {.mask = mask};
     if (s == CLT_OK)
-        s = clt__dense_gemm(slot, 1, 0, (size_t)OC, (size_t)C, (size_t)B, 1.0f, dy, (size_t)OC, x, (size_t)C, 1.0f, dw,
-                            (size_t)C);
-    if (s == CLT_OK && db) s = clt__sum_rows_into(db, dy, 1);
+        s = dense_gemm(slot, 1, 0, (size_t)OC, (size_t)C, (size_t)B, 1.0f, dy, (size_t)OC, x, (size_t)C, 1.0f, dw,
+                       (size_t)C, &dw_ep, NULL);
     if (s == CLT_OK && dx)
-        s = clt__dense_gemm(slot, 0, 0, (size_t)B, (size_t)C, (size_t)OC, 1.0f, dy, (size_t)OC, w, (size_t)C,
-                            base ? 1.0f : 0.0f, g, (size_t)C);
+        s = dense_gemm(slot, 0, 0, (size_t)B, (size_t)C, (size_t)OC, 1.0f, dy, (size_t)OC, w, (size_t)C,
+                       base ? 1.0f : 0.0f, g, (size_t)C, &dx_ep, NULL);
     if (!dx) return s;
     return clt__finish(s, g, dx);
 }
@@ -341,14 +410,14 @@ static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *b
 clt_status clt_linear_backward_(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                const clt_tensor *x, const clt_tensor *w)
 {
-    return linear_backward("clt_linear_backward_", dx, NULL, 0, dw, db, dy, x, w);
+    return linear_backward("clt_linear_backward_", dx, NULL, 0, NULL, dw, db, dy, x, w);
 }
 
-clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, clt_tensor *dw, clt_tensor *db,
-                                    const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w)
+clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, const clt_tensor *mask,
+                                    clt_tensor *dw, clt_tensor *db, const clt_tensor *dy, const clt_tensor *x,
+                                    const clt_tensor *w)
 {
     const char *op = "clt__linear_backward_add";
     CLT_TRY(clt__need(op, "dx", dx));
-    CLT_TRY(clt__need(op, "base", base));
-    return linear_backward(op, dx, base, in_place, dw, db, dy, x, w);
+    return linear_backward(op, dx, base, in_place, mask, dw, db, dy, x, w);
 }

@@ -54,13 +54,21 @@ clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_
                                const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
                                clt_tensor *c, size_t ldc, const clt_tensor *bias);
 
-/* clt_linear_backward_ with *dx = base + dy @ w (base shaped as x): the
- * product accumulates into base itself when in_place (the caller's word that
- * nothing reads base's old values later; *dx is then a new reference to
- * base), else into a copy of base. base is none of the other operands.
- * Saves the pass that would add them. */
-clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, clt_tensor *dw, clt_tensor *db,
-                                    const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w);
+/* clt_linear_backward_ with *dx = base + dy @ w when base is not NULL
+ * (base shaped as x): the product accumulates into base itself when
+ * in_place (the caller's word that nothing reads base's old values later;
+ * *dx is then a new reference to base), else into a copy of base; base is
+ * none of the other operands. Saves the pass that would add them. With
+ * mask (x's shape, may be NULL), *dx = 0 where mask <= 0: the backward of
+ * a ReLU below whose kept output mask is, in the product's store where
+ * clt__dense_fuses_backward says so, else as a pass of its own. */
+clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, const clt_tensor *mask,
+                                    clt_tensor *dw, clt_tensor *db, const clt_tensor *dy, const clt_tensor *x,
+                                    const clt_tensor *w);
+/* *out = 1 when an m x n x k product on slot takes cl/gemm_gpu.cl, whose
+ * store applies a ReLU's backward mask and sums a bias gradient
+ * (src/ops/gemm_gpu.h), so that no pass of their own runs. */
+clt_status clt__dense_fuses_backward(int slot, size_t m, size_t n, size_t k, int *out);
 
 /* A float32 weight w (n, k) packed as B = w^T into the CPU kernels' panels
  * (pack_bt_f32, panels of the tile's tn columns, k deep), kept between

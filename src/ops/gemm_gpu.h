@@ -1,0 +1,40 @@
+/* Internal: the GPU-class devices' own GEMM (cl/gemm_gpu.cl,
+ * src/ops/gemm_gpu.c) for products small enough that a CLBlast call's host
+ * cost would dominate, with the layers' epilogues fused into its store. */
+#ifndef CLT_OPS_GEMM_GPU_H
+#define CLT_OPS_GEMM_GPU_H
+
+#include <stddef.h>
+#include "../tensor/tensor_internal.h"
+#include "ops_internal.h"
+
+/* Products of at most this many multiply-adds (m n k) take the kernel on
+ * GPU-class devices; larger ones stay on CLBlast. 2^27 holds every product
+ * of the capstone at batch 256 (the largest, 256 x 256 x 784, is 2^25.6). */
+#define CLT__GEMM_GPU_MAX_MNK ((int64_t)1 << 27)
+
+/* What a product applies in its store, after alpha op(a) op(b) + beta c. */
+typedef struct clt__epilogue {
+    const clt_tensor *bias; /* (n), added to every row; NULL: none */
+    int relu;               /* ReLU after the bias */
+    const clt_tensor *mask; /* (m, n), c's shape (ldc = n): c = 0 where mask <= 0 (a ReLU's backward); NULL: none */
+    clt_tensor *rowsum;     /* (m): += the row sums of op(a), unscaled (a bias gradient); NULL: none */
+} clt__epilogue;
+
+/* 1 when a product of m x n x k may take the kernel: m, n and k > 0, and
+ * m n k at most CLT__GEMM_GPU_MAX_MNK. */
+int clt__gemm_gpu_fits(size_t m, size_t n, size_t k);
+
+/* The side of the kernel's square work-groups on slot: 16 (256 work-items)
+ * where CL_DEVICE_MAX_WORK_GROUP_SIZE allows, else 8 (64); 0 below 64. */
+int clt__gemm_gpu_side(int slot);
+
+/* c = alpha op(a) op(b) + beta c, then ep (may be NULL), as
+ * clt__dense_gemm, in one launch of gemm_gpu_f32 with work-groups of side
+ * wgs (16 or 8; tests choose, clt__gemm_gpu_side otherwise). Records the
+ * launch as c's and ep->rowsum's last write. */
+clt_status clt__gemm_gpu(int slot, int wgs, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
+                         float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
+                         clt_tensor *c, size_t ldc, const clt__epilogue *ep);
+
+#endif

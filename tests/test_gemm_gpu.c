@@ -1,0 +1,198 @@
+/* The GPU-class devices' own GEMM (cl/gemm_gpu.cl, src/ops/gemm_gpu.c):
+ * every transpose, odd edges, work-groups of side 16 and 8 (256 and 64
+ * work-items), each epilogue alone and together, against the plain C
+ * reference and against CLBlast; and which products take it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/device_internal.h"
+#include "ops/gemm_gpu.h"
+#include "support.h"
+
+#define TOL 1e-4
+
+enum { BIAS = 1, RELU = 2, MASK = 4, ROWSUM = 8 };
+
+static int test_slot(void)
+{
+    int slot;
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
+    return slot;
+}
+
+/* The epilogue of cl/gemm_gpu.cl on the reference's c (m, n). */
+static void ref_epilogue(int flags, int ta, int64_t m, int64_t n, int64_t k, const float *a, const float *bias,
+                         const float *mask, float *c, float *rowsum)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float v = c[i * n + j];
+            if (flags & BIAS) v += bias[j];
+            if ((flags & RELU) && v < 0.0f) v = 0.0f;
+            if ((flags & MASK) && !(mask[i * n + j] > 0.0f)) v = 0.0f;
+            c[i * n + j] = v;
+        }
+    if (!(flags & ROWSUM)) return;
+    for (int64_t i = 0; i < m; i++) {
+        double s = rowsum[i];
+        for (int64_t p = 0; p < k; p++) s += ta ? a[p * m + i] : a[i * k + p];
+        rowsum[i] = (float)s;
+    }
+}
+
+/* One product through clt__gemm_gpu with work-groups of side wgs, against
+ * the C reference; a, b and c are views at nonzero offsets. */
+static void check_one(int wgs, int ta, int tb, int64_t m, int64_t n, int64_t k, int flags)
+{
+    float beta = flags & (BIAS | RELU) ? 0.0f : 0.5f;
+    float *a = clt_test_random_floats(m * k, 1 + (uint64_t)m), *b = clt_test_random_floats(k * n, 2 + (uint64_t)n);
+    float *c = clt_test_random_floats(m * n, 3 + (uint64_t)k), *bias = clt_test_random_floats(n, 4);
+    float *mask = clt_test_random_floats(m * n, 5), *rowsum = clt_test_random_floats(m, 6);
+    clt_device dev = clt_test_device();
+    clt_tensor *ab, *bb, *cb;
+    clt_tensor *ta_ = clt_test_upload_view(dev, a, ta ? k : m, ta ? m : k, 2, 9.0f, &ab);
+    clt_tensor *tb_ = clt_test_upload_view(dev, b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
+    clt_tensor *tc = clt_test_upload_view(dev, c, m, n, 3, 7.0f, &cb);
+    clt_tensor *tbias = clt_test_upload(dev, bias, 1, n), *tmask = clt_test_upload(dev, mask, m, n);
+    clt_tensor *trs = clt_test_upload(dev, rowsum, 1, m);
+    clt__epilogue ep = {.bias = flags & BIAS ? tbias : NULL, .relu = (flags & RELU) != 0,
+                        .mask = flags & MASK ? tmask : NULL, .rowsum = flags & ROWSUM ? trs : NULL};
+    ck_assert_ok(clt__gemm_gpu(test_slot(), wgs, ta, tb, (size_t)m, (size_t)n, (size_t)k, 0.75f, ta_,
+                               (size_t)(ta ? m : k), tb_, (size_t)(tb ? k : n), beta, tc, (size_t)n, &ep));
+    clt_test_ref_gemm(ta, tb, m, n, k, 0.75f, a, b, beta, c);
+    ref_epilogue(flags, ta, m, n, k, a, bias, mask, c, rowsum);
+    float *got = clt_test_read(tc), *got_rs = clt_test_read(trs), *all = clt_test_read(cb);
+    double err = clt_test_max_rel_err(got, c, m * n), rs_err = clt_test_max_rel_err(got_rs, rowsum, m);
+    ck_assert_msg(err < TOL && rs_err < TOL, "wgs %d ta=%d tb=%d m=%lld n=%lld k=%lld flags %d: error %g, row sums %g",
+                  wgs, ta, tb, (long long)m, (long long)n, (long long)k, flags, err, rs_err);
+    /* The rows around c's view are untouched. */
+    for (int64_t i = 0; i < 3 * n; i++) ck_assert_float_eq(all[i], 7.0f);
+    for (int64_t i = (m + 3) * n; i < (m + 6) * n; i++) ck_assert_float_eq(all[i], 7.0f);
+    free(all);
+    free(got_rs);
+    free(got);
+    free(a);
+    free(b);
+    free(c);
+    free(bias);
+    free(mask);
+    free(rowsum);
+    clt_tensor *ts[] = {ta_, tb_, tc, ab, bb, cb, tbias, tmask, trs};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
+}
+
+static const int64_t sizes[][3] = {{1, 1, 1},     {3, 17, 5},     {17, 3, 257}, {64, 64, 16}, {65, 1, 130},
+                                   {255, 257, 17}, {257, 255, 33}, {1, 257, 3},  {33, 10, 256}};
+
+START_TEST(test_transposes_and_edges)
+{
+    for (int w = 0; w < 2; w++)
+        for (int t = 0; t < 4; t++)
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+                check_one(w ? 8 : 16, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2], 0);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* The layers' epilogues with the transposes they come with (forward: NT
+ * with bias and ReLU; input gradient: NN with a mask; weight gradient: TN
+ * with row sums), and each of them alone and all together elsewhere. */
+START_TEST(test_epilogues)
+{
+    int combos[][3] = {{0, 1, BIAS | RELU}, {0, 1, BIAS}, {0, 1, RELU}, {0, 0, MASK},
+                       {1, 0, ROWSUM},      {1, 0, ROWSUM | MASK}, {0, 0, ROWSUM}, {1, 1, BIAS | RELU | MASK | ROWSUM}};
+    for (int w = 0; w < 2; w++)
+        for (size_t e = 0; e < sizeof combos / sizeof combos[0]; e++)
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+                check_one(w ? 8 : 16, combos[e][0], combos[e][1], sizes[s][0], sizes[s][1], sizes[s][2],
+                          combos[e][2]);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* The same product by the kernel and by CLBlast (CLT_DENSE=clblast), at the
+ * capstone's shapes (batch 256, 784-256-256-10) and odd ones. */
+START_TEST(test_against_clblast)
+{
+    clt_test_skip_if(clt_test_simulated(), "clblast", "CLBlast does not run on the simulator");
+    int64_t shapes[][5] = {/* ta, tb, m, n, k */
+                           {0, 1, 256, 256, 784}, {0, 1, 256, 10, 256}, {1, 0, 256, 784, 256}, {1, 0, 10, 256, 256},
+                           {0, 0, 256, 256, 256}, {0, 0, 256, 256, 10}, {0, 1, 17, 255, 257}, {1, 0, 3, 1, 255}};
+    clt_device dev = clt_test_device();
+    int slot = test_slot();
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int ta = (int)shapes[s][0], tb = (int)shapes[s][1];
+        int64_t m = shapes[s][2], n = shapes[s][3], k = shapes[s][4];
+        float *a = clt_test_random_floats(m * k, 7), *b = clt_test_random_floats(k * n, 8);
+        clt_tensor *tav = clt_test_upload(dev, a, ta ? k : m, ta ? m : k), *tbv = clt_test_upload(dev, b, tb ? n : k, tb ? k : n);
+        clt_tensor *own, *lib;
+        int64_t shape[] = {m, n};
+        ck_assert_ok(clt_zeros(&own, dev, CLT_FLOAT32, 2, shape));
+        ck_assert_ok(clt_zeros(&lib, dev, CLT_FLOAT32, 2, shape));
+        ck_assert_ok(clt__gemm_gpu(slot, clt__gemm_gpu_side(slot), ta, tb, (size_t)m, (size_t)n, (size_t)k, 1.0f, tav,
+                                   (size_t)(ta ? m : k), tbv, (size_t)(tb ? k : n), 0.0f, own, (size_t)n, NULL));
+        ck_assert_int_eq(setenv("CLT_DENSE", "clblast", 1), 0);
+        ck_assert_ok(clt_gemm_(ta, tb, 1.0f, tav, tbv, 0.0f, lib));
+        unsetenv("CLT_DENSE");
+        float *x = clt_test_read(own), *y = clt_test_read(lib);
+        double err = clt_test_max_rel_err(x, y, m * n);
+        ck_assert_msg(err < TOL, "ta=%d tb=%d m=%lld n=%lld k=%lld: kernel and CLBlast differ by %g", ta, tb,
+                      (long long)m, (long long)n, (long long)k, err);
+        free(x);
+        free(y);
+        free(a);
+        free(b);
+        clt_tensor_release(own);
+        clt_tensor_release(lib);
+        clt_tensor_release(tav);
+        clt_tensor_release(tbv);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* Which products take the kernel: GPU-class devices, 0 < m n k <= 2^27,
+ * work-groups of 64 or more; CLT_DENSE=clblast keeps CLBlast. */
+START_TEST(test_choice)
+{
+    ck_assert_int_eq(clt__gemm_gpu_fits(256, 256, 784), 1);
+    ck_assert_int_eq(clt__gemm_gpu_fits(512, 512, 512), 1);
+    ck_assert_int_eq(clt__gemm_gpu_fits(512, 512, 513), 0);
+    ck_assert_int_eq(clt__gemm_gpu_fits(256, 256, 0), 0);
+    ck_assert_int_eq(clt__gemm_gpu_fits(0, 256, 1), 0);
+    ck_assert_int_eq(clt__gemm_gpu_fits((size_t)1 << 40, (size_t)1 << 40, 1), 0);
+    int slot = test_slot(), fused = -1;
+    const char *was = getenv("CLT_DEVICE_CLASS");
+    char *class = was ? strdup(was) : NULL;
+    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
+    ck_assert_ok(clt__dense_fuses_backward(slot, 256, 256, 784, &fused));
+    ck_assert_int_eq(fused, clt__gemm_gpu_side(slot) != 0);
+    ck_assert_ok(clt__dense_fuses_backward(slot, 1024, 1024, 1024, &fused));
+    ck_assert_int_eq(fused, 0);
+    ck_assert_int_eq(setenv("CLT_DENSE", "clblast", 1), 0);
+    ck_assert_ok(clt__dense_fuses_backward(slot, 256, 256, 784, &fused));
+    ck_assert_int_eq(fused, 0);
+    unsetenv("CLT_DENSE");
+    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "cpu", 1), 0);
+    ck_assert_ok(clt__dense_fuses_backward(slot, 256, 256, 784, &fused));
+    ck_assert_int_eq(fused, 0);
+    if (class) setenv("CLT_DEVICE_CLASS", class, 1);
+    else unsetenv("CLT_DEVICE_CLASS");
+    free(class);
+    ck_assert_int_eq(clt__gemm_gpu_side(slot), clt__slot_get(slot)->max_work_group >= 256 ? 16 : 8);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("gemm_gpu");
+    TCase *tc = clt_test_tcase("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_transposes_and_edges);
+    tcase_add_test(tc, test_epilogues);
+    tcase_add_test(tc, test_against_clblast);
+    tcase_add_test(tc, test_choice);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}
