@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ops/half.h"
+#include "ops/linear_f16.h"
 #include "support.h"
 
 /* Reads a float16 tensor as float32 values. */
@@ -839,6 +840,66 @@ START_TEST(test_mixed_precision_training_matches_float32)
 }
 END_TEST
 
+/* The float16 Linear's backward through float32 copies (CLT_DENSE=clblast),
+ * on either device class: db adds the float32 column sums of dy (from zero,
+ * rounded once: what clt_sum_rows gives on dy's float32 values) in one
+ * launch, the only one that passing db adds. */
+START_TEST(test_linear_f16_bias_gradient_one_launch)
+{
+    enum { B = 37, C = 5, OC = 19 };
+    static const char *const classes[] = {"cpu", "gpu"};
+    float x[B * C], w[OC * C], dy[B * OC], db[OC];
+    clt_test_fill_uniform(x, B * C, 61, -1, 1);
+    clt_test_fill_uniform(w, OC * C, 62, -1, 1);
+    clt_test_fill_uniform(dy, B * OC, 63, -2, 2);
+    clt_test_fill_uniform(db, OC, 64, -1, 1);
+    int64_t sx[] = {B, C}, sw[] = {OC, C}, sy[] = {B, OC}, nb = OC;
+    ck_assert_int_eq(setenv("CLT_DENSE", "clblast", 1), 0);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", classes[k], 1), 0);
+        clt_tensor *x16, *w16, *dy16, *db16, *dw16, *dx = NULL, *x32, *w32, *dy32, *dw32;
+        ck_assert_ok(clt_from_host(&x32, clt_test_device(), CLT_FLOAT32, 2, sx, x));
+        ck_assert_ok(clt_from_host(&w32, clt_test_device(), CLT_FLOAT32, 2, sw, w));
+        ck_assert_ok(clt_from_host(&dy32, clt_test_device(), CLT_FLOAT32, 2, sy, dy));
+        ck_assert_ok(clt_from_host(&dw32, clt_test_device(), CLT_FLOAT32, 1, &nb, db)); /* db's float32 start */
+        ck_assert_ok(clt_to_dtype(&x16, x32, CLT_FLOAT16));
+        ck_assert_ok(clt_to_dtype(&w16, w32, CLT_FLOAT16));
+        ck_assert_ok(clt_to_dtype(&dy16, dy32, CLT_FLOAT16));
+        ck_assert_ok(clt_to_dtype(&db16, dw32, CLT_FLOAT16));
+        clt_tensor_release(dw32);
+        ck_assert_ok(clt_zeros(&dw16, clt_test_device(), CLT_FLOAT16, 2, sw));
+        /* The expected db: half(db16 + the column sums of float(dy16)). */
+        clt_tensor *dyw, *sums;
+        ck_assert_ok(clt_to_dtype(&dyw, dy16, CLT_FLOAT32));
+        ck_assert_ok(clt_sum_rows(&sums, dyw));
+        float *start = read_half(db16), *add = clt_test_read(sums);
+        uint16_t want[OC], got[OC];
+        for (int i = 0; i < OC; i++) want[i] = clt_float_to_half(start[i] + add[i]);
+        free(start);
+        free(add);
+        ck_assert_ok(clt__linear_backward_f16(&dx, dw16, NULL, dy16, x16, w16)); /* built before counting */
+        clt_tensor_release(dx);
+        clt_test_kernels_start();
+        ck_assert_ok(clt__linear_backward_f16(&dx, dw16, NULL, dy16, x16, w16));
+        uint64_t without = clt_test_kernels_stop();
+        clt_tensor_release(dx);
+        clt_test_kernels_start();
+        ck_assert_ok(clt__linear_backward_f16(&dx, dw16, db16, dy16, x16, w16));
+        uint64_t with = clt_test_kernels_stop();
+        ck_assert_msg(with == without + 1, "%s class: %llu launches with db, %llu without", classes[k],
+                      (unsigned long long)with, (unsigned long long)without);
+        ck_assert_ok(clt_to_host(db16, got, sizeof got));
+        for (int i = 0; i < OC; i++)
+            ck_assert_msg(got[i] == want[i], "%s class: db[%d] is %#x, expected %#x", classes[k], i, got[i], want[i]);
+        clt_tensor *ts[] = {x16, w16, dy16, db16, dw16, dx, x32, w32, dy32, dyw, sums};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
+    }
+    unsetenv("CLT_DEVICE_CLASS");
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("half");
@@ -857,6 +918,7 @@ int main(void)
     tcase_add_test(tc, test_loss_scale_keeps_small_gradients);
     tcase_add_test(tc, test_overflow_skips_step_and_halves_scale);
     tcase_add_test(tc, test_mixed_precision_training_matches_float32);
+    tcase_add_test(tc, test_linear_f16_bias_gradient_one_launch);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

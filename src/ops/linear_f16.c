@@ -79,6 +79,7 @@ static clt_status linear_f16_args(const char *op, const clt_tensor *x, const clt
 static clt_status sum_rows_add_f16(clt_tensor *db, const clt_tensor *dy)
 {
     cl_ulong rows = (cl_ulong)dy->shape[0], cols = (cl_ulong)dy->shape[1];
+    if (rows == 0 || cols == 0) return CLT_OK; /* nothing to add */
     clt__buf xb = clt__tensor_buf(dy), ob = clt__tensor_buf(db);
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(rows), CLT_ARG(cols), CLT_ARG(ob.mem),
                        CLT_ARG(ob.off)};
@@ -118,9 +119,10 @@ clt_status clt__linear_forward_f16(clt_tensor **y, const clt_tensor *x, const cl
 }
 
 /* On the CPU kernels dw accumulates the float16 product straight into dw
- * (beta 1: dw read and rounded once, as adding a fresh float32 sum), db the
- * column sums of dy, and dx is written in float16; elsewhere (CLBlast, or a
- * size of 0) through float32 copies and fresh float32 sums. */
+ * (beta 1: dw read and rounded once, as adding a fresh float32 sum) and dx
+ * is written in float16; elsewhere (CLBlast, or a size of 0) through
+ * float32 copies and a fresh float32 sum for dw. Either way db adds the
+ * column sums of the float16 dy (sum_rows_add_f16). */
 clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                     const clt_tensor *x, const clt_tensor *w)
 {
@@ -143,17 +145,17 @@ clt_status clt__linear_backward_f16(clt_tensor **dx, clt_tensor *dw, clt_tensor 
         clt_status s = clt__dense_gemm_f16(slot, 0, 0, B, C, OC, 1.0f, dy, OC, w, C, 0.0f, g, C, NULL);
         return clt__finish(s, g, dx);
     }
-    clt_tensor *dy32, *x32, *w32, *dw32 = NULL, *db32 = NULL, *dx32 = NULL;
+    clt_tensor *dy32, *x32, *w32, *dw32 = NULL, *dx32 = NULL;
     CLT_TRY(widen(dy, x, w, &dy32, &x32, &w32));
-    /* Fresh float32 sums, added to the float16 gradients once each. */
+    /* A fresh float32 sum, added to the float16 gradient once; db's column
+     * sums of the float16 dy are float32 sums from zero added once too, in
+     * one launch (dy widens exactly, so they are the sums of dy32). */
     clt_status s = clt_zeros_like(&dw32, w32);
-    if (s == CLT_OK && db) s = clt_zeros(&db32, clt_tensor_device(dw), CLT_FLOAT32, 1, &w32->shape[0]);
-    if (s == CLT_OK) s = clt_linear_backward_(dx ? &dx32 : NULL, dw32, db32, dy32, x32, w32);
+    if (s == CLT_OK) s = clt_linear_backward_(dx ? &dx32 : NULL, dw32, NULL, dy32, x32, w32);
     if (s == CLT_OK) s = clt__accumulate_f16(dw, dw32);
-    if (s == CLT_OK && db) s = clt__accumulate_f16(db, db32);
+    if (s == CLT_OK && db) s = sum_rows_add_f16(db, dy);
     release3(dy32, x32, w32);
     clt_tensor_release(dw32);
-    clt_tensor_release(db32);
     if (!dx) return s;
     return narrow_out(s, dx32, dx);
 }
