@@ -23,14 +23,34 @@ __kernel void f32_to_f16(__global const float *x, ulong xo, __global half *y, ul
         for (; i < n; i++) vstore_half(x[i] * scale, 0, y + i);
 }
 
-__kernel void f16_to_f32(__global const half *x, ulong xo, __global float *y, ulong yo, ulong n)
+/* Work-item g's 16 elements of y = float(x) (n elements). */
+static void widen16(__global const half *x, ulong xo, __global float *y, ulong yo, ulong n, ulong g)
 {
-    ulong i = get_global_id(0) * 16;
+    ulong i = g * 16;
     x += xo;
     y += yo;
     if (i + 16 <= n) vstore16(vload_half16(0, x + i), 0, y + i);
     else
         for (; i < n; i++) y[i] = vload_half(0, x + i);
+}
+
+__kernel void f16_to_f32(__global const half *x, ulong xo, __global float *y, ulong yo, ulong n)
+{
+    widen16(x, xo, y, yo, n, get_global_id(0));
+}
+
+/* f16_to_f32 of three tensors in one launch (the float16 Linear's operands,
+ * src/ops/half.c clt__widen3): the first ceil(n0 / 16) work-items widen
+ * x0 into y0, the next ceil(n1 / 16) x1 into y1, the rest x2 into y2. An
+ * operand of 0 elements takes no work-item. */
+__kernel void f16_to_f32_3(__global const half *x0, ulong xo0, __global float *y0, ulong yo0, ulong n0,
+                           __global const half *x1, ulong xo1, __global float *y1, ulong yo1, ulong n1,
+                           __global const half *x2, ulong xo2, __global float *y2, ulong yo2, ulong n2)
+{
+    ulong g = get_global_id(0), g0 = (n0 + 15) / 16, g1 = (n1 + 15) / 16;
+    if (g < g0) widen16(x0, xo0, y0, yo0, n0, g);
+    else if (g < g0 + g1) widen16(x1, xo1, y1, yo1, n1, g - g0);
+    else widen16(x2, xo2, y2, yo2, n2, g - g0 - g1);
 }
 
 /* y = x * scale, in float32; flag[fo] = 1 when any result is inf or NaN

@@ -840,6 +840,57 @@ START_TEST(test_mixed_precision_training_matches_float32)
 }
 END_TEST
 
+/* clt__widen3: up to three float16 tensors (views at odd offsets, sizes
+ * around the 16-element work-items, any one missing) widened exactly in
+ * one launch. */
+START_TEST(test_widen3_one_launch)
+{
+    static const int64_t sizes[][3] = {{1, 17, 33}, {16, 0, 5}, {0, 0, 0}, {100, 3, 16}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (int missing = -1; missing < 3; missing++) {
+            const clt_tensor *in[3] = {NULL, NULL, NULL};
+            clt_tensor *base[3] = {NULL, NULL, NULL}, *view[3] = {NULL, NULL, NULL}, *w[3];
+            clt_tensor **out[3] = {&w[0], &w[1], &w[2]};
+            uint16_t *bits[3] = {NULL, NULL, NULL};
+            for (int i = 0; i < 3; i++) {
+                if (i == missing) continue;
+                int64_t n = sizes[k][i] + 3;
+                bits[i] = malloc((size_t)n * sizeof **bits);
+                for (int64_t j = 0; j < n; j++) bits[i][j] = (uint16_t)((j * 7919 + k * 131 + (size_t)i) & 0x7bff);
+                ck_assert_ok(clt_from_host(&base[i], clt_test_device(), CLT_FLOAT16, 1, &n, bits[i]));
+                ck_assert_ok(clt_narrow(&view[i], base[i], 3, sizes[k][i]));
+                in[i] = view[i];
+            }
+            ck_assert_ok(clt__widen3(in, out)); /* built before counting */
+            for (int i = 0; i < 3; i++) clt_tensor_release(w[i]);
+            clt_test_kernels_start();
+            ck_assert_ok(clt__widen3(in, out));
+            uint64_t launches = clt_test_kernels_stop();
+            int any = 0;
+            for (int i = 0; i < 3; i++) any |= in[i] && sizes[k][i] > 0;
+            ck_assert_uint_eq(launches, (uint64_t)any);
+            for (int i = 0; i < 3; i++) {
+                if (i == missing) {
+                    ck_assert_ptr_null(w[i]);
+                    continue;
+                }
+                ck_assert_int_eq(clt_tensor_dtype(w[i]), CLT_FLOAT32);
+                ck_assert_int_eq(clt_tensor_numel(w[i]), sizes[k][i]);
+                float *got = clt_test_read(w[i]);
+                for (int64_t j = 0; j < sizes[k][i]; j++)
+                    ck_assert_msg(got[j] == clt_half_to_float(bits[i][3 + j]), "sizes %zu operand %d [%lld]: %g", k,
+                                  i, (long long)j, (double)got[j]);
+                free(got);
+                free(bits[i]);
+                clt_tensor_release(w[i]);
+                clt_tensor_release(view[i]);
+                clt_tensor_release(base[i]);
+            }
+        }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* The float16 Linear's backward through float32 copies (CLT_DENSE=clblast),
  * on either device class: db adds the float32 column sums of dy (from zero,
  * rounded once: what clt_sum_rows gives on dy's float32 values) in one
@@ -919,6 +970,7 @@ int main(void)
     tcase_add_test(tc, test_overflow_skips_step_and_halves_scale);
     tcase_add_test(tc, test_mixed_precision_training_matches_float32);
     tcase_add_test(tc, test_linear_f16_bias_gradient_one_launch);
+    tcase_add_test(tc, test_widen3_one_launch);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

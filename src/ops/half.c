@@ -40,6 +40,49 @@ clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype
     return clt__finish(s, y, out);
 }
 
+clt_status clt__widen3(const clt_tensor *const in[3], clt_tensor **out[3])
+{
+    const char *op = "float16 op";
+    for (int i = 0; i < 3; i++) *out[i] = NULL;
+    clt_tensor *made[3] = {NULL, NULL, NULL}, *last = NULL;
+    const clt_tensor *last_in = NULL;
+    cl_ulong groups = 0;
+    clt_status s = CLT_OK;
+    for (int i = 0; i < 3 && s == CLT_OK; i++) {
+        if (!in[i]) continue;
+        s = clt__need_f16(op, "operand", in[i]);
+        if (s == CLT_OK && last_in) s = clt__same_device(op, last_in, in[i]);
+        if (s == CLT_OK) s = clt__tensor_new(&made[i], in[i]->st->slot, CLT_FLOAT32, in[i]->ndim, in[i]->shape);
+        if (s != CLT_OK) break;
+        last = made[i];
+        last_in = in[i];
+        groups += ((cl_ulong)in[i]->numel + 15) / 16;
+    }
+    if (s == CLT_OK && groups > 0) {
+        /* A missing operand is an empty one over the last operand's buffers. */
+        clt__buf xb[3], yb[3];
+        cl_ulong n[3];
+        for (int i = 0; i < 3; i++) {
+            xb[i] = clt__tensor_buf(in[i] ? in[i] : last_in);
+            yb[i] = clt__tensor_buf(made[i] ? made[i] : last);
+            n[i] = in[i] ? (cl_ulong)in[i]->numel : 0;
+        }
+        clt__arg args[] = {
+            CLT_ARG(xb[0].mem), CLT_ARG(xb[0].off), CLT_ARG(yb[0].mem), CLT_ARG(yb[0].off), CLT_ARG(n[0]),
+            CLT_ARG(xb[1].mem), CLT_ARG(xb[1].off), CLT_ARG(yb[1].mem), CLT_ARG(yb[1].off), CLT_ARG(n[1]),
+            CLT_ARG(xb[2].mem), CLT_ARG(xb[2].off), CLT_ARG(yb[2].mem), CLT_ARG(yb[2].off), CLT_ARG(n[2])};
+        s = clt__launch1(last->st->slot, "half", "f16_to_f32_3", 15, args, (size_t)groups, last);
+        /* The other outputs were written by the same launch. */
+        for (int i = 0; i < 3 && s == CLT_OK; i++)
+            if (made[i] && made[i] != last) clt__same_write(made[i], last);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (s == CLT_OK) *out[i] = made[i];
+        else clt_tensor_release(made[i]);
+    }
+    return s;
+}
+
 clt_status clt__launch_half16(int slot, const char *name, int nargs, const clt__arg *args, cl_ulong n,
                               clt_tensor *written)
 {

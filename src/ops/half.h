@@ -13,6 +13,9 @@ clt_status clt__to_dtype_scaled(clt_tensor **out, const clt_tensor *t, clt_dtype
  * scale), dst float16 and src float32 of the same shape (clt__same_shape)
  * and device. (The widening direction with a scale is clt__unscale_f16.) */
 clt_status clt__convert_to_half(clt_tensor *dst, const clt_tensor *src, float scale);
+/* *out[i] = float32 copies of the float16 tensors in[i] (NULL stays NULL; all
+ * on one device) in one launch (f16_to_f32_3). On failure none is made. */
+clt_status clt__widen3(const clt_tensor *const in[3], clt_tensor **out[3]);
 /* Launches one of cl/half.cl's elementwise kernels over n elements, 16 to a
  * work-item. */
 clt_status clt__launch_half16(int slot, const char *name, int nargs, const clt__arg *args, cl_ulong n,

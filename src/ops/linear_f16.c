@@ -5,24 +5,13 @@
 #include "linear_f16.h"
 #include "ops_internal.h"
 
-/* Float32 copies of up to three float16 operands (NULL stays NULL). */
+/* Float32 copies of up to three float16 operands (NULL stays NULL), in one launch. */
 static clt_status widen(const clt_tensor *a, const clt_tensor *b, const clt_tensor *c, clt_tensor **wa,
                         clt_tensor **wb, clt_tensor **wc)
 {
-    const clt_tensor *in[3] = {a, b, c};
+    const clt_tensor *const in[3] = {a, b, c};
     clt_tensor **out[3] = {wa, wb, wc};
-    for (int i = 0; i < 3; i++) *out[i] = NULL;
-    for (int i = 0; i < 3; i++) {
-        if (!in[i]) continue;
-        clt_status s = clt__need_f16("float16 op", "operand", in[i]);
-        if (s == CLT_OK) s = clt__to_dtype_scaled(out[i], in[i], CLT_FLOAT32, 1.0f);
-        if (s != CLT_OK) {
-            for (int j = 0; j < i; j++) clt_tensor_release(*out[j]);
-            for (int j = 0; j < 3; j++) *out[j] = NULL;
-            return s;
-        }
-    }
-    return CLT_OK;
+    return clt__widen3(in, out);
 }
 
 static void release3(clt_tensor *a, clt_tensor *b, clt_tensor *c)
