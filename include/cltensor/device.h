@@ -17,7 +17,8 @@ typedef enum clt_device_type {
     CLT_DEVICE_AT = 2,  /* platform and index name an OpenCL platform and its device */
     CLT_DEVICE_PINNED = 3, /* page-locked host memory ("pinned"; see cltensor/async.h) */
     CLT_DEVICE_PLAN = 4    /* a planning device (clt_plan_device): platform is the type of the device it
-                              stands for, index that device's index */
+                              stands for, index that device's index; platform CLT_DEVICE_PLAN: a
+                              described device (clt_plan_device_describe), index its number */
 } clt_device_type;
 
 typedef struct clt_device {
@@ -60,6 +61,45 @@ CLT_API int clt_try_all_gpus(clt_device *out, int max);
  * refused. A device given by P:D is planned for under its name; one that
  * does not exist gives a planning device that does not exist either. */
 CLT_API clt_device clt_plan_device(clt_device of);
+
+/* A device described rather than present, to plan for (clt_plan_device_describe):
+ * what the allocator, the placement policy and the class-dependent choices
+ * read of a device, and nothing else. */
+typedef struct clt_device_description {
+    clt_device_type type;               /* CLT_DEVICE_CPU or CLT_DEVICE_GPU: the class of every choice that
+                                           depends on the kind of device (CLT_DEVICE_CLASS does not change
+                                           it; CLT_DENSE still picks the products' implementation) */
+    unsigned long long global_mem_bytes; /* the device's memory, >= 1 MiB: the default budget */
+    unsigned long long max_alloc_bytes;  /* the largest single buffer, 1 MiB to global_mem_bytes */
+    unsigned long long max_work_group;   /* work-items per work-group, 1 to 65536 */
+    unsigned float_width;                /* native float vector width: 0 (unknown), 1, 2, 4, 8 or 16; on a
+                                            CPU-class device it picks the products' default tile */
+    long long cap_bytes;                 /* memory cap, 0 for none (CLT_MEMORY_CAP does not apply) */
+    char label[11];                      /* its name is "plan:" + label: up to 10 letters, digits, '-', '_'
+                                            or '.'; "" for "plan:gpu(80G)", its type and memory (or
+                                            "plan:gpu#N", its number N, where that is taken or too long) */
+} clt_device_description;
+
+/* The most described devices a process holds (clt_plan_device_describe). */
+#define CLT_PLAN_MAX_DESCRIBED 8
+
+/* A described device of `type` (CLT_DEVICE_CPU, else CLT_DEVICE_GPU): 16 GiB
+ * (a GPU) or 8 GiB (a CPU) of memory, a quarter of it the largest buffer,
+ * 1024 (GPU) or 4096 (CPU) work-items per group, float width 1 (GPU) or 8
+ * (CPU), no cap, no label. */
+CLT_API clt_device_description clt_device_description_default(clt_device_type type);
+
+/* *out = a planning device (as clt_plan_device gives) for hardware that
+ * need not be present: its limits, class, memory and cap are d's, and no
+ * OpenCL driver is asked anything about it, so it works on a machine with
+ * no OpenCL platform at all. Tensors placed on it are counted by the
+ * allocator's own code; kernels are skipped, so its figures are memory and
+ * synchronization points, never speed. clt_plan_device(*out) is *out. The
+ * same description again gives the same device; a process holds at most
+ * CLT_PLAN_MAX_DESCRIBED different ones (CLT_ERR_UNSUPPORTED after that).
+ * CLT_ERR_INVALID_ARGUMENT, naming the field, for a value out of range, or
+ * a label already naming another description. */
+CLT_API clt_status clt_plan_device_describe(const clt_device_description *d, clt_device *out);
 
 /* 1 if the device exists on this machine. */
 CLT_API int clt_device_exists(clt_device dev);

@@ -8,9 +8,11 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct clt__context_group {
     cl_context context;
@@ -26,6 +28,13 @@ static pthread_mutex_t *queue_locks; /* one per slot: creating its queue */
 static int pinned_slot = -1;
 static int real_count;   /* the slots of devices and pinned memory; their planning twins follow */
 static pthread_once_t enumerate_once = PTHREAD_ONCE_INIT;
+static int plan_pinned_slot = -1; /* pinned memory's planning slot: its twin, or one of its own */
+static int described_base = -1;   /* the first of CLT_PLAN_MAX_DESCRIBED described slots; -1: none */
+/* A described slot is filled under described_lock, then marked (release);
+ * it is found only once marked (acquire), and never changes after. */
+static atomic_int described_set[CLT_PLAN_MAX_DESCRIBED];
+static clt_device_description descriptions[CLT_PLAN_MAX_DESCRIBED];
+static pthread_mutex_t described_lock = PTHREAD_MUTEX_INITIALIZER;
 
 
 static int is_cpu(cl_device_id d)
@@ -164,13 +173,48 @@ static void add_twins(slot_table *t)
     }
 }
 
+/* A described device's slot: no OpenCL device, its own planning slot. */
+static void init_described(clt__slot *s, int self, clt_device_type type, int index)
+{
+    memset(s, 0, sizeof *s);
+    s->type = type;
+    s->type_index = index;
+    s->plans_for = self;
+    s->described = 1;
+    s->context_group = -1 - self; /* shares a context with no other slot */
+}
+
+/* Pinned memory's planning slot on a machine without pinned memory (no
+ * OpenCL device): as much as the host has, so described devices plan whole
+ * runs there too. */
+static void add_plan_pinned(slot_table *t)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    clt__slot *s = &t->tab[t->n];
+    init_described(s, t->n, CLT_DEVICE_PINNED, 0);
+    s->global_mem = s->max_alloc = pages > 0 && page > 0 ? (cl_ulong)pages * (cl_ulong)page : (cl_ulong)1 << 30;
+    snprintf(s->name, sizeof s->name, "plan:pinned");
+    plan_pinned_slot = t->n++;
+}
+
+/* Room for CLT_PLAN_MAX_DESCRIBED described devices, after every other
+ * slot, and pinned memory's planning slot when there is no twin of it. */
+static void add_described(slot_table *t)
+{
+    if (!reserve_slots(t, CLT_PLAN_MAX_DESCRIBED + 1)) return;
+    if (pinned_slot >= 0 && t->n == 2 * real_count) plan_pinned_slot = real_count + pinned_slot;
+    else add_plan_pinned(t);
+    described_base = t->n;
+    for (int i = 0; i < CLT_PLAN_MAX_DESCRIBED; i++, t->n++) init_described(&t->tab[t->n], t->n, CLT_DEVICE_GPU, i);
+}
+
 /* Publishes the table with its context groups (two per platform: its own
  * and the extra cpu:0's) and per-slot queue locks; on running out of host
  * memory no device exists. */
 static void install(slot_table *t, cl_uint np)
 {
     int n = t->n, ngroups = 2 * (int)np;
-    groups = calloc((size_t)ngroups, sizeof *groups);
+    groups = calloc((size_t)(ngroups ? ngroups : 1), sizeof *groups);
     queues = calloc((size_t)(n ? n : 1), sizeof *queues);
     queue_locks = calloc((size_t)(n ? n : 1), sizeof *queue_locks);
     if (!groups || !queues || !queue_locks) {
@@ -191,34 +235,44 @@ static void install(slot_table *t, cl_uint np)
     slot_count = n;
 }
 
-/* Builds the slot table. Without CLT_CPU_AS_GPU every device appears once,
- * named by its type. With it, CPU devices are listed as GPUs and cpu:0 is
- * added as a separate device over the first CPU, in a context of its own;
- * with CLT_CPU_AS_GPU=only it is not, so no CPU device exists (as on a GPU
- * machine without pocl). */
 static int discovery_errno; /* errno after the ICD loader's discovery, for no_platform_reason */
 
-static void enumerate(void)
+/* Adds every device of every platform; returns the number of platforms (0
+ * when OpenCL has none). */
+static cl_uint add_platforms(slot_table *t)
 {
     cl_uint np = 0;
     errno = 0;
     cl_int err = clGetPlatformIDs(0, NULL, &np);
     discovery_errno = errno;
-    if (err != CL_SUCCESS || np == 0) return;
+    if (err != CL_SUCCESS || np == 0) return 0;
     cl_platform_id *plats = calloc(np, sizeof *plats);
     if (!plats || clGetPlatformIDs(np, plats, NULL) != CL_SUCCESS) {
         if (!plats) discovery_errno = ENOMEM;
         free(plats);
-        return;
+        return 0;
     }
-    slot_table t = {.first_cpu = -1, .cpu_as_gpu = clt__env_int(CLT__ENV_CPU_AS_GPU, 0)};
-    for (cl_uint p = 0; p < np; p++) add_platform(&t, plats[p], p);
+    for (cl_uint p = 0; p < np; p++) add_platform(t, plats[p], p);
     free(plats);
+    return np;
+}
+
+/* Builds the slot table. Without CLT_CPU_AS_GPU every device appears once,
+ * named by its type. With it, CPU devices are listed as GPUs and cpu:0 is
+ * added as a separate device over the first CPU, in a context of its own;
+ * with CLT_CPU_AS_GPU=only it is not, so no CPU device exists (as on a GPU
+ * machine without pocl). The
+ * described devices' slots follow, empty until described. */
+static void enumerate(void)
+{
+    slot_table t = {.first_cpu = -1, .cpu_as_gpu = clt__env_int(CLT__ENV_CPU_AS_GPU, 0)};
+    cl_uint np = add_platforms(&t);
     add_extra_cpu(&t, np);
     add_pinned(&t);
     real_count = t.n;
     add_twins(&t);
     if (t.n != 2 * real_count) t.n = real_count; /* no room for the twins: no planning devices */
+    add_described(&t);
     install(&t, np);
 }
 
@@ -261,10 +315,20 @@ static void no_platform_reason(char *buf, size_t len)
 
 static int find_real(clt_device dev);
 
-/* The twin of the slot a planning device value names, or -1. */
+/* The slot of described device i once described, else -1. */
+static int find_described(int i)
+{
+    if (clt__slot_count() == 0 || described_base < 0 || i < 0 || i >= CLT_PLAN_MAX_DESCRIBED) return -1;
+    return atomic_load_explicit(&described_set[i], memory_order_acquire) ? described_base + i : -1;
+}
+
+/* The twin of the slot a planning device value names (pinned memory's
+ * planning slot for plan:pinned), or the described slot; -1 for none. */
 static int find_twin(clt_device dev)
 {
-    if (dev.platform == CLT_DEVICE_PLAN || dev.platform == CLT_DEVICE_AT) return -1;
+    if (dev.platform == CLT_DEVICE_PLAN) return find_described(dev.index);
+    if (dev.platform == CLT_DEVICE_AT) return -1;
+    if (dev.platform == CLT_DEVICE_PINNED && dev.index == 0 && clt__slot_count() > 0) return plan_pinned_slot;
     int real = find_real((clt_device){(clt_device_type)dev.platform, dev.index, 0});
     return real >= 0 && real_count + real < slot_count ? real_count + real : -1;
 }
@@ -318,13 +382,16 @@ clt_status clt__resolve(clt_device dev, int *slot)
     }
     char name[32];
     clt_device_name(dev, name, sizeof name);
-    if (clt__slot_count() == 0) {
+    if (real_count == 0 && dev.type != CLT_DEVICE_PLAN) {
         char why[400];
         no_platform_reason(why, sizeof why);
         return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: %s", name, why);
     }
     if (dev.type == CLT_DEVICE_PINNED)
         return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: pinned memory has one device, \"pinned\"", name);
+    if (dev.type == CLT_DEVICE_PLAN && dev.platform == CLT_DEVICE_PLAN)
+        return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: no device was described as number %d "
+                         "(clt_plan_device_describe)", name, dev.index);
     if (dev.type == CLT_DEVICE_PLAN)
         return clt__fail(CLT_ERR_NO_DEVICE, "no such device %s: it plans for a device this machine does not have "
                          "(see `clt devices`)", name);
@@ -337,6 +404,8 @@ clt_status clt__resolve(clt_device dev, int *slot)
 
 clt_device clt__slot_device(int slot)
 {
+    if (slots[slot].described && slots[slot].type != CLT_DEVICE_PINNED)
+        return (clt_device){CLT_DEVICE_PLAN, slots[slot].type_index, CLT_DEVICE_PLAN};
     if (slots[slot].plans_for >= 0)
         return (clt_device){CLT_DEVICE_PLAN, slots[slot].type_index, (int)slots[slot].type};
     clt_device d = {slots[slot].type, slots[slot].type_index, 0};
@@ -366,7 +435,7 @@ int clt__slot_is_pinned(int slot)
 int clt__pinned_slot_of(int slot)
 {
     int p = clt__pinned_slot();
-    return clt__slot_plans(slot) && p >= 0 ? real_count + p : p;
+    return clt__slot_plans(slot) ? plan_pinned_slot : p;
 }
 
 clt_device clt_cpu(void) { return (clt_device){CLT_DEVICE_CPU, 0, 0}; }
@@ -411,7 +480,8 @@ clt_status clt_device_name(clt_device dev, char *buf, size_t len)
     else if (dev.type == CLT_DEVICE_AT)
         n = snprintf(buf, len, "%d:%d", dev.platform, dev.index);
     else if (dev.type == CLT_DEVICE_PLAN)
-        n = dev.platform == CLT_DEVICE_PINNED ? snprintf(buf, len, "plan:pinned")
+        n = dev.platform == CLT_DEVICE_PINNED  ? snprintf(buf, len, "plan:pinned")
+            : dev.platform == CLT_DEVICE_PLAN ? snprintf(buf, len, "plan:described:%d", dev.index)
             : dev.platform == CLT_DEVICE_CPU || dev.platform == CLT_DEVICE_GPU
                 ? snprintf(buf, len, "plan:%s:%d", dev.platform == CLT_DEVICE_CPU ? "cpu" : "gpu", dev.index)
                 : snprintf(buf, len, "plan:?");
@@ -622,9 +692,16 @@ clt_status clt__slot_queue_make(int slot, cl_context ctx, cl_command_queue_prope
     return st;
 }
 
+/* 1 unless the slot is a described device's not yet described. */
+static int slot_defined(int slot)
+{
+    int i = slot - described_base;
+    return described_base < 0 || i < 0 || i >= CLT_PLAN_MAX_DESCRIBED || find_described(i) >= 0;
+}
+
 int clt__slot_in_use(int slot)
 {
-    if (clt__slot_plans(slot)) return 1; /* no queue, always ready to be synchronized (for nothing) */
+    if (clt__slot_plans(slot)) return slot_defined(slot); /* no queue, always ready to be synchronized (for nothing) */
     return clt__slot_queue_made(slot) != NULL;
 }
 
@@ -635,8 +712,160 @@ clt_status clt__gpu_class(int slot, int *out)
     *out = 0;
     const clt__slot *s = clt__slot_get(slot);
     if (!s) return clt__fail(CLT_ERR_NO_DEVICE, "internal: bad device slot %d", slot);
+    if (s->described) { /* its description's class */
+        *out = s->type == CLT_DEVICE_GPU;
+        return CLT_OK;
+    }
     /* The words cpu, gpu are 0, 1; a malformed value fails clt__resolve first. */
     int forced = clt__env_int(CLT__ENV_DEVICE_CLASS, -1);
     *out = forced >= 0 ? forced : !s->cpu_type;
     return CLT_OK;
+}
+
+/* ---- described devices (clt_plan_device_describe) ---- */
+
+#define MIB_BYTES (1024ull * 1024)
+#define MAX_DESCRIBED_MEM (1ull << 50) /* 1 PiB */
+
+clt_device_description clt_device_description_default(clt_device_type type)
+{
+    int gpu = type != CLT_DEVICE_CPU;
+    clt_device_description d;
+    memset(&d, 0, sizeof d);
+    d.type = gpu ? CLT_DEVICE_GPU : CLT_DEVICE_CPU;
+    d.global_mem_bytes = (gpu ? 16ull : 8ull) << 30;
+    d.max_alloc_bytes = d.global_mem_bytes / 4;
+    d.max_work_group = gpu ? 1024 : 4096;
+    d.float_width = gpu ? 1 : 8;
+    return d;
+}
+
+static int label_ok(const char *label, size_t size)
+{
+    size_t n = strnlen(label, size);
+    if (n == size) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = label[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+/* CLT_OK, or CLT_ERR_INVALID_ARGUMENT naming the first field out of range. */
+static clt_status description_check(const clt_device_description *d)
+{
+    const char *pre = "clt_plan_device_describe";
+    unsigned w = d->float_width;
+    if (d->type != CLT_DEVICE_CPU && d->type != CLT_DEVICE_GPU)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: type %d is neither CLT_DEVICE_CPU nor CLT_DEVICE_GPU", pre,
+                         (int)d->type);
+    if (d->global_mem_bytes < MIB_BYTES || d->global_mem_bytes > MAX_DESCRIBED_MEM)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: global_mem_bytes %llu is not between 1 MiB and 1 PiB", pre,
+                         d->global_mem_bytes);
+    if (d->max_alloc_bytes < MIB_BYTES || d->max_alloc_bytes > d->global_mem_bytes)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: max_alloc_bytes %llu is not between 1 MiB and "
+                         "global_mem_bytes (%llu)", pre, d->max_alloc_bytes, d->global_mem_bytes);
+    if (d->max_work_group < 1 || d->max_work_group > 65536)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: max_work_group %llu is not between 1 and 65536", pre,
+                         d->max_work_group);
+    if (w > 16 || (w & (w - 1)) != 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: float_width %u is not 0, 1, 2, 4, 8 or 16", pre, w);
+    if (d->cap_bytes < 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: cap_bytes %lld is negative", pre, d->cap_bytes);
+    if (!label_ok(d->label, sizeof d->label))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: label \"%.*s\" is not up to %zu letters, digits, '-', '_' "
+                         "or '.'", pre, (int)strnlen(d->label, sizeof d->label), d->label, sizeof d->label - 1);
+    return CLT_OK;
+}
+
+/* "gpu(80G)": the type and the memory in its largest whole unit. */
+static void memory_name(const clt_device_description *d, char *buf, size_t len)
+{
+    static const char units[] = "BKMGT";
+    unsigned long long v = d->global_mem_bytes;
+    int u = 0;
+    while (u < 4 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%s(%llu%c)", d->type == CLT_DEVICE_CPU ? "cpu" : "gpu", v, units[u]);
+}
+
+static int same_description(const clt_device_description *a, const clt_device_description *b)
+{
+    return a->type == b->type && a->global_mem_bytes == b->global_mem_bytes &&
+           a->max_alloc_bytes == b->max_alloc_bytes && a->max_work_group == b->max_work_group && a->float_width == b->float_width &&
+           a->cap_bytes == b->cap_bytes && strncmp(a->label, b->label, sizeof a->label) == 0;
+}
+
+/* 1 when a described device is named name. */
+static int name_taken(const char *name)
+{
+    for (int i = 0; i < CLT_PLAN_MAX_DESCRIBED; i++)
+        if (find_described(i) >= 0 && strcmp(slots[described_base + i].name, name) == 0) return 1;
+    return 0;
+}
+
+/* Fills described slot i with d, named name. described_lock held. */
+static void describe_slot(int i, const clt_device_description *d, const char *name)
+{
+    clt__slot *s = &slots[described_base + i];
+    init_described(s, described_base + i, d->type, i);
+    s->global_mem = d->global_mem_bytes;
+    s->max_alloc = d->max_alloc_bytes;
+    s->max_work_group = (size_t)d->max_work_group;
+    s->float_width = d->float_width;
+    s->cpu_type = d->type == CLT_DEVICE_CPU;
+    s->described_cap = d->cap_bytes;
+    snprintf(s->name, sizeof s->name, "%.*s", (int)sizeof s->name - 1, name); /* it fits */
+    descriptions[i] = *d;
+    atomic_store_explicit(&described_set[i], 1, memory_order_release);
+}
+
+/* The described device with d, or a free number (-1 when none is left), or
+ * CLT_ERR_INVALID_ARGUMENT when d's name is taken. Lock held. */
+static clt_status described_number(const clt_device_description *d, const char *name, int *found, int *free_i)
+{
+    *found = *free_i = -1;
+    for (int i = 0; i < CLT_PLAN_MAX_DESCRIBED; i++) {
+        if (!atomic_load_explicit(&described_set[i], memory_order_acquire)) {
+            if (*free_i < 0) *free_i = i;
+        } else if (same_description(&descriptions[i], d)) {
+            *found = i;
+        } else if (strcmp(slots[described_base + i].name, name) == 0 && d->label[0]) {
+            return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_device_describe: %s names another description "
+                             "already", name);
+        }
+    }
+    return CLT_OK;
+}
+
+clt_status clt_plan_device_describe(const clt_device_description *d, clt_device *out)
+{
+    if (!d || !out) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_device_describe: NULL argument");
+    CLT_TRY(description_check(d));
+    if (clt__slot_count() == 0 || described_base < 0)
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_plan_device_describe: no room for described devices "
+                         "(host memory ran out at enumeration)");
+    char name[64], mem[24];
+    memory_name(d, mem, sizeof mem);
+    snprintf(name, sizeof name, "plan:%s", d->label[0] ? d->label : mem);
+    pthread_mutex_lock(&described_lock);
+    int found, free_i;
+    clt_status st = described_number(d, name, &found, &free_i);
+    if (st == CLT_OK && found < 0 && free_i < 0)
+        st = clt__fail(CLT_ERR_UNSUPPORTED, "clt_plan_device_describe: %s would be a described device more than "
+                       "the %d a process holds", name, CLT_PLAN_MAX_DESCRIBED);
+    if (st == CLT_OK && found < 0) {
+        /* Unlabelled, named by number where its type and memory name another or do not fit. */
+        if (!d->label[0] && (name_taken(name) || strlen(name) >= sizeof slots[0].name))
+            snprintf(name, sizeof name, "plan:%s#%d", d->type == CLT_DEVICE_CPU ? "cpu" : "gpu", free_i);
+        describe_slot(free_i, d, name);
+        found = free_i;
+    }
+    pthread_mutex_unlock(&described_lock);
+    if (st == CLT_OK) *out = (clt_device){CLT_DEVICE_PLAN, found, CLT_DEVICE_PLAN};
+    return st;
 }

@@ -18,8 +18,13 @@ typedef struct clt__slot {
     cl_ulong max_alloc, global_mem, base_align_bytes;
     size_t max_work_group;            /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     cl_uint float_width;              /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, 0 when unknown */
-    char name[16];                    /* "gpu:1", "plan:gpu:1" */
-    int plans_for;                    /* a planning device: the slot it stands for; -1 on a real one */
+    char name[16];                    /* "gpu:1", "plan:gpu:1", "plan:gpu(80G)" */
+    int plans_for;                    /* a planning device: the slot it stands for (itself when described);
+                                         -1 on a real one */
+    int described;                    /* a described device (clt_plan_device_describe), or the planning
+                                         pinned memory of a machine without one: platform and device are
+                                         NULL, and nothing asks the driver about it */
+    int64_t described_cap;            /* a described device's cap (0: none), in place of CLT_MEMORY_CAP */
 } clt__slot;
 
 /* Number of slots (enumerates on first use; 0 when OpenCL has no platform). */
@@ -48,9 +53,10 @@ int clt__same_context(int a, int b);
 
 /* *out = 1 when the slot's device takes the GPU-class branch of every
  * decision that depends on the kind of device (dense implementation,
- * reductions, float16 path, tuning, free-memory source): CLT_DEVICE_CLASS=gpu
- * or cpu when set, else whether OpenCL reports a type other than CPU (a CPU
- * presented as a GPU by CLT_CPU_AS_GPU is still CPU-class). CLT_DENSE, when
+ * reductions, float16 path, tuning, free-memory source): a described
+ * device's type, else CLT_DEVICE_CLASS=gpu or cpu when set, else whether
+ * OpenCL reports a type other than CPU (a CPU presented as a GPU by
+ * CLT_CPU_AS_GPU is still CPU-class). CLT_DENSE, when
  * set, overrides it for the dense implementation and the float16 path
  * (clt__dense_cpu). A malformed CLT_DEVICE_CLASS counts as unset here;
  * clt__resolve reports it. */

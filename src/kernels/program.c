@@ -76,16 +76,30 @@ static void hash_text(clt__sha256 *c, const char *text)
     if (n) clt__sha256_update(c, text, n);
 }
 
-void clt__cache_key(int slot, const char *kind, const char *options, const char *source, uint8_t key[32])
+/* What a cache key holds of a slot's device: its platform, name, driver
+ * and OpenCL version; of a described device, which has no driver to ask,
+ * its name and description. */
+static void device_identity(const clt__slot *s, char info[5][256])
 {
-    const clt__slot *s = clt__slot_get(slot);
-    char info[5][256];
-    memset(info, 0, sizeof info);
+    memset(info, 0, 5 * sizeof info[0]);
+    if (s->described) {
+        snprintf(info[2], sizeof info[2], "%s", s->name);
+        snprintf(info[3], sizeof info[3], "described %d %llu %llu %zu %u", (int)s->type,
+                 (unsigned long long)s->global_mem, (unsigned long long)s->max_alloc, s->max_work_group,
+                 (unsigned)s->float_width);
+        return;
+    }
     clGetPlatformInfo(s->platform, CL_PLATFORM_NAME, sizeof info[0] - 1, info[0], NULL);
     clGetPlatformInfo(s->platform, CL_PLATFORM_VERSION, sizeof info[1] - 1, info[1], NULL);
     clGetDeviceInfo(s->device, CL_DEVICE_NAME, sizeof info[2] - 1, info[2], NULL);
     clGetDeviceInfo(s->device, CL_DRIVER_VERSION, sizeof info[3] - 1, info[3], NULL);
     clGetDeviceInfo(s->device, CL_DEVICE_VERSION, sizeof info[4] - 1, info[4], NULL);
+}
+
+void clt__cache_key(int slot, const char *kind, const char *options, const char *source, uint8_t key[32])
+{
+    char info[5][256];
+    device_identity(clt__slot_get(slot), info);
     clt__sha256 c;
     clt__sha256_init(&c);
     hash_text(&c, kind);

@@ -44,8 +44,10 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
  * clt_check_environment before any allocator is made). */
 static int64_t cap_from_env(const clt__slot *s)
 {
-    /* A planning device takes the cap of the device it stands for. */
+    /* A planning device takes the cap of the device it stands for; a
+     * described one its description's. */
     if (s->plans_for >= 0) s = clt__slot_get(s->plans_for);
+    if (s->described) return s->described_cap;
     return clt__env_memory_cap(s->name, (int64_t)s->global_mem);
 }
 
@@ -148,8 +150,8 @@ static void empty_cache_locked(clt__allocator *a)
 static clt_status oom(clt__allocator *a, size_t nbytes, const char *why)
 {
     const clt__slot *s = clt__slot_get(a->slot);
-    char devname[128] = "";
-    clGetDeviceInfo(s->device, CL_DEVICE_NAME, sizeof devname, devname, NULL);
+    char devname[128] = "described";
+    if (!s->described) clGetDeviceInfo(s->device, CL_DEVICE_NAME, sizeof devname, devname, NULL);
     devname[sizeof devname - 1] = '\0';
     char capmsg[64] = "";
     if (a->stats.cap) snprintf(capmsg, sizeof capmsg, " (capped at %.1f MiB)", (double)a->stats.cap / MIB);

@@ -36,13 +36,13 @@ clt_status clt_memory_get_info(clt_device dev, int64_t *free_bytes, int64_t *tot
     int gpu;
     CLT_TRY(clt__gpu_class(slot, &gpu));
     char ext[4096] = "";
-    clGetDeviceInfo(s->device, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL);
+    if (!s->described) clGetDeviceInfo(s->device, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL);
     ext[sizeof ext - 1] = '\0';
     if (strstr(ext, "cl_amd_device_attribute_query")) {
         size_t kb[2] = {0, 0};
         if (clGetDeviceInfo(s->device, CL_DEVICE_GLOBAL_FREE_MEMORY_AMD, sizeof kb, kb, NULL) == CL_SUCCESS)
             *free_bytes = (int64_t)kb[0] * 1024;
-    } else if (!gpu) {
+    } else if (!gpu && !s->described) { /* a described device has no driver to tell: -1 */
         int64_t avail = host_available();
         *free_bytes = avail < 0 ? -1 : avail < *total_bytes ? avail : *total_bytes;
     }

@@ -284,6 +284,7 @@ clt_status clt__clblast_params_check(const char *path, const char *devname)
 
 clt_status clt__clblast_params_apply(int slot)
 {
+    if (clt__slot_plans(slot)) return CLT_OK; /* a planning device runs no CLBlast and asks no driver */
     const clt__slot *s = clt__slot_get(slot);
     /* CLBlast keeps parameters per OpenCL device: slots over one device
      * (cpu:0 and gpu:0 under CLT_CPU_AS_GPU) share the first one's state. */

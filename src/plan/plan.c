@@ -52,6 +52,19 @@ clt_status clt__plan_idle(clt_device dev)
                      "plan at a time per device", name, (long long)clt_memory_allocated(dev));
 }
 
+/* Pinned memory's own cap (CLT_MEMORY_CAP's pinned=), which a whole run's
+ * staging plans under: none on a machine without pinned memory (no OpenCL
+ * platform), where described devices (clt_plan_device_describe) still plan. */
+static clt_status pinned_cap(int64_t *cap)
+{
+    clt_memory_stats st;
+    *cap = 0;
+    if (!clt_device_exists(clt_pinned())) return CLT_OK;
+    CLT_TRY(clt_memory_get_stats(clt_pinned(), &st));
+    *cap = st.cap;
+    return CLT_OK;
+}
+
 /* Pinned memory's planning twin is one for every device: only a whole run
  * (whole_run) uses it, so only whole runs need it idle. */
 static clt_status device_of(const clt_plan_options *o, plan_device *d)
@@ -259,17 +272,18 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
     p->input_features = in;
     clt_plan_options q = *o;
     if (q.accumulate > q.batch_size) q.accumulate = (int)q.batch_size;
-    clt_memory_stats before, pinned_before, pinned_real;
+    clt_memory_stats before, pinned_before;
+    int64_t pinned_real_cap;
     CLT_TRY(clt_memory_get_stats(d->dev, &before));
     CLT_TRY(clt_memory_get_stats(d->pinned, &pinned_before));
-    CLT_TRY(clt_memory_get_stats(clt_pinned(), &pinned_real));
+    CLT_TRY(pinned_cap(&pinned_real_cap));
     /* From empty allocators, as devices no program has used yet; pinned
      * memory (a whole run's) under its own cap when the plan has a budget. */
     int pinned = q.whole_run != 0;
     clt_status s = clt_memory_set_cap(d->dev, cap);
     if (s == CLT_OK) s = clt_memory_empty_cache(d->dev);
     if (s == CLT_OK) s = clt_memory_reset_peak(d->dev);
-    if (s == CLT_OK && pinned) s = clt_memory_set_cap(d->pinned, cap ? pinned_real.cap : 0);
+    if (s == CLT_OK && pinned) s = clt_memory_set_cap(d->pinned, cap ? pinned_real_cap : 0);
     if (s == CLT_OK && pinned) s = clt_memory_empty_cache(d->pinned);
     if (s == CLT_OK && pinned) s = clt_memory_reset_peak(d->pinned);
     int in_evaluation = 0;
