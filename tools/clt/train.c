@@ -122,7 +122,7 @@ static int gpus_used(const train_args *a)
 static clt_status plan_replicas(const train_args *a, const clt_model *model, const clt_plan_options *o)
 {
     int use = gpus_used(a);
-    if (use < 2) return CLT_OK;
+    if (use < 2 || a->plan_for) return CLT_OK;
     if (use > 64) use = 64;
     clt_device devices[64];
     int64_t peaks[64];
@@ -135,6 +135,18 @@ static clt_status plan_replicas(const train_args *a, const clt_model *model, con
     return CLT_OK;
 }
 
+/* --plan-for: the described device planned for, and a second one, as it
+ * but uncapped, that the model is built on: no device of this machine is
+ * needed. */
+static clt_status plan_for_devices(const train_args *a, clt_device *target, clt_device *model_dev)
+{
+    clt_device_description m = a->plan_for_device;
+    clt_status s = clt_plan_device_describe(&a->plan_for_device, target);
+    m.cap_bytes = 0;
+    snprintf(m.label, sizeof m.label, "clt-model");
+    return s == CLT_OK ? clt_plan_device_describe(&m, model_dev) : s;
+}
+
 /* --plan: the memory planner's prediction for one step on the training
  * device, against its memory cap when one is set, else its memory; of the
  * model for a data file (task its data's), else (model NULL) of the
@@ -142,11 +154,13 @@ static clt_status plan_replicas(const train_args *a, const clt_model *model, con
 static int plan_run(train_args *a, const clt_model *of, clt_task task)
 {
     clt_model *model = NULL;
-    clt_device dev = train_device(a, NULL);
+    clt_device dev = train_device(a, NULL), target = dev;
+    if (a->plan_for && plan_for_devices(a, &target, &dev) != CLT_OK) return fail("train", "--plan-for");
     int rc = of ? 0 : make_model("train", a, dev, 784, 10, &model);
     if (rc) return rc;
     if (of) model = (clt_model *)of;
     clt_plan_options o = plan_options(a, task);
+    o.device = target;
     int64_t budget = 0, largest = 0;
     clt_status s = budget_of(o.device, &budget);
     if (s == CLT_OK) s = clt_plan_report(model, &o, budget, (int64_t)1 << 24, stdout);

@@ -1,5 +1,7 @@
 /* The option parser of clt train and clt eval (train_options.h). */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +68,10 @@ static const char *train_usage =
     "  --plan                  print the predicted peak memory of a training step, whether\n"
     "                          it fits the device (or its memory cap), the largest batch\n"
     "                          that fits with and without checkpointing; train nothing\n"
+    "  --plan-for SPEC         --plan for a device this machine need not have: SPEC is cpu or gpu,\n"
+    "                          then ,memory=SIZE ,max-alloc=SIZE ,cap=SIZE ,workgroup=N ,width=N\n"
+    "                          (SIZE in bytes or with K, M, G, T: gpu,memory=80G); the rest as\n"
+    "                          clt_device_description_default gives (docs/planner.md)\n"
     "  --fp16                  float16 weights and activations, float32 master weights\n"
     "  --accumulate N          gradient accumulation: each step sums N micro-batches of about\n"
     "                          batch-size/N examples, equal to one step on the whole batch\n"
@@ -403,6 +409,71 @@ static int opt_val_limit(train_args *a, const char *c, const char *o, const char
 
 static int opt_distributed(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->distributed = 1; return 1; }
 static int opt_plan(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->plan = 1; return 1; }
+/* A size: digits, then K, M, G or T (powers of 1024), ending at end. */
+static int parse_bytes(const char *p, const char *end, unsigned long long *out)
+{
+    unsigned long long v = 0;
+    const char *units = "KMGT", *u;
+    if (p == end || *p < '0' || *p > '9') return 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        if (v > (ULLONG_MAX - 9) / 10) return 0;
+        v = v * 10 + (unsigned long long)(*p - '0');
+    }
+    if (p < end && *p != '\0' && (u = strchr(units, toupper((unsigned char)*p))) != NULL) {
+        for (long i = 0; i <= u - units; i++) {
+            if (v > ULLONG_MAX / 1024) return 0;
+            v *= 1024;
+        }
+        p++;
+    }
+    *out = v;
+    return p == end;
+}
+
+/* One key=value of --plan-for into d; 0 for an unknown key or a bad value. */
+static int plan_for_field(const char *item, const char *end, clt_device_description *d, int *max_alloc_given)
+{
+    static const char *const keys[] = {"memory=", "max-alloc=", "cap=", "workgroup=", "width="};
+    for (int k = 0; k < 5; k++) {
+        size_t n = strlen(keys[k]);
+        if ((size_t)(end - item) < n || strncmp(item, keys[k], n) != 0) continue;
+        unsigned long long v;
+        /* workgroup and width: a plain number */
+        if (!parse_bytes(item + n, end, &v) || (k >= 3 && (v > UINT_MAX || end[-1] < '0' || end[-1] > '9')))
+            return 0;
+        if (k == 0) d->global_mem_bytes = v;
+        if (k == 1) d->max_alloc_bytes = v, *max_alloc_given = 1;
+        if (k == 2) d->cap_bytes = v > LLONG_MAX ? -1 : (long long)v;
+        if (k == 3) d->max_work_group = v;
+        if (k == 4) d->float_width = (unsigned)v;
+        return 1;
+    }
+    return 0;
+}
+
+/* --plan-for cpu|gpu[,key=value...]: the described device; implies --plan.
+ * Ranges are clt_plan_device_describe's to check, when the plan runs. */
+static int opt_plan_for(train_args *a, const char *c, const char *o, const char *v)
+{
+    size_t head = strcspn(v, ",");
+    int gpu = head == 3 && strncmp(v, "gpu", 3) == 0, max_alloc_given = 0;
+    int ok = gpu || (head == 3 && strncmp(v, "cpu", 3) == 0);
+    clt_device_description d = clt_device_description_default(gpu ? CLT_DEVICE_GPU : CLT_DEVICE_CPU);
+    for (const char *p = v + head; ok && *p; p += strcspn(p + 1, ",") + 1)
+        ok = plan_for_field(p + 1, p + 1 + strcspn(p + 1, ","), &d, &max_alloc_given);
+    if (!ok) {
+        fprintf(stderr, "clt %s: %s needs cpu or gpu, then ,memory=SIZE ,max-alloc=SIZE ,cap=SIZE ,workgroup=N "
+                "or ,width=N (SIZE in bytes or with K, M, G, T), not '%s'\n", c, o, v);
+        return 0;
+    }
+    /* A quarter of the memory, as clt_device_description_default's, unless that is under 1 MiB. */
+    if (!max_alloc_given) d.max_alloc_bytes = d.global_mem_bytes / 4 >= (1u << 20) ? d.global_mem_bytes / 4
+                                                                                   : d.global_mem_bytes;
+    a->plan_for_device = d;
+    a->plan_for = a->plan = 1;
+    return 1;
+}
+
 static int opt_fit(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fit = 1; return 1; }
 static int opt_fit_any(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fit = 2; return 1; }
 
@@ -446,6 +517,7 @@ static const struct option_spec {
     {"--val-limit", 1, 0, opt_val_limit},
     {"--distributed", 0, 0, opt_distributed},
     {"--plan", 0, 0, opt_plan},
+    {"--plan-for", 1, 0, opt_plan_for},
     {"--fp16", 0, 0, opt_fp16},
     {"--accumulate", 1, 0, opt_accumulate},
     {"--fit", 0, 0, opt_fit},

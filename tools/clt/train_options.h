@@ -32,6 +32,8 @@ typedef struct train_args {
     int epochs, num_gpus, have_device, shuffle, distributed;
     int hiddens_given, blocks_given, recompute_blocks, plan, fp16, accumulate, fit;
     clt_device device;
+    int plan_for;                              /* --plan-for given */
+    clt_device_description plan_for_device;    /* --plan-for's device */
     int64_t batch_size, hiddens, blocks, steps, train_limit, val_limit;
     int64_t eval_batch_size; /* 0: batch_size; --fit sets the micro-batch size it chose */
     double lr;

@@ -1,0 +1,265 @@
+/* Described planning devices (clt_plan_device_describe): a description equal
+ * to this machine's device plans exactly as that device's planning twin
+ * (clt_plan_device), in its class and in the GPU class; the described
+ * memory, largest buffer and cap are the ones honoured; bad descriptions and
+ * a full pool are refused by name; `clt train --plan-for` prints the plan
+ * for hardware this machine does not have, with no OpenCL platform too. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device/device_internal.h"
+#include "support.h"
+
+static char out[1 << 16];
+
+/* The description of the test device as its planning twin sees it: its
+ * limits, its class as clt__gpu_class decides it now, its cap. */
+static clt_device_description describe_test_device(void)
+{
+    clt_device real = clt_test_device();
+    int slot, gpu;
+    ck_assert_ok(clt__resolve(clt_plan_device(real), &slot));
+    ck_assert_ok(clt__gpu_class(slot, &gpu));
+    const clt__slot *s = clt__slot_get(slot);
+    clt_memory_stats st;
+    ck_assert_ok(clt_memory_get_stats(clt_plan_device(real), &st));
+    clt_device_description d = clt_device_description_default(gpu ? CLT_DEVICE_GPU : CLT_DEVICE_CPU);
+    d.global_mem_bytes = s->global_mem;
+    d.max_alloc_bytes = s->max_alloc;
+    d.max_work_group = s->max_work_group;
+    d.float_width = s->float_width;
+    d.cap_bytes = st.cap;
+    return d;
+}
+
+static void assert_same_plan(const clt_plan *a, const clt_plan *b, const char *what)
+{
+    const int64_t x[] = {a->weights, a->gradients, a->optimizer, a->batch, a->activations, a->temporaries, a->peak,
+                         a->peak_activations, a->reserved, a->eval_peak, a->staging, a->staging_reserved};
+    const int64_t y[] = {b->weights, b->gradients, b->optimizer, b->batch, b->activations, b->temporaries, b->peak,
+                         b->peak_activations, b->reserved, b->eval_peak, b->staging, b->staging_reserved};
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
+        ck_assert_msg(x[i] == y[i], "%s: figure %zu of the plan: %lld described, %lld on the twin", what, i,
+                      (long long)x[i], (long long)y[i]);
+}
+
+/* Plans of two models at two batches (one a whole run, one float16, one
+ * with recompute and accumulation) on dev and on the twin of the test
+ * device, with no tuned tiles: equal to the byte. */
+static void assert_plans_equal(clt_device dev, const char *what)
+{
+    /* Every product its default tile: this machine's tuned ones are not the description's. */
+    ck_assert_int_eq(setenv("CLT_TUNE", "0", 1), 0);
+    clt_model *res, *mlp;
+    int64_t widths[] = {300, 200, 100};
+    ck_assert_ok(clt_model_create_resmlp(&res, clt_test_device(), 784, 128, 4, 10, 1));
+    ck_assert_ok(clt_model_create_mlp(&mlp, clt_test_device(), 784, 3, widths, 10, 1));
+    clt_model *models[] = {res, mlp};
+    for (int k = 0; k < 4; k++) {
+        clt_plan_options o = clt_plan_default_options();
+        o.batch_size = k % 2 ? 1000 : 64;
+        o.optimizer = k < 2 ? CLT_OPTIMIZER_ADAM : CLT_OPTIMIZER_SGD;
+        o.whole_run = k == 0;
+        o.dtype = k == 3 ? CLT_FLOAT16 : CLT_FLOAT32;
+        o.recompute_blocks = k == 2 ? CLT_RECOMPUTE_AUTO : 0;
+        o.accumulate = k == 2 ? 3 : 1;
+        clt_plan want, got;
+        o.device = clt_test_device();
+        ck_assert_ok(clt_plan_step(models[k / 2], &o, &want));
+        o.device = dev;
+        ck_assert_ok(clt_plan_step(models[k / 2], &o, &got));
+        assert_same_plan(&got, &want, what);
+        ck_assert_int_gt(got.peak, 0);
+    }
+    clt_model_free(mlp);
+    clt_model_free(res);
+}
+
+/* (a) Equal to the machine's device: the same plans, to the byte. */
+START_TEST(test_as_the_device)
+{
+    clt_device_description d = describe_test_device();
+    clt_device dev;
+    ck_assert_ok(clt_plan_device_describe(&d, &dev));
+    ck_assert(clt_device_exists(dev));
+    ck_assert(clt_device_equal(clt_plan_device(dev), dev));
+    assert_plans_equal(dev, "described as the test device");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* (b) The GPU class: a described GPU with the test device's limits plans as
+ * the twin does under CLT_DEVICE_CLASS=gpu, which does not change the
+ * described device's own class. */
+START_TEST(test_gpu_class)
+{
+    clt_device_description d = describe_test_device();
+    d.type = CLT_DEVICE_GPU;
+    clt_device dev;
+    ck_assert_ok(clt_plan_device_describe(&d, &dev));
+    const char *was = getenv("CLT_DEVICE_CLASS");
+    char before[16];
+    snprintf(before, sizeof before, "%s", was ? was : "");
+    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
+    assert_plans_equal(dev, "a described GPU");
+    int slot, gpu;
+    ck_assert_ok(clt__resolve(dev, &slot));
+    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "cpu", 1), 0);
+    ck_assert_ok(clt__gpu_class(slot, &gpu));
+    ck_assert_int_eq(gpu, 1);
+    ck_assert_int_eq(was ? setenv("CLT_DEVICE_CLASS", before, 1) : unsetenv("CLT_DEVICE_CLASS"), 0);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* (c) Its memory is the budget, its cap the cap, its largest buffer the limit. */
+START_TEST(test_memory_honoured)
+{
+    clt_device_description d = clt_device_description_default(CLT_DEVICE_GPU);
+    d.global_mem_bytes = 64ull << 20;
+    d.max_alloc_bytes = 16ull << 20;
+    clt_device small, big;
+    ck_assert_ok(clt_plan_device_describe(&d, &small));
+    char name[32];
+    ck_assert_ok(clt_device_name(small, name, sizeof name));
+    ck_assert_str_eq(name, "plan:gpu(64M)");
+    int64_t free_bytes, total;
+    ck_assert_ok(clt_memory_get_info(small, &free_bytes, &total));
+    ck_assert_int_eq(total, 64 << 20);
+    ck_assert_int_eq(free_bytes, -1);
+    d.global_mem_bytes = 256ull << 20;
+    d.max_alloc_bytes = 64ull << 20;
+    d.cap_bytes = 200ll << 20;
+    ck_assert_ok(clt_plan_device_describe(&d, &big));
+    ck_assert(!clt_device_equal(small, big));
+    clt_memory_stats st;
+    ck_assert_ok(clt_memory_get_stats(big, &st));
+    ck_assert_int_eq(st.cap, 200 << 20);
+    clt_model *m;
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_device(), 784, 256, 2, 10, 1));
+    clt_plan_options o = clt_plan_default_options();
+    int64_t b_small, b_big;
+    o.device = small;
+    ck_assert_ok(clt_plan_max_batch(m, &o, 64 << 20, 1 << 16, &b_small));
+    o.device = big;
+    ck_assert_ok(clt_plan_max_batch(m, &o, 200 << 20, 1 << 16, &b_big));
+    ck_assert_msg(b_small > 100 && b_big > 3 * b_small, "largest batches %lld in 64 MiB, %lld in 200 MiB",
+                  (long long)b_small, (long long)b_big);
+    /* The largest buffer: 16 MiB on the small one. */
+    clt_tensor *t = NULL;
+    int64_t n = (16 << 20) / 4 + 1;
+    ck_assert_status(clt_empty(&t, small, CLT_FLOAT32, 1, &n), CLT_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "plan:gpu(64M)"));
+    ck_assert_ok(clt_empty(&t, big, CLT_FLOAT32, 1, &n));
+    clt_tensor_release(t);
+    clt_model_free(m);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* (d) Each field out of range, named; the same description twice, one
+ * device; a label; the pool's end. */
+START_TEST(test_refused)
+{
+    static const char *const fields[] = {"type", "global_mem_bytes", "max_alloc_bytes", "max_work_group",
+                                         "float_width", "cap_bytes", "label"};
+    for (int f = 0; f < 7; f++) {
+        clt_device_description d = clt_device_description_default(CLT_DEVICE_CPU);
+        clt_device dev;
+        if (f == 0) d.type = CLT_DEVICE_PINNED;
+        if (f == 1) d.global_mem_bytes = 1000;
+        if (f == 2) d.max_alloc_bytes = d.global_mem_bytes + 1;
+        if (f == 3) d.max_work_group = 0;
+        if (f == 4) d.float_width = 3;
+        if (f == 5) d.cap_bytes = -1;
+        if (f == 6) snprintf(d.label, sizeof d.label, "a:b");
+        ck_assert_status(clt_plan_device_describe(&d, &dev), CLT_ERR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(clt_last_error(), fields[f]) != NULL, "field %s: %s", fields[f], clt_last_error());
+    }
+    ck_assert_status(clt_plan_device_describe(NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
+    clt_device undescribed = {CLT_DEVICE_PLAN, CLT_PLAN_MAX_DESCRIBED - 1, CLT_DEVICE_PLAN};
+    ck_assert(!clt_device_exists(undescribed));
+    clt_memory_stats st;
+    ck_assert_status(clt_memory_get_stats(undescribed, &st), CLT_ERR_NO_DEVICE);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "clt_plan_device_describe"));
+    clt_device_description d = clt_device_description_default(CLT_DEVICE_CPU);
+    snprintf(d.label, sizeof d.label, "box-1");
+    clt_device first, again;
+    ck_assert_ok(clt_plan_device_describe(&d, &first));
+    ck_assert_ok(clt_plan_device_describe(&d, &again));
+    ck_assert(clt_device_equal(first, again));
+    char name[32];
+    ck_assert_ok(clt_device_name(first, name, sizeof name));
+    ck_assert_str_eq(name, "plan:box-1");
+    d.float_width = 16;
+    ck_assert_status(clt_plan_device_describe(&d, &again), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "plan:box-1"));
+    /* The pool: one more than it holds is refused, and the ones held still work. */
+    d.label[0] = '\0';
+    int held = 1;
+    clt_status s = CLT_OK;
+    for (unsigned long long mib = 1; s == CLT_OK && mib < 100; mib++, held += s == CLT_OK) {
+        d.global_mem_bytes = mib << 20;
+        d.max_alloc_bytes = d.global_mem_bytes;
+        s = clt_plan_device_describe(&d, &again);
+    }
+    ck_assert_status(s, CLT_ERR_UNSUPPORTED);
+    ck_assert_int_eq(held, CLT_PLAN_MAX_DESCRIBED);
+    ck_assert_ptr_nonnull(strstr(clt_last_error(), "8"));
+    d.global_mem_bytes = d.max_alloc_bytes = 1 << 20;
+    ck_assert_ok(clt_plan_device_describe(&d, &again));
+    ck_assert_ok(clt_device_name(again, name, sizeof name));
+    ck_assert_str_eq(name, "plan:cpu(1M)");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* (e) The tool: --plan-for prints the plan for an 80 GiB GPU, and its exit
+ * says whether the batch fits; with no OpenCL platform too; a malformed
+ * value is refused with exit 2. */
+START_TEST(test_cli)
+{
+    const char *clt = clt_test_clt_path();
+    int rc = clt_test_shell(out, sizeof out, "%s train --plan-for gpu,memory=80G --batch-size 4096 2>&1", clt);
+    ck_assert_msg(rc == 0 && strstr(out, "at batch 4096 on plan:gpu(80G)") &&
+                      strstr(out, "fits: 81920.0 MiB available"),
+                  "exit %d:\n%s", rc, out);
+    /* A 64 MiB GPU capped at 32 MiB: batch 16384 does not fit (exit 1). */
+    rc = clt_test_shell(out, sizeof out,
+                        "%s train --plan-for gpu,memory=64M,max-alloc=64M,cap=32M,workgroup=256 --batch-size 16384 "
+                        "2>&1", clt);
+    ck_assert_msg(rc == 1 && strstr(out, "plan:gpu(64M)") && strstr(out, "DOES NOT FIT: 32.0 MiB available"),
+                  "exit %d:\n%s", rc, out);
+    static const char *const bad[] = {"tpu", "gpu,", "gpu,memory=", "gpu,memory=80X",
+                                      "gpu,memory=99999999999999999999G", "gpu,width=8K", "gpu,colour=red",
+                                      "gpu,memory=80G,,width=8"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rc = clt_test_shell(out, sizeof out, "%s train --plan-for '%s' 2>&1", clt, bad[i]);
+        ck_assert_msg(rc == 2 && strstr(out, "--plan-for needs cpu or gpu"), "%s: exit %d:\n%s", bad[i], rc, out);
+    }
+    rc = clt_test_shell(out, sizeof out, "%s train --plan-for gpu,memory=512K 2>&1", clt);
+    ck_assert_msg(rc == 1 && strstr(out, "global_mem_bytes 524288 is not between 1 MiB and 1 PiB"), "exit %d:\n%s",
+                  rc, out);
+    char dir[] = "/tmp/clt-noicd-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    rc = clt_test_shell(out, sizeof out,
+                        "OCL_ICD_VENDORS=%s %s train --plan-for cpu,memory=512M,max-alloc=512M,width=16 2>&1", dir, clt);
+    rmdir(dir);
+    ck_assert_msg(rc == 0 && strstr(out, "at batch 256 on plan:cpu(512M)"), "no platform: exit %d:\n%s", rc, out);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plan_described");
+    TCase *tc = clt_test_tcase("plan_described");
+    tcase_add_test(tc, test_as_the_device);
+    tcase_add_test(tc, test_gpu_class);
+    tcase_add_test(tc, test_memory_honoured);
+    tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_cli);
+    suite_add_tcase(s, tc);
+    return clt_test_run(s);
+}
