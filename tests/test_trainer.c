@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "trainer/progress.h"
 
 static clt_trainer_options quiet_options(void)
 {
@@ -295,6 +296,46 @@ START_TEST(test_log_line)
 }
 END_TEST
 
+/* An empty validation set is no sign of divergence: a healthy run with one
+ * trains every epoch, its validation figures NaN (nothing evaluated). */
+START_TEST(test_empty_validation_set)
+{
+    clt_dataset train = clt_test_make_dataset(64, 1), val = clt_test_make_dataset(0, 2);
+    clt_model *m = resmlp(0);
+    clt_trainer_options o = quiet_options();
+    o.max_epochs = 2;
+    clt_trainer_result r;
+    ck_assert_ok(clt_trainer_fit(m, &train, &val, &o, &r));
+    ck_assert_int_eq(r.epochs, 2);
+    ck_assert(isfinite(r.train_loss));
+    ck_assert(isnan(r.val_loss));
+    clt_model_free(m);
+    clt_dataset_free(&train);
+    clt_dataset_free(&val);
+}
+END_TEST
+
+/* The progress bar counts what the epoch's log line counts (the engine's
+ * one choice, which the log line reads back from the bar): examples/s for
+ * tables, images/s for images. */
+START_TEST(test_progress_unit)
+{
+    for (int tabular = 0; tabular <= 1; tabular++) {
+        char buf[512];
+        memset(buf, 0, sizeof buf);
+        FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+        ck_assert_ptr_nonnull(f);
+        clt__progress p;
+        clt__progress_init(&p, f, "cpu:0", tabular ? "examples" : "images");
+        clt__progress_begin(&p, 1, 2, 10);
+        clt__progress_update(&p, 5, 160, 0.5);
+        fclose(f);
+        ck_assert_msg(strstr(buf, tabular ? " examples/s " : " images/s ") && strstr(buf, "epoch 1/2 ["), "%s", buf);
+        ck_assert_msg(!strstr(buf, "img/s"), "%s", buf);
+    }
+}
+END_TEST
+
 START_TEST(test_empty_dataset_is_refused)
 {
     clt_dataset train = clt_test_make_dataset(8, 1);
@@ -322,8 +363,9 @@ static long file_size(const char *path)
 
 /* The epoch's last step breaks the model: its loss, read before the update,
  * is finite, the parameters after it are not. The validation loss (or,
- * without validation data, the parameters) show it: CLT_ERR_DIVERGED and
- * no checkpoint, as for a non-finite training loss. */
+ * without validation examples: no set, or an empty one, the parameters)
+ * show it: CLT_ERR_DIVERGED and no checkpoint, as for a non-finite training
+ * loss. */
 START_TEST(test_divergence_at_the_last_step)
 {
     char dir[256], ckpt[300];
@@ -340,11 +382,15 @@ START_TEST(test_divergence_at_the_last_step)
     o.lr = 1e30f; /* the update overflows */
     o.save_path = ckpt;
     int64_t h = 32;
-    for (int with_val = 1; with_val >= 0; with_val--) {
+    clt_dataset empty = train; /* the same layout, no examples */
+    empty.n = 0;
+    for (int val_kind = 2; val_kind >= 0; val_kind--) { /* 2: the training set, 1: an empty one, 0: none */
+        int with_val = val_kind == 2;
         clt_model *m;
         ck_assert_ok(clt_model_create_mlp(&m, clt_test_cpu(), W, 1, &h, 1, 0));
         clt_trainer_result r;
-        ck_assert_status(clt_trainer_fit(m, &train, with_val ? &train : NULL, &o, &r), CLT_ERR_DIVERGED);
+        const clt_dataset *val = val_kind == 2 ? &train : val_kind == 1 ? &empty : NULL;
+        ck_assert_status(clt_trainer_fit(m, &train, val, &o, &r), CLT_ERR_DIVERGED);
         const char *msg = clt_last_error();
         ck_assert_msg(strstr(msg, "diverged") && strstr(msg, "after epoch 1 (step 1)") &&
                           strstr(msg, with_val ? "the validation loss is" : "the parameters are not finite") &&
@@ -552,6 +598,8 @@ int main(void)
     tcase_add_test(tc, test_empty_dataset_is_refused);
     tcase_add_test(tc, test_divergence_stops_and_keeps_the_checkpoint);
     tcase_add_test(tc, test_divergence_at_the_last_step);
+    tcase_add_test(tc, test_empty_validation_set);
+    tcase_add_test(tc, test_progress_unit);
     tcase_add_test(tc, test_fp16_all_steps_skipped);
     tcase_add_test(tc, test_resume_metadata_is_checked);
     tcase_add_test(tc, test_resumed_epoch_reports_as_uninterrupted);

@@ -160,10 +160,11 @@ static clt_status parameters_finite(const clt_model *model, int *finite)
 
 /* The epoch's last step can be the one that breaks the parameters: its loss, read before the
  * update, is finite, the model after it is not. The validation loss shows it (what the next
- * epoch's first step would); without validation data, the parameters' sum. */
-static clt_status check_model(const engine *e, int64_t epoch, double val_loss)
+ * epoch's first step would); without validation examples (no set, an empty one), the
+ * parameters themselves. */
+static clt_status check_model(const engine *e, int64_t epoch, double val_loss, int64_t val_examples)
 {
-    if (e->val) {
+    if (val_examples > 0) {
         if (isfinite(val_loss)) return CLT_OK;
         return clt__fail(CLT_ERR_DIVERGED,
                          "%s: training diverged: the validation loss is %g after epoch %lld (step %lld), though its "
@@ -272,8 +273,8 @@ static void log_row(const engine *e, const clt__epoch_row *row, const epoch_end 
         fprintf(f, ", val loss %.4f, val mse %.4g, val mae %.4g", row->val_loss, row->val_mse, row->val_mae);
     else if (e->val)
         fprintf(f, ", val loss %.4f, val acc %.4f", row->val_loss, row->val_accuracy);
-    fprintf(f, ", %.2f s, %.0f %s/s on %s%s", row->seconds, row->images_per_second,
-            e->b->tabular ? "examples" : "images", e->b->device, e->b->log_suffix);
+    fprintf(f, ", %.2f s, %.0f %s/s on %s%s", row->seconds, row->images_per_second, e->progress.unit,
+            e->b->device, e->b->log_suffix);
     if (end->skipped)
         fprintf(f, "; %lld of %lld steps skipped (float16 gradients overflowed)", (long long)end->skipped,
                 (long long)end->steps);
@@ -316,7 +317,7 @@ static clt_status restore_best(engine *e)
 }
 
 /* An epoch that ran (whole, or up to the step limit): evaluation, its row, files, checkpoint. */
-static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
+static clt_status end_epoch(engine *e, int64_t epoch, const epoch_end *end)
 {
     const clt__fit_backend *b = e->b;
     const clt_trainer_options *o = e->o;
@@ -328,6 +329,7 @@ static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
     row.seconds = end->seconds;
     row.images_per_second = row.seconds > 0 ? (double)examples / row.seconds : 0;
     clt_status s = CLT_OK;
+    int64_t val_examples = 0;
     if (e->val && b->lead) {
         clt_evaluation ev;
         int64_t batch = o->eval_batch_size > 0 ? o->eval_batch_size : o->batch_size;
@@ -337,11 +339,12 @@ static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
             row.val_accuracy = ev.accuracy;
             row.val_mse = ev.mse;
             row.val_mae = ev.mae;
+            val_examples = ev.examples;
         }
     }
     clt_model_set_training(b->model, 1);
     /* A broken model writes nothing: no row, no metrics, no checkpoint. */
-    if (s == CLT_OK && b->lead) s = check_model(e, epoch, row.val_loss);
+    if (s == CLT_OK && b->lead) s = check_model(e, epoch, row.val_loss, val_examples);
     int best = 1; /* without early stopping every epoch is saved */
     if (s == CLT_OK && o->early_stopping && complete) s = track_best(e, epoch, &row, &best);
     if (s == CLT_OK) s = clt__board_add(&e->board, &row);
@@ -370,6 +373,37 @@ static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
             s = clt__fail(files.s, "%s", files.why);
     }
     return s;
+}
+
+/* With ranks, one verdict on an epoch's end for all: the lead alone evaluates, checks the model
+ * and writes files, so its failure (a diverged model, above all) goes to every rank through the
+ * backend's agree, as does any other rank's, and no rank goes on to the next epoch's collectives
+ * without the others. A rank that failed keeps its own status and message. */
+static clt_status agree_on(engine *e, int64_t epoch, clt_status s)
+{
+    const clt__fit_backend *b = e->b;
+    if (!b->collective || !b->agree) return s;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", clt_last_error());
+    /* The lead's status; how many ranks failed; the sum of their statuses. */
+    float v[3] = {b->lead ? (float)s : 0.0f, s != CLT_OK ? 1.0f : 0.0f, (float)s};
+    clt_status a = b->agree(b->ctx, v, 3);
+    if (s != CLT_OK) return clt__fail(s, "%s", why);
+    if (a != CLT_OK) return a;
+    if (v[1] < 1) return CLT_OK;
+    if (v[0] == (float)CLT_ERR_DIVERGED)
+        return clt__fail(CLT_ERR_DIVERGED, "%s: training diverged: rank 0 found the model broken after epoch %lld "
+                         "(step %lld); stopped without saving, as every rank did", b->op, (long long)epoch,
+                         (long long)e->r.steps);
+    clt_status theirs = v[0] != 0 ? (clt_status)(int)v[0] : v[1] == 1 ? (clt_status)(int)v[2] : CLT_ERR_IO;
+    return clt__fail(theirs, "%s: %.0f other rank%s failed at the end of epoch %lld (%s; %s own message says why); "
+                     "stopped with %s", b->op, v[1], v[1] == 1 ? "" : "s", (long long)epoch, clt_status_string(theirs),
+                     v[1] == 1 ? "its" : "their", v[1] == 1 ? "it" : "them");
+}
+
+static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)
+{
+    return agree_on(e, epoch, end_epoch(e, epoch, end));
 }
 
 /* Loads o->resume_path into the primary and checks its position against this run. */
@@ -420,17 +454,18 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
     e.total_steps = b->batches * (int64_t)o->max_epochs;
     if (o->max_steps && o->max_steps < e.total_steps) e.total_steps = o->max_steps;
     int show_bar = b->lead && (o->progress < 0 ? isatty(fileno(stderr)) : o->progress);
-    clt__progress_init(&e.progress, show_bar ? stderr : NULL, b->device);
+    clt__progress_init(&e.progress, show_bar ? stderr : NULL, b->device, b->tabular ? "examples" : "images");
     position at = {0};
     int64_t done = 0;
     clt_status s = o->resume_path ? resume(&e, &done, &at) : CLT_OK;
     /* Compilation before the clock: the epochs' times and images/s exclude it. */
     clt_warmup_result warm;
     clt__progress_compiling(&e.progress);
-    /* The largest (micro-)batch a step runs: no batch is larger than the
-     * data, no micro-batch than batch / accumulate rounded up. */
-    int64_t micro = o->batch_size;
-    if (o->accumulate > 1) micro = (o->batch_size + o->accumulate - 1) / o->accumulate;
+    /* The largest (micro-)batch one device's step runs: no batch is larger
+     * than the data, no shard than b->shard, no micro-batch than its rows /
+     * accumulate rounded up. */
+    int64_t micro = b->shard > 0 && b->shard < o->batch_size ? b->shard : o->batch_size;
+    if (o->accumulate > 1) micro = (micro + o->accumulate - 1) / o->accumulate;
     int64_t warm_batch = micro < b->examples ? micro : b->examples;
     /* None once a stop is asked for (without ranks, which must all warm up): the loop stops first. */
     int warmed = s == CLT_OK && !stop_asked(&e);

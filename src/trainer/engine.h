@@ -17,7 +17,7 @@ typedef struct clt__fit_backend {
     char device[32];         /* where it trains ("gpu:0+1"), for the result and the log */
     char log_suffix[32];     /* after the device in the log line (" x 2 ranks"), may be "" */
     int tabular;             /* 1: the training set holds float features, not byte images: the log line
-                              * counts "examples/s" (0: "images/s") */
+                              * and the progress bar count "examples/s" (0: "images/s") */
     int lead;                /* 1: this process evaluates, logs and writes files (rank 0) */
     int collective;          /* 1: ranks must agree on stopping, so step() carries the request */
     clt_model *model;        /* the primary: resumed into, evaluated and saved */
@@ -39,6 +39,12 @@ typedef struct clt__fit_backend {
     clt_status (*loss_sum)(void *ctx, double *sum);
     /* A running mean for the progress bar, this process's only (no collective). */
     clt_status (*running_loss)(void *ctx, int64_t seen, double *mean);
+    /* With collective: values[0..n) replaced by their sum over every rank (every rank calls it at
+     * the same point). The end of an epoch's verdict goes through it. NULL without ranks. */
+    clt_status (*agree)(void *ctx, float *values, int64_t n);
+    /* The most examples of a global batch one device's step takes (data parallel's largest shard),
+     * for the warm-up's batch; 0: the whole batch. */
+    int64_t shard;
 } clt__fit_backend;
 
 /* Checks what every backend needs of the options and the data (op names the

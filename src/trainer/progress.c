@@ -8,11 +8,12 @@
 #define INTERVAL 0.25
 #define WIDTH 24
 
-void clt__progress_init(clt__progress *p, FILE *out, const char *device)
+void clt__progress_init(clt__progress *p, FILE *out, const char *device, const char *unit)
 {
     memset(p, 0, sizeof *p);
     p->out = out;
     snprintf(p->device, sizeof p->device, "%s", device);
+    snprintf(p->unit, sizeof p->unit, "%s", unit);
 }
 
 void clt__progress_begin(clt__progress *p, int epoch, int epochs, int64_t total_batches)
@@ -35,9 +36,9 @@ void clt__progress_update(clt__progress *p, int64_t batch, int64_t images, doubl
     for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '=' : ' ';
     bar[WIDTH] = '\0';
     double eta = batch ? elapsed * (double)(p->total - batch) / (double)batch : 0;
-    fprintf(p->out, "\repoch %d/%d [%s] %lld/%lld  %.0f img/s  loss %.4f  ETA %.0fs  %s ", p->epoch, p->epochs, bar,
-            (long long)batch, (long long)p->total, elapsed > 0 ? (double)images / elapsed : 0.0, running_loss, eta,
-            p->device);
+    fprintf(p->out, "\repoch %d/%d [%s] %lld/%lld  %.0f %s/s  loss %.4f  ETA %.0fs  %s ", p->epoch, p->epochs, bar,
+            (long long)batch, (long long)p->total, elapsed > 0 ? (double)images / elapsed : 0.0, p->unit,
+            running_loss, eta, p->device);
     fflush(p->out);
 }
 

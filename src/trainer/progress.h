@@ -1,4 +1,4 @@
-/* Internal: the progress bar on a terminal (steps, images/s, running loss,
+/* Internal: the progress bar on a terminal (steps, images/s or examples/s, running loss,
  * ETA). Reading the running loss is a synchronization point, so updates are
  * rate-limited rather than made every step. */
 #ifndef CLT_TRAINER_PROGRESS_H
@@ -12,12 +12,14 @@
 typedef struct clt__progress {
     FILE *out; /* NULL: no bar */
     char device[32];
+    char unit[16]; /* what it counts per second: "images", or "examples" for tables */
     int epoch, epochs;
     int64_t total;
     double start, last;
 } clt__progress;
 
-void clt__progress_init(clt__progress *p, FILE *out, const char *device);
+/* unit: the per-epoch log line's, "images" or "examples" (the engine's one choice). */
+void clt__progress_init(clt__progress *p, FILE *out, const char *device, const char *unit);
 void clt__progress_begin(clt__progress *p, int epoch, int epochs, int64_t total_batches);
 /* 1 when a bar is shown and the last update is old enough for another. */
 int clt__progress_due(clt__progress *p);
