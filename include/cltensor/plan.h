@@ -108,6 +108,8 @@ typedef struct clt_plan_fit_result {
                                 (clt_model_set_keep_packed(m, 0) before training), else the model's setting */
     int64_t budget, margin;  /* the budget and the part of it kept free */
     clt_plan plan;           /* the chosen step's prediction */
+    int64_t eval_batch_size; /* the evaluation's batch the plan ran: o's eval_batch_size, or when 0 the largest
+                                micro-batch a device's step runs (clt_trainer_options' eval_batch_size) */
 } clt_plan_fit_result;
 
 /* Searches the configurations that keep o's batch and its result: the
@@ -127,7 +129,11 @@ typedef struct clt_plan_fit_result {
  * when it has one; a configuration whose steps fit but whose evaluation
  * does not is tried again without kept packed weights (keep_packed 0).
  * CLT_ERR_OUT_OF_MEMORY when none fits, its message giving the budget, the
- * margin, and what the weights, gradients, optimizer state and batch need. */
+ * margin, and what the weights, gradients, optimizer state and batch need;
+ * with whole_run, before any search, when the loaders' staging alone (the
+ * training batch's and an evaluation batch of one example's) is past
+ * pinned memory's cap, its message naming pinned memory, its cap and the
+ * staging's size. */
 CLT_API clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t budget, int allow_fp16,
                         clt_plan_fit_result *out);
 

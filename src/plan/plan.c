@@ -143,20 +143,37 @@ static clt_status next_batch(clt_loader *loader, const clt_plan_options *o, clt_
     return o->task == CLT_TASK_REGRESS ? clt_zeros(y, dev, CLT_FLOAT32, 2, ys) : clt_zeros(y, dev, CLT_INT32, 1, ys);
 }
 
-/* The evaluation after the steps, as clt_trainer_fit evaluates after an
- * epoch (beside the training loader's staging): its peaks into p. */
-static clt_status run_evaluation(clt_model *c, const clt_dataset *ds, int64_t micro, const plan_device *d, clt_plan *p)
+clt_status clt__plan_evaluate(clt_model *c, const clt_dataset *ds, int64_t eval, clt_device dev, clt_device pinned,
+                              clt_plan *p)
 {
     double loss, accuracy;
     clt_memory_stats st, pin;
-    CLT_TRY(clt_memory_reset_peak(d->dev));
-    CLT_TRY(clt_trainer_evaluate(c, ds, micro, 2 * micro, &loss, &accuracy));
-    CLT_TRY(clt_memory_get_stats(d->dev, &st));
-    CLT_TRY(clt_memory_get_stats(d->pinned, &pin));
+    CLT_TRY(clt_memory_reset_peak(dev));
+    CLT_TRY(clt_trainer_evaluate(c, ds, eval, 2 * eval, &loss, &accuracy));
+    CLT_TRY(clt_memory_get_stats(dev, &st));
+    CLT_TRY(clt_memory_get_stats(pinned, &pin));
     p->eval_peak = st.peak_allocated;
     if (st.peak_reserved > p->reserved) p->reserved = st.peak_reserved;
     p->staging = pin.peak_allocated;
     p->staging_reserved = pin.peak_reserved;
+    return CLT_OK;
+}
+
+clt_status clt__plan_read(clt_device dev, int64_t batch, int64_t reserved, clt_plan *p)
+{
+    clt_memory_stats st;
+    int64_t at[CLT_MEM_CATEGORY_COUNT];
+    CLT_TRY(clt_memory_get_stats(dev, &st));
+    CLT_TRY(clt__memory_at_peak(dev, at));
+    p->batch = batch;
+    p->peak = st.peak_allocated;
+    p->weights = at[CLT_MEM_WEIGHTS];
+    p->gradients = at[CLT_MEM_GRADIENTS];
+    p->optimizer = at[CLT_MEM_OPTIMIZER];
+    p->activations = at[CLT_MEM_ACTIVATIONS];
+    p->temporaries = p->peak - p->weights - p->gradients - p->optimizer - p->batch - p->activations;
+    p->peak_activations = st.category_peak[CLT_MEM_ACTIVATIONS];
+    p->reserved = st.peak_reserved > reserved ? st.peak_reserved : reserved;
     return CLT_OK;
 }
 
@@ -203,24 +220,11 @@ static clt_status run_steps(const clt_model *m, const clt_plan_options *o, const
         if (s == CLT_OK) s = clt__train_step(c, opt, &t, loss_sum, 0, &so);
         clt__step_tensors_release(&t); /* in the trainer's order */
     }
-    if (s == CLT_OK) {
-        clt_memory_stats st;
-        int64_t at[CLT_MEM_CATEGORY_COUNT];
-        s = clt_memory_get_stats(dev, &st);
-        if (s == CLT_OK) s = clt__memory_at_peak(dev, at);
-        p->peak = st.peak_allocated;
-        p->weights = at[CLT_MEM_WEIGHTS];
-        p->gradients = at[CLT_MEM_GRADIENTS];
-        p->optimizer = at[CLT_MEM_OPTIMIZER];
-        p->activations = at[CLT_MEM_ACTIVATIONS];
-        p->temporaries = p->peak - p->weights - p->gradients - p->optimizer - p->batch - p->activations;
-        p->peak_activations = st.category_peak[CLT_MEM_ACTIVATIONS];
-        p->reserved = st.peak_reserved > reserved ? st.peak_reserved : reserved;
-        p->recompute_blocks = o->recompute_blocks ? longest_segment(c) : 0;
-    }
+    if (s == CLT_OK) s = clt__plan_read(dev, p->batch, reserved, p);
+    if (s == CLT_OK) p->recompute_blocks = o->recompute_blocks ? longest_segment(c) : 0;
     if (s == CLT_OK && o->whole_run) {
         *in_evaluation = 1;
-        s = run_evaluation(c, &ds, eval, d, p);
+        s = clt__plan_evaluate(c, &ds, eval, dev, d->pinned, p);
     }
     clt_loader_free(loader);
     clt_dataset_free(&ds);
@@ -356,21 +360,22 @@ static int next_micro(int n, int64_t batch)
     return (int)next;
 }
 
-/* Plans q under limit; when its steps fit but its evaluation does not and
- * the model keeps packed weights, tries again without them (q->drop_packed). */
-static clt_status plan_fitting(const clt_model *m, clt_plan_options *q, const plan_device *d, int64_t limit,
+/* Plans q under the budget; when its steps fit but its evaluation does not
+ * and the model keeps packed weights, tries again without them
+ * (q->drop_packed). */
+static clt_status plan_fitting(const clt_model *m, clt_plan_options *q, clt__plan_try try_plan, void *ctx,
                                clt_plan *p, int *fits)
 {
     q->drop_packed = 0;
-    CLT_TRY(plan_with(m, q, d, limit, p, fits));
+    CLT_TRY(try_plan(ctx, q, 1, p, fits));
     if (*fits >= 0 || m->drop_packed) return CLT_OK;
     q->drop_packed = 1;
-    return plan_with(m, q, d, limit, p, fits);
+    return try_plan(ctx, q, 1, p, fits);
 }
 
 /* The segment size with the lowest predicted peak that fits (0: none), and
  * whether it evaluates without kept packed weights (q->drop_packed). */
-static clt_status best_segments(const clt_model *m, clt_plan_options *q, const plan_device *d, int64_t limit,
+static clt_status best_segments(const clt_model *m, clt_plan_options *q, clt__plan_try try_plan, void *ctx,
                                 clt_plan *best)
 {
     int blocks = clt_model_num_blocks(m), found = 0, drop = 0;
@@ -378,7 +383,7 @@ static clt_status best_segments(const clt_model *m, clt_plan_options *q, const p
         clt_plan p;
         int fits;
         q->recompute_blocks = seg;
-        CLT_TRY(plan_fitting(m, q, d, limit, &p, &fits));
+        CLT_TRY(plan_fitting(m, q, try_plan, ctx, &p, &fits));
         if (fits > 0 && (!found || p.peak < best->peak)) {
             drop = q->drop_packed;
             *best = p;
@@ -391,7 +396,7 @@ static clt_status best_segments(const clt_model *m, clt_plan_options *q, const p
 }
 
 /* The first configuration of one dtype that fits, in clt_plan_fit's order. */
-static clt_status fit_dtype(const clt_model *m, clt_plan_options q, const plan_device *d, int64_t limit,
+static clt_status fit_dtype(const clt_model *m, clt_plan_options q, clt__plan_try try_plan, void *ctx,
                             clt_plan_fit_result *out, int *found)
 {
     *found = 0;
@@ -399,8 +404,8 @@ static clt_status fit_dtype(const clt_model *m, clt_plan_options q, const plan_d
         q.accumulate = n;
         q.recompute_blocks = 0;
         int fits;
-        CLT_TRY(plan_fitting(m, &q, d, limit, &out->plan, &fits));
-        if (fits <= 0) CLT_TRY(best_segments(m, &q, d, limit, &out->plan));
+        CLT_TRY(plan_fitting(m, &q, try_plan, ctx, &out->plan, &fits));
+        if (fits <= 0) CLT_TRY(best_segments(m, &q, try_plan, ctx, &out->plan));
         if (fits > 0 || q.recompute_blocks) {
             out->accumulate = n;
             out->recompute_blocks = q.recompute_blocks;
@@ -413,6 +418,86 @@ static clt_status fit_dtype(const clt_model *m, clt_plan_options q, const plan_d
     return CLT_OK;
 }
 
+/* A whole run's loaders stage at least the training batch (two buffers of
+ * it) and an evaluation batch of one example in pinned memory, whatever
+ * the configuration: past pinned memory's cap, nothing can fit. */
+static clt_status check_staging(const clt_plan_options *o, clt__plan_try try_plan, void *ctx)
+{
+    clt_memory_stats pinned;
+    CLT_TRY(pinned_cap(&pinned.cap));
+    if (!o->whole_run || !pinned.cap) return CLT_OK;
+    clt_plan_options q = *o;
+    q.accumulate = q.recompute_blocks = q.drop_packed = 0;
+    q.eval_batch_size = 1;
+    clt_plan p;
+    CLT_TRY(try_plan(ctx, &q, 0, &p, NULL));
+    if (p.staging <= pinned.cap) return CLT_OK;
+    return clt__fail(CLT_ERR_OUT_OF_MEMORY,
+                     "the loaders' staging of a batch of %lld needs %.1f MiB of pinned memory (%lld bytes), past "
+                     "pinned memory's cap of %.1f MiB (%lld bytes): no configuration of the step can fit; lower the "
+                     "batch size or raise pinned memory's cap (CLT_MEMORY_CAP=pinned=SIZE)",
+                     (long long)o->batch_size, p.staging / MIB, (long long)p.staging, pinned.cap / MIB,
+                     (long long)pinned.cap);
+}
+
+int64_t clt__plan_margin(int64_t budget) { return 2 * 1024 * 1024 + budget / 32; }
+
+clt_status clt__plan_search(const clt_model *m, const clt_plan_options *o, int allow_fp16, clt__plan_try try_plan,
+                            void *ctx, int64_t (*micro)(void *ctx, const clt_plan_options *q), const char *where,
+                            clt_plan_fit_result *out)
+{
+    CLT_TRY(check_staging(o, try_plan, ctx));
+    int found = 0;
+    clt_plan_options q = *o;
+    CLT_TRY(fit_dtype(m, q, try_plan, ctx, out, &found));
+    if (!found && allow_fp16 && o->dtype != CLT_FLOAT16) {
+        q.dtype = CLT_FLOAT16;
+        CLT_TRY(fit_dtype(m, q, try_plan, ctx, out, &found));
+    }
+    if (found) {
+        q.accumulate = out->accumulate;
+        out->eval_batch_size = o->eval_batch_size > 0 ? o->eval_batch_size : micro(ctx, &q);
+        return CLT_OK;
+    }
+    clt_plan p;
+    q = *o;
+    q.accumulate = q.recompute_blocks = 0;
+    CLT_TRY(try_plan(ctx, &q, 0, &p, NULL));
+    return clt__fail(CLT_ERR_OUT_OF_MEMORY,
+                     "no configuration of a %s%s step at batch %lld fits %s: "
+                     "the %s weights, gradients and optimizer state alone need %.1f MiB and the batch %.1f MiB, "
+                     "beside the allocator's segments; use a smaller model or batch%s, or a larger device",
+                     clt_dtype_name(o->dtype), allow_fp16 && o->dtype != CLT_FLOAT16 ? " or float16" : "",
+                     (long long)o->batch_size, where, clt_dtype_name(o->dtype),
+                     (p.weights + p.gradients + p.optimizer) / MIB, p.batch / MIB,
+                     allow_fp16 || o->dtype == CLT_FLOAT16 ? "" : ", or allow float16 (--fit=any)");
+}
+
+/* One device's configuration under limit (capped), for clt__plan_search. */
+typedef struct one_device {
+    const clt_model *m;
+    const plan_device *d;
+    int64_t limit;
+} one_device;
+
+static clt_status try_one_device(void *ctx, const clt_plan_options *q, int capped, clt_plan *p, int *fits)
+{
+    const one_device *t = ctx;
+    if (capped && t->limit <= 0) { /* the margin leaves nothing */
+        memset(p, 0, sizeof *p);
+        *fits = 0;
+        return CLT_OK;
+    }
+    return plan_with(t->m, q, t->d, capped ? t->limit : 0, p, capped ? fits : NULL);
+}
+
+/* One device's largest micro-batch. */
+static int64_t one_device_micro(void *ctx, const clt_plan_options *q)
+{
+    (void)ctx;
+    return clt__micro_rows(q->batch_size, q->accumulate > 1 ? q->accumulate : 1, 0);
+}
+
 clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t budget, int allow_fp16,
                         clt_plan_fit_result *out)
 {
@@ -422,30 +507,12 @@ clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t b
     plan_device d;
     CLT_TRY(device_of(o, &d));
     out->budget = budget;
-    out->margin = 2 * 1024 * 1024 + budget / 32;
-    int64_t limit = budget - out->margin;
-    int found = 0;
-    clt_plan_options q = *o;
-    if (limit > 0) CLT_TRY(fit_dtype(m, q, &d, limit, out, &found));
-    if (!found && allow_fp16 && o->dtype != CLT_FLOAT16 && limit > 0) {
-        q.dtype = CLT_FLOAT16;
-        CLT_TRY(fit_dtype(m, q, &d, limit, out, &found));
-    }
-    if (found) return CLT_OK;
-    clt_plan p;
-    q = *o;
-    q.accumulate = q.recompute_blocks = 0;
-    CLT_TRY(plan_with(m, &q, &d, 0, &p, NULL));
-    char dev[32] = "";
+    out->margin = clt__plan_margin(budget);
+    one_device t = {m, &d, budget - out->margin};
+    char dev[32] = "", where[96];
     clt_device_name(o->device, dev, sizeof dev);
-    return clt__fail(CLT_ERR_OUT_OF_MEMORY,
-                     "no configuration of a %s%s step at batch %lld fits %.1f MiB on %s (less a margin of %.1f MiB): "
-                     "the %s weights, gradients and optimizer state alone need %.1f MiB and the batch %.1f MiB, "
-                     "beside the allocator's segments; use a smaller model or batch%s, or a larger device",
-                     clt_dtype_name(o->dtype), allow_fp16 && o->dtype != CLT_FLOAT16 ? " or float16" : "",
-                     (long long)o->batch_size, budget / MIB, dev, out->margin / MIB,
-                     clt_dtype_name(o->dtype), (p.weights + p.gradients + p.optimizer) / MIB, p.batch / MIB,
-                     allow_fp16 || o->dtype == CLT_FLOAT16 ? "" : ", or allow float16 (--fit=any)");
+    snprintf(where, sizeof where, "%.1f MiB on %s (less a margin of %.1f MiB)", budget / MIB, dev, out->margin / MIB);
+    return clt__plan_search(m, o, allow_fp16, try_one_device, &t, one_device_micro, where, out);
 }
 
 /* The allocated peak at batch b of o with segment size seg (0: off). */

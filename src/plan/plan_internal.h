@@ -23,4 +23,38 @@ clt_status clt__plan_idle(clt_device dev);
  * the trainer's loader and optimizer as the trainer makes them. */
 clt_trainer_options clt__plan_trainer_options(const clt_plan_options *o);
 
+/* p's peak and what each category held at it, from dev's allocator since
+ * its last peak reset; batch: the step's batch bytes; reserved: the
+ * reserved peak before that reset (the larger is p's). */
+clt_status clt__plan_read(clt_device dev, int64_t batch, int64_t reserved, clt_plan *p);
+
+/* The evaluation after the steps, as clt_trainer_fit evaluates after an
+ * epoch: two batches of eval examples of ds on c's (planning) device dev,
+ * beside the training loaders' staging in pinned's; its peaks into p
+ * (eval_peak, staging, staging_reserved, and reserved when larger). */
+clt_status clt__plan_evaluate(clt_model *c, const clt_dataset *ds, int64_t eval, clt_device dev, clt_device pinned,
+                              clt_plan *p);
+
+/* The part of a budget clt_plan_fit keeps free: 2 MiB plus 1/32 of it. */
+int64_t clt__plan_margin(int64_t budget);
+
+/* One configuration q (its accumulate, recompute_blocks, dtype and
+ * drop_packed chosen by the search), run under the budget less its margin
+ * (capped 1) or with no cap (0). *fits as for a capped run: 1, 0, or -1
+ * when the steps fit but the evaluation after them does not; an uncapped
+ * run's out of memory is an error. */
+typedef clt_status (*clt__plan_try)(void *ctx, const clt_plan_options *q, int capped, clt_plan *p, int *fits);
+
+/* clt_plan_fit's search, over whatever try plans (one device, or data
+ * parallel's devices): the order, the float16 fallback, the evaluation
+ * without kept packed weights, and the failures: pinned staging past
+ * pinned memory's cap before any search, and none fitting, whose message
+ * says it fits no `where` ("32.0 MiB on cpu:0 (less a margin of 3.0 MiB)").
+ * Fills out's accumulate, recompute_blocks, dtype, keep_packed, plan and
+ * eval_batch_size (micro: the largest micro-batch's rows a device runs in q's
+ * micro-batches). */
+clt_status clt__plan_search(const clt_model *m, const clt_plan_options *o, int allow_fp16, clt__plan_try try_plan,
+                            void *ctx, int64_t (*micro)(void *ctx, const clt_plan_options *q), const char *where,
+                            clt_plan_fit_result *out);
+
 #endif
