@@ -4,7 +4,9 @@
  * C = alpha op(A) op(B) + beta C, row-major; op(A) is (M,K): A (M,K) read as
  * is, or A (K,M) transposed when ta; op(B) is (K,N): B (K,N), or B (N,K)
  * when tb; leading dimensions and offsets in elements. beta = 0 ignores C's
- * old contents (NaN included). Then, by the bits of flags:
+ * old contents (NaN included). With flags bit 16 (AMASK), A is read as 0
+ * where amask (A's layout and leading dimension) is <= 0: a product of a
+ * ReLU's input gradient without that ReLU's pass. Then, by the other bits:
  *   1 (BIAS)   + bias[j] on every row (bias is (N));
  *   2 (RELU)   ReLU, NaN passing through as in clt_relu;
  *   4 (MASK)   0 where mask[i * N + j] <= 0 (the kept output of a ReLU,
@@ -32,16 +34,18 @@
 #define F_RELU 2
 #define F_MASK 4
 #define F_ROWSUM 8
+#define F_AMASK 16
 
 /* Stages op(A)[row0.., p0..] as as[p][i] and op(B)[p0.., col0..] as bs[p][j]. */
 static void stage(__local float (*as)[BT + 1], __local float (*bs)[BT + 1], int ta, int tb, ulong m, ulong n,
-                  ulong k, ulong row0, ulong col0, ulong p0, __global const float *a, ulong lda,
-                  __global const float *b, ulong ldb, int lid)
+                  ulong k, ulong row0, ulong col0, ulong p0, __global const float *a, __global const float *amask,
+                  ulong lda, __global const float *b, ulong ldb, int lid)
 {
     for (int e = lid; e < BK * BT; e += ITEMS) {
         int i = ta ? e % BT : e / BK, p = ta ? e / BT : e % BK;
-        ulong gi = row0 + i, gp = p0 + p;
-        as[p][i] = gi < m && gp < k ? a[ta ? gp * lda + gi : gi * lda + gp] : 0.0f;
+        ulong gi = row0 + i, gp = p0 + p, ai = ta ? gp * lda + gi : gi * lda + gp;
+        float av = gi < m && gp < k ? a[ai] : 0.0f;
+        as[p][i] = amask && gi < m && gp < k && !(amask[ai] > 0.0f) ? 0.0f : av;
         int j = tb ? e / BK : e % BT, q = tb ? e % BK : e / BT;
         ulong gj = col0 + j, gq = p0 + q;
         bs[q][j] = gj < n && gq < k ? b[tb ? gj * ldb + gq : gq * ldb + gj] : 0.0f;
@@ -52,7 +56,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, WGS, 1))) void
 gemm_gpu_f32(int ta, int tb, ulong m, ulong n, ulong k, float alpha, __global const float *a, ulong ao, ulong lda,
              __global const float *b, ulong bo, ulong ldb, float beta, __global float *c, ulong co, ulong ldc,
              int flags, __global const float *bias, ulong biaso, __global const float *mask, ulong masko,
-             __global float *rowsum, ulong rso)
+             __global float *rowsum, ulong rso, __global const float *amask, ulong amasko)
 {
     __local float as[BK][BT + 1];
     __local float bs[BK][BT + 1];
@@ -65,7 +69,8 @@ gemm_gpu_f32(int ta, int tb, ulong m, ulong n, ulong k, float alpha, __global co
         for (int s = 0; s < RT; s++) acc[r][s] = 0.0f;
     }
     for (ulong p0 = 0; p0 < k; p0 += BK) {
-        stage(as, bs, ta, tb, m, n, k, row0, col0, p0, a + ao, lda, b + bo, ldb, lid);
+        stage(as, bs, ta, tb, m, n, k, row0, col0, p0, a + ao, flags & F_AMASK ? amask + amasko : 0, lda, b + bo,
+              ldb, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int p = 0; p < BK; p++) {
             float av[RT], bv[RT];

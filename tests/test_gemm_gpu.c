@@ -1,7 +1,9 @@
 /* The GPU-class devices' own GEMM (cl/gemm_gpu.cl, src/ops/gemm_gpu.c):
  * every transpose, odd edges, work-groups of side 16 and 8 (256 and 64
- * work-items), each epilogue alone and together, against the plain C
- * reference and against CLBlast; and which products take it. */
+ * work-items), a mask on a's reads and each epilogue alone and together,
+ * against the plain C reference and against CLBlast; which products take
+ * it; and a Linear's backward with both ReLU masks folded in
+ * (clt__linear_backward_fold) on it, the CPU kernels and CLBlast alike. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,7 @@
 
 #define TOL 1e-4
 
-enum { BIAS = 1, RELU = 2, MASK = 4, ROWSUM = 8 };
+enum { BIAS = 1, RELU = 2, MASK = 4, ROWSUM = 8, AMASK = 16 };
 
 static int test_slot(void)
 {
@@ -56,7 +58,11 @@ static void check_one(int wgs, int ta, int tb, int64_t m, int64_t n, int64_t k, 
     clt_tensor *tc = clt_test_upload_view(dev, c, m, n, 3, 7.0f, &cb);
     clt_tensor *tbias = clt_test_upload(dev, bias, 1, n), *tmask = clt_test_upload(dev, mask, m, n);
     clt_tensor *trs = clt_test_upload(dev, rowsum, 1, m);
-    clt__epilogue ep = {.bias = flags & BIAS ? tbias : NULL, .relu = (flags & RELU) != 0,
+    float *amask = clt_test_random_floats(m * k, 7);
+    clt_tensor *tam = clt_test_upload(dev, amask, ta ? k : m, ta ? m : k);
+    if (flags & AMASK)
+        for (int64_t i = 0; i < m * k; i++) a[i] = amask[i] > 0.0f ? a[i] : 0.0f;
+    clt__gemm_fusion ep = {.a_mask = flags & AMASK ? tam : NULL, .bias = flags & BIAS ? tbias : NULL, .relu = (flags & RELU) != 0,
                         .mask = flags & MASK ? tmask : NULL, .rowsum = flags & ROWSUM ? trs : NULL};
     ck_assert_ok(clt__gemm_gpu(test_slot(), wgs, ta, tb, (size_t)m, (size_t)n, (size_t)k, 0.75f, ta_,
                                (size_t)(ta ? m : k), tb_, (size_t)(tb ? k : n), beta, tc, (size_t)n, &ep));
@@ -78,7 +84,8 @@ static void check_one(int wgs, int ta, int tb, int64_t m, int64_t n, int64_t k, 
     free(bias);
     free(mask);
     free(rowsum);
-    clt_tensor *ts[] = {ta_, tb_, tc, ab, bb, cb, tbias, tmask, trs};
+    free(amask);
+    clt_tensor *ts[] = {ta_, tb_, tc, ab, bb, cb, tbias, tmask, trs, tam};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
 }
 
@@ -95,13 +102,15 @@ START_TEST(test_transposes_and_edges)
 }
 END_TEST
 
-/* The layers' epilogues with the transposes they come with (forward: NT
- * with bias and ReLU; input gradient: NN with a mask; weight gradient: TN
- * with row sums), and each of them alone and all together elsewhere. */
+/* What the layers fuse, with the transposes it comes with (forward: NT
+ * with bias and ReLU; input gradient: NN with a mask on a and in the
+ * store; weight gradient: TN with a mask on a and row sums), and each of
+ * them alone and all together elsewhere. */
 START_TEST(test_epilogues)
 {
-    int combos[][3] = {{0, 1, BIAS | RELU}, {0, 1, BIAS}, {0, 1, RELU}, {0, 0, MASK},
-                       {1, 0, ROWSUM},      {1, 0, ROWSUM | MASK}, {0, 0, ROWSUM}, {1, 1, BIAS | RELU | MASK | ROWSUM}};
+    int combos[][3] = {{0, 1, BIAS | RELU},   {0, 1, BIAS},   {0, 1, RELU},           {0, 0, MASK},
+                       {0, 0, MASK | AMASK},  {1, 0, ROWSUM}, {1, 0, ROWSUM | AMASK}, {0, 0, ROWSUM},
+                       {1, 1, BIAS | RELU | MASK | ROWSUM | AMASK}};
     for (int w = 0; w < 2; w++)
         for (size_t e = 0; e < sizeof combos / sizeof combos[0]; e++)
             for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
@@ -184,6 +193,57 @@ START_TEST(test_choice)
 }
 END_TEST
 
+/* dw += (dy . ym)^T x, db += column sums of dy . ym, dx = ((dy . ym) w) . xm,
+ * where . keeps the values whose mask is > 0; on this device's dense
+ * implementation `impl` (NULL: the GPU class's choice, the kernel). */
+static void check_linear_fold(const char *impl, int64_t B, int64_t C, int64_t OC)
+{
+    if (impl) ck_assert_int_eq(setenv("CLT_DENSE", impl, 1), 0);
+    else ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
+    float *dy = clt_test_random_floats(B * OC, 1), *ym = clt_test_random_floats(B * OC, 2);
+    float *x = clt_test_random_floats(B * C, 3), *xm = clt_test_random_floats(B * C, 4);
+    float *w = clt_test_random_floats(OC * C, 5), *dw = clt_test_random_floats(OC * C, 6);
+    float *db = clt_test_random_floats(OC, 7), *dx = calloc((size_t)(B * C), sizeof *dx);
+    clt_device dev = clt_test_device();
+    clt_tensor *tdy = clt_test_upload(dev, dy, B, OC), *tym = clt_test_upload(dev, ym, B, OC);
+    clt_tensor *tx = clt_test_upload(dev, x, B, C), *txm = clt_test_upload(dev, xm, B, C);
+    clt_tensor *tw = clt_test_upload(dev, w, OC, C), *tdw = clt_test_upload(dev, dw, OC, C), *tdb, *tdx;
+    ck_assert_ok(clt_from_host(&tdb, dev, CLT_FLOAT32, 1, &OC, db));
+    clt__linear_fold f = {.dy_mask = tym, .dx_mask = txm};
+    ck_assert_ok(clt__linear_backward_fold(&tdx, &f, tdw, tdb, tdy, tx, tw));
+    for (int64_t i = 0; i < B * OC; i++) dy[i] = ym[i] > 0.0f ? dy[i] : 0.0f;
+    clt_test_ref_gemm(1, 0, OC, C, B, 1.0f, dy, x, 1.0f, dw);
+    clt_test_ref_gemm(0, 0, B, C, OC, 1.0f, dy, w, 0.0f, dx);
+    for (int64_t i = 0; i < B * C; i++) dx[i] = xm[i] > 0.0f ? dx[i] : 0.0f;
+    for (int64_t o = 0; o < OC; o++) {
+        double sum = db[o];
+        for (int64_t r = 0; r < B; r++) sum += dy[r * OC + o];
+        db[o] = (float)sum;
+    }
+    float *gdw = clt_test_read(tdw), *gdb = clt_test_read(tdb), *gdx = clt_test_read(tdx);
+    double e1 = clt_test_max_rel_err(gdw, dw, OC * C), e2 = clt_test_max_rel_err(gdb, db, OC),
+           e3 = clt_test_max_rel_err(gdx, dx, B * C);
+    ck_assert_msg(e1 < TOL && e2 < TOL && e3 < TOL, "%s (%lld, %lld, %lld): dw %g, db %g, dx %g",
+                  impl ? impl : "gemm_gpu", (long long)B, (long long)C, (long long)OC, e1, e2, e3);
+    float *bufs[] = {dy, ym, x, xm, w, dw, db, dx, gdw, gdb, gdx};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    clt_tensor *ts[] = {tdy, tym, tx, txm, tw, tdw, tdb, tdx};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
+    unsetenv("CLT_DENSE");
+}
+
+START_TEST(test_linear_fold)
+{
+    const char *impls[] = {NULL, "cpu", "clblast"};
+    for (int i = 0; i < 3; i++) {
+        if (i == 2 && clt_test_simulated()) break; /* CLBlast does not run on the simulator */
+        check_linear_fold(impls[i], 5, 13, 7);
+        check_linear_fold(impls[i], 33, 257, 65);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemm_gpu");
@@ -193,6 +253,7 @@ int main(void)
     tcase_add_test(tc, test_epilogues);
     tcase_add_test(tc, test_against_clblast);
     tcase_add_test(tc, test_choice);
+    tcase_add_test(tc, test_linear_fold);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

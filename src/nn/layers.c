@@ -227,11 +227,10 @@ static clt_status missing(const clt__layer *l)
 
 /* What a layer's backward folds in with its neighbours' (float32 only). */
 typedef struct fold {
-    int fuse;         /* CLT_FUSE is not 0 */
-    int bias_done;    /* Linear: the ReLU above it accumulated its bias gradient */
-    clt_tensor *base; /* Linear: *dx is base + its input gradient... */
-    int in_place;     /* ...accumulated into base itself (clt__linear_backward_add) */
-    const clt_tensor *mask; /* Linear: the kept output of the ReLU below, applied to *dx in the product */
+    int fuse;              /* CLT_FUSE is not 0 */
+    int bias_done;         /* Linear: the ReLU above it accumulated its bias gradient */
+    clt__linear_fold lin;  /* Linear: base (*dx is base + its input gradient, accumulated into base
+                            * itself when in_place) and the masks of the ReLUs above and below */
 } fold;
 
 static clt_status seq_backward(clt_model *m, clt__layer *layers, int n, clt_tensor *dy, clt_tensor **dx,
@@ -244,9 +243,11 @@ static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx
     clt_tensor *db = f->bias_done ? NULL : l->db;
     clt_status s;
     if (clt_tensor_dtype(l->w) == CLT_FLOAT16) s = clt__linear_backward_f16(dx, l->dw, db, dy, l->saved, l->w);
-    else if ((f->base || f->mask) && dx)
-        s = clt__linear_backward_add(dx, f->base, f->in_place, f->mask, l->dw, db, dy, l->saved, l->w);
-    else s = clt_linear_backward_(dx, l->dw, db, dy, l->saved, l->w);
+    else {
+        clt__linear_fold lin = f->lin;
+        if (!dx) lin.base = NULL, lin.dx_mask = NULL;
+        s = clt__linear_backward_fold(dx, &lin, l->dw, db, dy, l->saved, l->w);
+    }
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -396,24 +397,56 @@ static clt_status segment_backward(clt_model *m, clt__layer *layers, int j, clt_
     return seq_backward(NULL, first, first->seg_len, dy, dx, NULL, 0);
 }
 
-/* The kept output of the ReLU at i - 1 when layers[i], a float32 Linear,
- * can apply that ReLU's backward in its input gradient's product (the dense
- * op's store does it, clt__dense_fuses_backward) and the Linear at i - 2
- * sum its bias gradient in its weight gradient's product: then neither the
- * ReLU's pass (relu_bias_backward) nor a bias pass runs. Else NULL. */
-static const clt_tensor *mask_below(const clt__layer *layers, int i, const clt_tensor *dy, const fold *f)
+/* 1 when the products of the float32 Linear l's backward, for dy, take
+ * the dense op's fused kernel (clt__dense_fuses_backward), so that a ReLU's
+ * mask costs no pass of its own there. */
+static int products_fuse(const clt__layer *l, const clt_tensor *dy, const fold *f)
 {
-    const clt__layer *l = &layers[i];
-    if (!f->fuse || i < 2 || !is_f32_linear(l) || !l->saved || layers[i - 1].kind != CLT__RELU ||
-        !layers[i - 1].saved || !is_f32_linear(&layers[i - 2]) || !layers[i - 2].db)
-        return NULL;
     int slot, fused = 0;
+    if (!f->fuse || !is_f32_linear(l) || !l->saved) return 0;
     size_t rows = (size_t)clt_tensor_dim(dy, 0), in = (size_t)clt_tensor_dim(l->saved, 1);
     /* A failure here is the product's own to report. */
     if (clt__resolve(clt_tensor_device(dy), &slot) != CLT_OK ||
         clt__dense_fuses_backward(slot, rows, in, (size_t)clt_tensor_dim(dy, 1), &fused) != CLT_OK)
+        return 0;
+    return fused;
+}
+
+/* The kept output of the ReLU at i when the Linear at i - 1 can read its dy
+ * through it (instead of the ReLU's pass), else NULL. */
+static const clt_tensor *mask_above(const clt__layer *layers, int i, const clt_tensor *dy, const fold *f)
+{
+    if (i < 1 || layers[i].kind != CLT__RELU || !layers[i].saved) return NULL;
+    return products_fuse(&layers[i - 1], dy, f) ? layers[i].saved : NULL;
+}
+
+/* The kept output of the ReLU at lin - 1 when the Linear at lin can apply
+ * it to its input gradient in the product's store and the Linear at
+ * lin - 2 sum its bias gradient in its weight gradient's product (instead
+ * of relu_bias_backward), else NULL. */
+static const clt_tensor *mask_below(const clt__layer *layers, int lin, const clt_tensor *dy, const fold *f)
+{
+    if (lin < 2 || layers[lin - 1].kind != CLT__RELU || !layers[lin - 1].saved || !is_f32_linear(&layers[lin - 2]) ||
+        !layers[lin - 2].db)
         return NULL;
-    return fused ? layers[i - 1].saved : NULL;
+    return products_fuse(&layers[lin], dy, f) ? layers[lin - 1].saved : NULL;
+}
+
+/* Backward of the float32 Linear at lin with f->lin.dy_mask (the ReLU at
+ * lin + 1, or none) and the ReLU below folded into its products where
+ * mask_below allows; *low is the lowest layer done. */
+static clt_status fused_linear_backward(clt__layer *layers, int lin, clt_tensor *dy, clt_tensor **dx, fold *f,
+                                        int *low)
+{
+    f->lin.dx_mask = dx ? mask_below(layers, lin, dy, f) : NULL;
+    if (f->lin.dy_mask) f->bias_done = 0;
+    clt_status s = linear_backward(&layers[lin], dy, dx, f);
+    if (f->lin.dy_mask) drop(&layers[lin + 1].saved);
+    if (f->lin.dx_mask) drop(&layers[lin - 1].saved);
+    *low = f->lin.dx_mask ? lin - 1 : lin;
+    f->lin.dy_mask = f->lin.dx_mask = NULL;
+    f->bias_done = 0;
+    return s;
 }
 
 /* As clt__seq_backward with dy handed over (so that a residual block can
@@ -428,7 +461,7 @@ static clt_status seq_backward(clt_model *m, clt__layer *layers, int n, clt_tens
     int first = n;
     for (int i = 0; i < n && first == n; i++)
         if (has_params(&layers[i])) first = i;
-    fold f = {.fuse = clt__fuse_enabled(), .in_place = in_place};
+    fold f = {.fuse = clt__fuse_enabled(), .lin = {.in_place = in_place}};
     clt_tensor *cur = dy;
     clt_status s = CLT_OK;
     for (int i = n - 1; i >= 0 && cur;) {
@@ -438,15 +471,14 @@ static clt_status seq_backward(clt_model *m, clt__layer *layers, int n, clt_tens
         int need = dx || j > first;
         clt__layer *l = &layers[i];
         clt_tensor *next = NULL;
-        f.base = i == 0 ? base : NULL;
-        f.mask = !seg && need ? mask_below(layers, i, cur, &f) : NULL;
+        f.lin.base = i == 0 ? base : NULL;
         if (m && !seg) mark_layers(m, "backward", l, l);
-        if (f.mask) {
-            /* The ReLU below is done with this product. */
-            s = layer_backward(l, cur, &next, &f);
-            drop(&layers[i - 1].saved);
-            f.bias_done = 0;
-            j = i - 1;
+        if (!seg && need && (f.lin.dy_mask = mask_above(layers, i, cur, &f))) {
+            /* The ReLU's mask in the products of the Linear below it. */
+            f.lin.base = i - 1 == 0 ? base : NULL;
+            s = fused_linear_backward(layers, i - 1, cur, dx || i - 1 > first ? &next : NULL, &f, &j);
+        } else if (!seg && need && mask_below(layers, i, cur, &f)) {
+            s = fused_linear_backward(layers, i, cur, &next, &f, &j);
         } else if (seg) {
             s = segment_backward(m, layers, j, cur, need ? &next : NULL);
             cur = NULL;

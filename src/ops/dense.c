@@ -202,37 +202,54 @@ static clt_status dense_gemm_fused(int slot, int cpu, int transpose_a, int trans
     return clt__launch1(slot, "activation", "relu_f32", 5, rargs, (size_t)count, c);
 }
 
-/* What an epilogue leaves to passes of their own on the CPU kernels and
- * CLBlast: the row sums of op(a) (a is (k, m), transposed) and the mask
- * (relu_backward_f32 in place). */
+/* dst = src where mask > 0, else 0, over count elements (relu_backward_f32;
+ * dst may be src). */
+static clt_status mask_pass(int slot, const clt_tensor *src, const clt_tensor *mask, clt_tensor *dst, cl_ulong count)
+{
+    clt__buf sb = clt__tensor_buf(src), mb = clt__tensor_buf(mask), db = clt__tensor_buf(dst);
+    clt__arg args[] = {CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(mb.mem), CLT_ARG(mb.off),
+                       CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(count)};
+    return clt__launch1(slot, "activation", "relu_backward_f32", 7, args, (size_t)count, dst);
+}
+
+/* What the store leaves to passes of their own on the CPU kernels and
+ * CLBlast: the row sums of op(a) (a is (k, m), transposed) and the mask. */
 static clt_status epilogue_passes(int slot, const clt_tensor *a, clt_tensor *c, size_t m, size_t n, size_t k,
-                                  const clt__epilogue *ep)
+                                  const clt__gemm_fusion *ep)
 {
     if (ep->rowsum && m > 0 && k > 0) CLT_TRY(clt__sum_rows_into(ep->rowsum, a, 1));
     if (!ep->mask || m == 0 || n == 0) return CLT_OK;
-    clt__buf cb = clt__tensor_buf(c), mb = clt__tensor_buf(ep->mask);
-    cl_ulong count = (cl_ulong)(m * n);
-    clt__arg args[] = {CLT_ARG(cb.mem), CLT_ARG(cb.off), CLT_ARG(mb.mem), CLT_ARG(mb.off),
-                       CLT_ARG(cb.mem), CLT_ARG(cb.off), CLT_ARG(count)};
-    return clt__launch1(slot, "activation", "relu_backward_f32", 7, args, (size_t)count, c);
+    return mask_pass(slot, c, ep->mask, c, (cl_ulong)(m * n));
 }
 
-/* clt__dense_gemm with the epilogue ep (may be NULL; see clt__epilogue: a
- * bias or ReLU needs beta = 0 and ldc = n, a mask ldc = n, row sums
- * transpose_a with a of shape (k, m)). cl/gemm_gpu.cl applies all of it in
- * its store; elsewhere dense_gemm_fused takes the bias and ReLU and
- * epilogue_passes the rest. */
+/* clt__dense_gemm with ep (may be NULL; see clt__gemm_fusion: a bias or
+ * ReLU needs beta = 0 and ldc = n, a mask ldc = n, row sums transpose_a
+ * with a of shape (k, m), a mask on a an a that is its whole tensor).
+ * cl/gemm_gpu.cl fuses all of it; elsewhere a masked copy of a is made
+ * first, dense_gemm_fused takes the bias and ReLU and epilogue_passes the
+ * rest. */
 static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                              const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                             clt_tensor *c, size_t ldc, const clt__epilogue *ep, clt__packed_weight *pw)
+                             clt_tensor *c, size_t ldc, const clt__gemm_fusion *ep, clt__packed_weight *pw)
 {
-    static const clt__epilogue none = {0};
+    static const clt__gemm_fusion none = {0};
     if (!ep) ep = &none;
     int impl = DENSE_CPU;
     CLT_TRY(dense_impl(slot, m, n, k, &impl));
     if (impl == DENSE_GPU)
         return clt__gemm_gpu(slot, clt__gemm_gpu_side(slot), transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb,
                              beta, c, ldc, ep);
+    if (ep->a_mask) {
+        clt_tensor *masked;
+        CLT_TRY(clt__tensor_new(&masked, slot, CLT_FLOAT32, a->ndim, a->shape));
+        clt__gemm_fusion rest = *ep;
+        rest.a_mask = NULL;
+        clt_status s = mask_pass(slot, a, ep->a_mask, masked, (cl_ulong)a->numel);
+        if (s == CLT_OK)
+            s = dense_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, masked, lda, b, ldb, beta, c, ldc, &rest, pw);
+        clt_tensor_release(masked);
+        return s;
+    }
     if (m > 0 && n > 0)
         CLT_TRY(dense_gemm_fused(slot, impl == DENSE_CPU, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb,
                                  beta, c, ldc, ep->bias, ep->relu, pw));
@@ -330,7 +347,7 @@ static clt_status linear_forward(const char *op, clt_tensor **y, const clt_tenso
     int64_t shape[] = {x->shape[0], w->shape[0]};
     clt_tensor *out;
     CLT_TRY(clt__tensor_new(&out, slot, CLT_FLOAT32, 2, shape));
-    clt__epilogue ep = {.bias = b, .relu = relu};
+    clt__gemm_fusion ep = {.bias = b, .relu = relu};
     clt_status s = dense_gemm(slot, 0, 1, (size_t)rows, (size_t)cols, (size_t)x->shape[1], 1.0f, x,
                               (size_t)x->shape[1], w, (size_t)w->shape[1], 0.0f, out, (size_t)cols, &ep, pw);
     return clt__finish(s, out, y);
@@ -352,13 +369,25 @@ clt_status clt__linear_forward_packed(clt_tensor **y, const clt_tensor *x, const
     return linear_forward(relu ? "clt_linear_relu_forward" : "clt_linear_forward", y, x, w, b, relu, pw);
 }
 
-/* clt_linear_backward_; with base, dx = base + dy @ w: the product
- * accumulates (beta 1) into base itself when in_place, else into a copy;
- * with mask (x's shape), dx = 0 where mask <= 0. */
-static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *base, int in_place,
-                                  const clt_tensor *mask, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
-                                  const clt_tensor *x, const clt_tensor *w)
+/* A fold's mask (may be NULL): float32, like's shape, on dy's device. */
+static clt_status check_mask(const char *op, const clt_tensor *mask, const char *what, const clt_tensor *like,
+                             const clt_tensor *dy)
 {
+    if (!mask) return CLT_OK;
+    CLT_TRY(clt__need_f32(op, "mask", mask));
+    CLT_TRY(clt__same_device(op, dy, mask));
+    if (mask->ndim != 2 || mask->shape[0] != like->shape[0] || mask->shape[1] != like->shape[1])
+        return shape_fail(op, what, mask, like, NULL);
+    return CLT_OK;
+}
+
+/* clt_linear_backward_ with what f folds in (NULL: nothing). */
+static clt_status linear_backward(const char *op, clt_tensor **dx, const clt__linear_fold *f, clt_tensor *dw,
+                                  clt_tensor *db, const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w)
+{
+    static const clt__linear_fold none = {0};
+    if (!f) f = &none;
+    clt_tensor *base = f->base;
     if (dx) *dx = NULL;
     CLT_TRY(clt__need_f32(op, "dw", dw));
     if (db) CLT_TRY(clt__need_f32(op, "db", db));
@@ -384,19 +413,15 @@ static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *b
         if (base->ndim != 2 || base->shape[0] != B || base->shape[1] != C)
             return shape_fail(op, "base must have x's shape", base, x, NULL);
     }
-    if (mask) {
-        CLT_TRY(clt__need_f32(op, "mask", mask));
-        CLT_TRY(clt__same_device(op, dy, mask));
-        if (mask->ndim != 2 || mask->shape[0] != B || mask->shape[1] != C)
-            return shape_fail(op, "mask must have x's shape", mask, x, NULL);
-    }
+    CLT_TRY(check_mask(op, f->dx_mask, "dx_mask must have x's shape", x, dy));
+    CLT_TRY(check_mask(op, f->dy_mask, "dy_mask must have dy's shape", dy, dy));
     int slot = dy->st->slot;
     clt_tensor *g = NULL;
     clt_status s = CLT_OK;
-    if (dx && base && in_place) g = clt_tensor_retain(base);
+    if (dx && base && f->in_place) g = clt_tensor_retain(base);
     else if (dx) CLT_TRY(clt__tensor_new(&g, slot, CLT_FLOAT32, 2, x->shape));
-    if (dx && base && !in_place) s = clt_copy_(g, base);
-    clt__epilogue dw_ep = {.rowsum = db}, dx_ep = {.mask = mask};
+    if (dx && base && !f->in_place) s = clt_copy_(g, base);
+    clt__gemm_fusion dw_ep = {.a_mask = f->dy_mask, .rowsum = db}, dx_ep = {.a_mask = f->dy_mask, .mask = f->dx_mask};
     if (s == CLT_OK)
         s = dense_gemm(slot, 1, 0, (size_t)OC, (size_t)C, (size_t)B, 1.0f, dy, (size_t)OC, x, (size_t)C, 1.0f, dw,
                        (size_t)C, &dw_ep, NULL);
@@ -410,14 +435,14 @@ static clt_status linear_backward(const char *op, clt_tensor **dx, clt_tensor *b
 clt_status clt_linear_backward_(clt_tensor **dx, clt_tensor *dw, clt_tensor *db, const clt_tensor *dy,
                                const clt_tensor *x, const clt_tensor *w)
 {
-    return linear_backward("clt_linear_backward_", dx, NULL, 0, NULL, dw, db, dy, x, w);
+    return linear_backward("clt_linear_backward_", dx, NULL, dw, db, dy, x, w);
 }
 
-clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, const clt_tensor *mask,
-                                    clt_tensor *dw, clt_tensor *db, const clt_tensor *dy, const clt_tensor *x,
-                                    const clt_tensor *w)
+clt_status clt__linear_backward_fold(clt_tensor **dx, const clt__linear_fold *f, clt_tensor *dw, clt_tensor *db,
+                                     const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w)
 {
-    const char *op = "clt__linear_backward_add";
-    CLT_TRY(clt__need(op, "dx", dx));
-    return linear_backward(op, dx, base, in_place, mask, dw, db, dy, x, w);
+    const char *op = "clt__linear_backward_fold";
+    CLT_TRY(clt__need(op, "fold", f));
+    if (f->base) CLT_TRY(clt__need(op, "dx", dx));
+    return linear_backward(op, dx, f, dw, db, dy, x, w);
 }

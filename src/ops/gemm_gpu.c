@@ -1,6 +1,7 @@
 /* The GPU-class devices' own GEMM: one launch of cl/gemm_gpu.cl's
- * gemm_gpu_f32 per product, its epilogue (bias, ReLU, a ReLU's backward
- * mask, a bias gradient) in the same launch. src/ops/dense.c chooses it
+ * gemm_gpu_f32 per product, what it fuses (a ReLU's mask on a's reads; bias,
+ * ReLU, a ReLU's backward mask, a bias gradient in its store) in the same
+ * launch. src/ops/dense.c chooses it
  * (clt__gemm_gpu_fits) for the products whose CLBlast call would cost more
  * host time than the device spends on them. */
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #define F_RELU 2
 #define F_MASK 4
 #define F_ROWSUM 8
+#define F_AMASK 16
 
 int clt__gemm_gpu_fits(size_t m, size_t n, size_t k)
 {
@@ -29,16 +31,16 @@ int clt__gemm_gpu_side(int slot)
     return most >= 256 ? 16 : most >= 64 ? 8 : 0;
 }
 
-static int epilogue_flags(const clt__epilogue *ep)
+static int epilogue_flags(const clt__gemm_fusion *ep)
 {
     if (!ep) return 0;
     return (ep->bias ? F_BIAS : 0) | (ep->relu ? F_RELU : 0) | (ep->mask ? F_MASK : 0) |
-           (ep->rowsum ? F_ROWSUM : 0);
+           (ep->rowsum ? F_ROWSUM : 0) | (ep->a_mask ? F_AMASK : 0);
 }
 
 clt_status clt__gemm_gpu(int slot, int wgs, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                          float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                         clt_tensor *c, size_t ldc, const clt__epilogue *ep)
+                         clt_tensor *c, size_t ldc, const clt__gemm_fusion *ep)
 {
     if (wgs != 16 && wgs != 8)
         return clt__fail(CLT_ERR_UNSUPPORTED, "gemm_gpu_f32 (m=%zu, n=%zu, k=%zu) on %s: work-groups of side %d, not 16 or 8",
@@ -47,6 +49,7 @@ clt_status clt__gemm_gpu(int slot, int wgs, int transpose_a, int transpose_b, si
     clt__buf biasb = ep && ep->bias ? clt__tensor_buf(ep->bias) : cb;
     clt__buf maskb = ep && ep->mask ? clt__tensor_buf(ep->mask) : cb;
     clt__buf rsb = ep && ep->rowsum ? clt__tensor_buf(ep->rowsum) : cb;
+    clt__buf amb = ep && ep->a_mask ? clt__tensor_buf(ep->a_mask) : cb;
     /* The launch writes rowsum besides c. */
     if (ep && ep->rowsum) CLT_TRY(clt__wait_foreign_read(slot, ep->rowsum));
     cl_int ta = transpose_a != 0, tb = transpose_b != 0, flags = epilogue_flags(ep);
@@ -55,7 +58,8 @@ clt_status clt__gemm_gpu(int slot, int wgs, int transpose_a, int transpose_b, si
                        CLT_ARG(alpha),     CLT_ARG(ab.mem),    CLT_ARG(ab.off),  CLT_ARG(ulda),     CLT_ARG(bb.mem),
                        CLT_ARG(bb.off),    CLT_ARG(uldb),      CLT_ARG(beta),    CLT_ARG(cb.mem),   CLT_ARG(cb.off),
                        CLT_ARG(uldc),      CLT_ARG(flags),     CLT_ARG(biasb.mem), CLT_ARG(biasb.off),
-                       CLT_ARG(maskb.mem), CLT_ARG(maskb.off), CLT_ARG(rsb.mem), CLT_ARG(rsb.off)};
+                       CLT_ARG(maskb.mem), CLT_ARG(maskb.off), CLT_ARG(rsb.mem), CLT_ARG(rsb.off),
+                       CLT_ARG(amb.mem),   CLT_ARG(amb.off)};
     int nargs = (int)(sizeof args / sizeof args[0]);
     size_t global[] = {(n + BT - 1) / BT * (size_t)wgs, (m + BT - 1) / BT * (size_t)wgs};
     size_t local[] = {(size_t)wgs, (size_t)wgs};

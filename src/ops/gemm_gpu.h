@@ -13,13 +13,15 @@
  * of the capstone at batch 256 (the largest, 256 x 256 x 784, is 2^25.6). */
 #define CLT__GEMM_GPU_MAX_MNK ((int64_t)1 << 27)
 
-/* What a product applies in its store, after alpha op(a) op(b) + beta c. */
-typedef struct clt__epilogue {
+/* What a product fuses: a mask on a's reads, and what its store applies
+ * after alpha op(a) op(b) + beta c, in this order. */
+typedef struct clt__gemm_fusion {
+    const clt_tensor *a_mask; /* a's shape and leading dimension: a read as 0 where a_mask <= 0; NULL: none */
     const clt_tensor *bias; /* (n), added to every row; NULL: none */
     int relu;               /* ReLU after the bias */
     const clt_tensor *mask; /* (m, n), c's shape (ldc = n): c = 0 where mask <= 0 (a ReLU's backward); NULL: none */
     clt_tensor *rowsum;     /* (m): += the row sums of op(a), unscaled (a bias gradient); NULL: none */
-} clt__epilogue;
+} clt__gemm_fusion;
 
 /* 1 when a product of m x n x k may take the kernel: m, n and k > 0, and
  * m n k at most CLT__GEMM_GPU_MAX_MNK. */
@@ -29,12 +31,12 @@ int clt__gemm_gpu_fits(size_t m, size_t n, size_t k);
  * where CL_DEVICE_MAX_WORK_GROUP_SIZE allows, else 8 (64); 0 below 64. */
 int clt__gemm_gpu_side(int slot);
 
-/* c = alpha op(a) op(b) + beta c, then ep (may be NULL), as
+/* c = alpha op(a) op(b) + beta c with ep (may be NULL), as
  * clt__dense_gemm, in one launch of gemm_gpu_f32 with work-groups of side
  * wgs (16 or 8; tests choose, clt__gemm_gpu_side otherwise). Records the
  * launch as c's and ep->rowsum's last write. */
 clt_status clt__gemm_gpu(int slot, int wgs, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                          float alpha, const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                         clt_tensor *c, size_t ldc, const clt__epilogue *ep);
+                         clt_tensor *c, size_t ldc, const clt__gemm_fusion *ep);
 
 #endif

@@ -54,20 +54,31 @@ clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_
                                const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
                                clt_tensor *c, size_t ldc, const clt_tensor *bias);
 
-/* clt_linear_backward_ with *dx = base + dy @ w when base is not NULL
- * (base shaped as x): the product accumulates into base itself when
- * in_place (the caller's word that nothing reads base's old values later;
- * *dx is then a new reference to base), else into a copy of base; base is
- * none of the other operands. Saves the pass that would add them. With
- * mask (x's shape, may be NULL), *dx = 0 where mask <= 0: the backward of
- * a ReLU below whose kept output mask is, in the product's store where
- * clt__dense_fuses_backward says so, else as a pass of its own. */
-clt_status clt__linear_backward_add(clt_tensor **dx, clt_tensor *base, int in_place, const clt_tensor *mask,
-                                    clt_tensor *dw, clt_tensor *db, const clt_tensor *dy, const clt_tensor *x,
-                                    const clt_tensor *w);
-/* *out = 1 when an m x n x k product on slot takes cl/gemm_gpu.cl, whose
- * store applies a ReLU's backward mask and sums a bias gradient
- * (src/ops/gemm_gpu.h), so that no pass of their own runs. */
+/* What clt__linear_backward_fold folds into a Linear's backward. */
+typedef struct clt__linear_fold {
+    /* *dx = base + dy @ w when base is not NULL (base shaped as x): the
+     * product accumulates into base itself when in_place (the caller's
+     * word that nothing reads base's old values later; *dx is then a new
+     * reference to base), else into a copy of base; base is none of the
+     * other operands. Saves the pass that would add them. */
+    clt_tensor *base;
+    int in_place;
+    /* dy's shape: the products read dy as 0 where dy_mask <= 0 (the ReLU
+     * above, whose kept output it is: dw, db and dx of the masked dy). */
+    const clt_tensor *dy_mask;
+    /* x's shape: *dx = 0 where dx_mask <= 0 (the ReLU below, whose kept
+     * output it is). */
+    const clt_tensor *dx_mask;
+} clt__linear_fold;
+
+/* clt_linear_backward_ with f (dx may be NULL unless f->base is set). The
+ * masks take no pass of their own where clt__dense_fuses_backward says so
+ * (in the products' loads and store), else a pass each. */
+clt_status clt__linear_backward_fold(clt_tensor **dx, const clt__linear_fold *f, clt_tensor *dw, clt_tensor *db,
+                                     const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w);
+/* *out = 1 when an m x n x k product on slot takes cl/gemm_gpu.cl, which
+ * reads its a through a ReLU's mask, applies one in its store and sums a
+ * bias gradient (src/ops/gemm_gpu.h), so that no pass of their own runs. */
 clt_status clt__dense_fuses_backward(int slot, size_t m, size_t n, size_t k, int *out);
 
 /* A float32 weight w (n, k) packed as B = w^T into the CPU kernels' panels
