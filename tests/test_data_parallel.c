@@ -6,6 +6,7 @@
  * against one device within float16 rounding, a forced overflow skipped on
  * every replica, and the replicas bit-identical after every step. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,8 +358,8 @@ static clt_status failing_allreduce(void *ctx, float *buf, int64_t n)
 }
 
 /* A one-rank collective goes through the host staging buffer once per step
- * (plus once per epoch for the loss) and changes nothing; its failure stops
- * the fit. */
+ * (plus twice per epoch: the loss, and the end of the epoch's verdict) and
+ * changes nothing; its failure stops the fit. */
 START_TEST(test_collective_of_one)
 {
     clt_dataset train = clt_test_make_dataset(64, 2);
@@ -371,7 +372,7 @@ START_TEST(test_collective_of_one)
     clt_device dev = clt_test_cpu();
     reduce_calls = 0;
     ck_assert_ok(clt_parallel_fit(par, &train, NULL, &o, &dev, 1, &comm, NULL));
-    ck_assert_int_eq(reduce_calls, 2 + 1);
+    ck_assert_int_eq(reduce_calls, 2 + 1 + 1);
     float *a = clt_test_read(clt_model_parameters(ref)), *b = clt_test_read(clt_model_parameters(par));
     ck_assert_double_lt(clt_test_max_rel_err(b, a, clt_model_num_parameter_elements(ref)), 1e-6);
     comm.allreduce_sum = failing_allreduce;
@@ -384,6 +385,102 @@ START_TEST(test_collective_of_one)
     clt_model_free(par);
     clt_dataset_free(&train);
     clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* Two ranks in one process, each a thread: allreduce_sum waits for both
+ * and sums their buffers; a rank whose fit has returned has left, and the
+ * other's next allreduce_sum fails at once instead of waiting for it (where
+ * MPI would wait forever). */
+typedef struct two_ranks {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    float *bufs[2];
+    int arrived, generation, left;
+} two_ranks;
+
+typedef struct rank_run {
+    two_ranks *g;
+    int rank;
+    clt_status s;
+    char why[512];
+    clt_trainer_result r;
+    float lr;
+} rank_run;
+
+static clt_status threads_allreduce(void *ctx, float *buf, int64_t n)
+{
+    rank_run *me = ctx;
+    two_ranks *g = me->g;
+    pthread_mutex_lock(&g->mu);
+    int gen = g->generation, ok = !g->left;
+    if (ok && ++g->arrived == 2) {
+        g->bufs[me->rank] = buf;
+        float *other = g->bufs[1 - me->rank];
+        for (int64_t i = 0; i < n; i++) buf[i] = other[i] = buf[i] + other[i];
+        g->arrived = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->cv);
+    } else if (ok) {
+        g->bufs[me->rank] = buf;
+        while (gen == g->generation && !g->left) pthread_cond_wait(&g->cv, &g->mu);
+        ok = gen != g->generation;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return ok ? CLT_OK : clt_set_error(CLT_ERR_IO, "the other rank has left");
+}
+
+/* One rank's fit: lr so large that the epoch's one step makes the
+ * parameters infinite while its loss, read before the update, is finite. */
+static void *rank_main(void *arg)
+{
+    rank_run *me = arg;
+    clt_dataset train = clt_test_make_dataset(32, 1), val = clt_test_make_dataset(16, 2);
+    clt_trainer_options o = quiet_options(CLT_OPTIMIZER_SGD);
+    o.max_epochs = 3;
+    o.lr = me->lr;
+    clt_model *m = resmlp();
+    clt_collective comm = {me->rank, 2, threads_allreduce, me};
+    clt_device dev = clt_test_cpu();
+    me->s = clt_parallel_fit(m, &train, &val, &o, &dev, 1, &comm, &me->r);
+    snprintf(me->why, sizeof me->why, "%s", clt_last_error());
+    pthread_mutex_lock(&me->g->mu);
+    me->g->left = 1;
+    pthread_cond_broadcast(&me->g->cv);
+    pthread_mutex_unlock(&me->g->mu);
+    clt_model_free(m);
+    clt_dataset_free(&train);
+    clt_dataset_free(&val);
+    return NULL;
+}
+
+/* Rank 0 alone evaluates: when its validation loss shows the epoch's last
+ * step broke the model, every rank stops with CLT_ERR_DIVERGED after the
+ * same epoch, none goes on into the next epoch's collectives. A finite run
+ * of the same two ranks ends with both. */
+START_TEST(test_ranks_agree_on_divergence)
+{
+    for (int broken = 1; broken >= 0; broken--) {
+        two_ranks g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+        rank_run runs[2] = {{.g = &g, .rank = 0}, {.g = &g, .rank = 1}};
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++) {
+            runs[i].lr = broken ? 3e38f : 0.01f;
+            ck_assert_int_eq(pthread_create(&t[i], NULL, rank_main, &runs[i]), 0);
+        }
+        for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+        for (int i = 0; i < 2; i++) {
+            if (!broken) {
+                ck_assert_msg(runs[i].s == CLT_OK, "rank %d: %s", i, runs[i].why);
+                ck_assert_int_eq(runs[i].r.epochs, 3);
+                continue;
+            }
+            ck_assert_msg(runs[i].s == CLT_ERR_DIVERGED, "rank %d: %s: %s", i, clt_status_string(runs[i].s),
+                          runs[i].why);
+            ck_assert_msg(strstr(runs[i].why, i == 0 ? "validation loss" : "rank 0 found the model broken after "
+                                                                           "epoch 1"), "rank %d: %s", i, runs[i].why);
+        }
+    }
 }
 END_TEST
 
@@ -660,6 +757,7 @@ int main(void)
     tcase_add_test(tc, test_uneven_split_half);
     tcase_add_test(tc, test_half_overflow_skips_everywhere);
     tcase_add_test(tc, test_collective_of_one);
+    tcase_add_test(tc, test_ranks_agree_on_divergence);
     tcase_add_test(tc, test_fit_reports);
     tcase_add_test(tc, test_steps_do_not_wait);
     tcase_add_test(tc, test_replicate);

@@ -76,7 +76,11 @@ CLT_API clt_status clt_model_replicate(clt_model **out, const clt_model *src, cl
  * call this with the same options; only rank 0 evaluates on val, logs,
  * writes metrics, plot and checkpoint. With comm, a stop request on any
  * rank stops every rank after the same step (it rides on the gradient
- * allreduce). out (may be NULL) receives on every
+ * allreduce), and each epoch's end is one verdict for all: rank 0's
+ * evaluation, divergence check and files, and any rank's failure there, go
+ * through one more allreduce_sum (of 3 floats), so that when rank 0 finds
+ * the model diverged every rank returns CLT_ERR_DIVERGED instead of
+ * waiting in the next epoch's collectives. out (may be NULL) receives on every
  * rank the global train loss; val figures on rank 0 only (NaN elsewhere);
  * out->device names the primary, with "+k" for k more devices in this
  * process.
@@ -105,6 +109,26 @@ CLT_API clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, 
  * CLT_ERR_BUSY when a planning device holds another plan's memory. */
 CLT_API clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options *o, const clt_device *devices,
                                      int num_devices, int64_t *peaks);
+
+/* clt_plan_fit for data parallel on devices[0..num_devices) (as
+ * clt_parallel_plan), device i within budgets[i] bytes: the same search
+ * (micro-batches per shard, recompute, float16 with allow_fp16, kept packed
+ * weights; clt_plan_fit's order and margin, each device keeping its own
+ * margin of 2 MiB plus 1/32 of its budget), where a configuration fits
+ * when clt_parallel_fit's own two steps on the planning devices, each
+ * capped at its budget less its margin, never run out, and with
+ * o->whole_run the primary's evaluation after them (in batches of
+ * out->eval_batch_size: the largest shard's micro-batch, unless
+ * o->eval_batch_size says) and the loaders' staging under pinned memory's
+ * own cap. peaks[i] is device i's predicted allocated peak over the chosen
+ * configuration's second step, as clt_parallel_plan's; out->plan is the
+ * primary's (its eval_peak and staging with whole_run), out->budget and
+ * margin the primary's. Errors: clt_parallel_plan's, CLT_ERR_INVALID_ARGUMENT
+ * for a budget <= 0, and clt_plan_fit's CLT_ERR_OUT_OF_MEMORY when nothing
+ * fits, its message naming each device's budget. */
+CLT_API clt_status clt_parallel_plan_fit(const clt_model *m, const clt_plan_options *o, const clt_device *devices,
+                                         int num_devices, const int64_t *budgets, int allow_fp16,
+                                         clt_plan_fit_result *out, int64_t *peaks);
 
 /* ---- Model parallel ---------------------------------------------------- */
 

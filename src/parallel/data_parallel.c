@@ -52,6 +52,7 @@ typedef struct dp_state {
     int accumulate;            /* micro-batches per shard (gradient accumulation); 0 or 1: none */
     const clt__loss *loss;     /* the training set's */
     clt_task task;             /* the training set's */
+    int64_t primary_batch;     /* the bytes of the primary's last shard (x and targets), for a plan */
 } dp_state;
 
 static void batch_release(replica *r)
@@ -221,6 +222,7 @@ static clt_status dp_next(void *ctx, int64_t *n, int *stop)
         if (s == CLT_OK && !r->t.x) done = 1;
         r->n = r->t.x ? clt_tensor_dim(r->t.x, 0) : 0;
     }
+    d->primary_batch = (int64_t)(clt_tensor_nbytes(d->r[0].t.x) + clt_tensor_nbytes(d->r[0].t.y));
     if (s == CLT_OK && !done) {
         int64_t start = d->batch * d->batch_size;
         int64_t global_n = d->examples - start < d->batch_size ? d->examples - start : d->batch_size;
@@ -257,6 +259,11 @@ static clt_status dp_running(void *ctx, int64_t seen, double *mean)
 }
 
 static clt_status dp_sync(void *ctx) { return broadcast(ctx); }
+
+static clt_status dp_agree(void *ctx, float *values, int64_t n)
+{
+    return collective_sum(((dp_state *)ctx)->comm, values, n, "epoch's verdict");
+}
 
 static clt_status check_args(const clt_model *model, const clt_dataset *train, const clt_trainer_options *opt,
                              const clt_device *devices, int num_devices, const clt_collective *comm)
@@ -342,6 +349,9 @@ static void dp_backend(dp_state *d, const clt_device *list, clt__fit_backend *b)
     b->step = dp_next;
     b->loss_sum = dp_loss;
     b->running_loss = dp_running;
+    b->agree = d->comm ? dp_agree : NULL;
+    int64_t shards = (int64_t)d->world * d->k;
+    b->shard = d->batch_size / shards + (d->batch_size % shards != 0);
 }
 
 clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const clt_dataset *val,
@@ -376,17 +386,17 @@ clt_status clt_parallel_fit(clt_model *model, const clt_dataset *train, const cl
     return s;
 }
 
-/* ---- Planning (clt_parallel_plan) ---- */
+/* ---- Planning (clt_parallel_plan, clt_parallel_plan_fit) ---- */
 
 /* The planning devices of devices (a device listed twice holds two
  * replicas, as in clt_parallel_fit), each existing and holding nothing. */
-static clt_status plan_devices(const clt_device *devices, int k, clt_device *twins)
+static clt_status plan_devices(const char *op, const clt_device *devices, int k, clt_device *twins)
 {
     for (int i = 0; i < k; i++) {
         char name[32] = "?";
         clt_device_name(devices[i], name, sizeof name);
         if (!clt_device_exists(devices[i]))
-            return clt__fail(CLT_ERR_NO_DEVICE, "clt_parallel_plan: device %s (replica %d) does not exist", name, i);
+            return clt__fail(CLT_ERR_NO_DEVICE, "%s: device %s (replica %d) does not exist", op, name, i);
         twins[i] = clt_plan_device(devices[i]);
         CLT_TRY(clt__plan_idle(twins[i]));
         CLT_TRY(clt_memory_empty_cache(twins[i]));
@@ -395,25 +405,127 @@ static clt_status plan_devices(const clt_device *devices, int k, clt_device *twi
     return CLT_OK;
 }
 
-/* Two of clt_parallel_fit's steps over ds on the planning devices; peaks
- * over the second. */
-static clt_status plan_run(dp_state *d, const clt_model *m, const clt_dataset *ds, const clt_trainer_options *to,
-                           const clt_device *twins, int64_t *peaks)
+/* The largest micro-batch a device's step runs: of the largest shard
+ * (ceil(batch / k) rows), in o's micro-batches. */
+static int64_t largest_micro(const clt_plan_options *o, int k)
 {
+    int64_t shard = o->batch_size / k + (o->batch_size % k != 0);
+    return clt__micro_rows(shard, o->accumulate > 1 ? o->accumulate : 1, 0);
+}
+
+/* A plan's run on the planning devices twins[0..k) (and pinned memory's, twins[k]). */
+typedef struct plan_run_args {
+    const clt_model *m;
+    const clt_plan_options *o;
+    const clt_device *twins;
+    int k;
+    int64_t eval;       /* with whole_run, the evaluation's batch */
+    int64_t *peaks;     /* per device, over the second step */
+    clt_plan *p;        /* the primary's, and the evaluation's */
+    int in_evaluation;  /* 1 once the steps are done */
+} plan_run_args;
+
+/* Two of clt_parallel_fit's steps over ds on the planning devices, peaks
+ * over the second; with whole_run, the primary's evaluation after them, the
+ * replicas still alive as in clt_parallel_fit. */
+static clt_status plan_run(dp_state *d, const clt_dataset *ds, plan_run_args *a)
+{
+    clt_trainer_options to = clt__plan_trainer_options(a->o);
     clt_model *c = NULL;
-    clt_status s = clt__model_layout(&c, m);
-    if (s == CLT_OK) s = clt_model_init(c, twins[0], 0);
-    if (s == CLT_OK) s = dp_setup(d, c, ds, to, twins);
+    int64_t reserved = 0;
+    clt_status s = clt__model_layout(&c, a->m);
+    if (s == CLT_OK) s = clt_model_init(c, a->twins[0], 0);
+    if (s == CLT_OK && a->o->drop_packed) clt_model_set_keep_packed(c, 0);
+    if (s == CLT_OK) s = dp_setup(d, c, ds, &to, a->twins);
     for (int step = 0; s == CLT_OK && step < 2; step++) {
         int64_t n = 0;
         int stop = 0;
         s = dp_begin(d, 0, 0, 0.0);
-        for (int i = 0; step == 1 && s == CLT_OK && i < d->k; i++) s = clt_memory_reset_peak(twins[i]);
+        if (step == 1) reserved = clt_memory_max_reserved(a->twins[0]);
+        for (int i = 0; step == 1 && s == CLT_OK && i < d->k; i++) s = clt_memory_reset_peak(a->twins[i]);
         if (s == CLT_OK) s = dp_next(d, &n, &stop);
     }
-    for (int i = 0; s == CLT_OK && i < d->k; i++) peaks[i] = clt_memory_max_allocated(twins[i]);
+    for (int i = 0; s == CLT_OK && i < d->k; i++) a->peaks[i] = clt_memory_max_allocated(a->twins[i]);
+    if (s == CLT_OK) s = clt__plan_read(a->twins[0], d->primary_batch, reserved, a->p);
+    if (s == CLT_OK && a->o->whole_run) {
+        a->in_evaluation = 1;
+        s = clt__plan_evaluate(c, ds, a->eval, a->twins[0], a->twins[a->k], a->p);
+    }
     dp_release(d); /* the replicas; the primary is c */
     clt_model_free(c);
+    return s;
+}
+
+/* Checks what a plan of data parallel needs of its arguments. */
+static clt_status plan_check(const char *op, const clt_model *m, const clt_plan_options *o, const clt_device *devices,
+                             int num_devices)
+{
+    if (!m || !o || !devices) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+    if (num_devices < 1 || num_devices > CLT__MAX_REPLICAS)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: num_devices is %d; it must be 1..%d", op, num_devices,
+                         CLT__MAX_REPLICAS);
+    if (!m->initialised || clt_model_num_inputs(m) < 1 || o->batch_size < 1 || o->accumulate < 0 ||
+        o->accumulate > o->batch_size || (o->dtype != CLT_FLOAT32 && o->dtype != CLT_FLOAT16) ||
+        o->eval_batch_size < 0)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: an initialised model with a Linear, batch_size >= 1, accumulate "
+                         "0..batch_size, a float32 or float16 step and eval_batch_size >= 0 are needed", op);
+    return CLT_OK;
+}
+
+/* Plans o on devices[0..k): with limits (NULL: no caps) each planning
+ * device capped at its limit and pinned memory's at pinned memory's own
+ * cap, *fits (may be NULL without limits) as clt__plan_try's. */
+static clt_status plan_parallel(const char *op, const clt_model *m, const clt_plan_options *o,
+                                const clt_device *devices, int k, const int64_t *limits, int64_t *peaks, clt_plan *p,
+                                int *fits)
+{
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < k; i++) peaks[i] = 0;
+    if (fits) *fits = 0;
+    clt_device twins[CLT__MAX_REPLICAS + 1]; /* and pinned memory's, where the loaders stage */
+    CLT_TRY(plan_devices(op, devices, k, twins));
+    twins[k] = clt_plan_device(clt_pinned());
+    CLT_TRY(clt__plan_idle(twins[k]));
+    clt_memory_stats pinned;
+    CLT_TRY(clt_memory_get_stats(clt_pinned(), &pinned));
+    /* Each planning device under its limit, or uncapped (a planning device takes its device's cap): the peaks
+     * are what the run would take. Restored in reverse, so that a device listed twice gets its own cap back last. */
+    int64_t caps[CLT__MAX_REPLICAS + 1];
+    for (int i = 0; i <= k; i++) {
+        clt_memory_stats st;
+        CLT_TRY(clt_memory_get_stats(twins[i], &st));
+        caps[i] = st.cap;
+    }
+    for (int i = 0; i < k; i++) CLT_TRY(clt_memory_set_cap(twins[i], limits ? limits[i] : 0));
+    CLT_TRY(clt_memory_set_cap(twins[k], limits ? pinned.cap : 0));
+    CLT_TRY(clt_memory_empty_cache(twins[k]));
+    CLT_TRY(clt_memory_reset_peak(twins[k]));
+    plan_run_args a = {.m = m, .o = o, .twins = twins, .k = k, .peaks = peaks, .p = p};
+    a.eval = o->eval_batch_size > 0 ? o->eval_batch_size : largest_micro(o, k);
+    clt_dataset ds;
+    clt_status s = clt__plan_dataset(&ds, o, o->whole_run ? a.eval : 1, clt_model_num_inputs(m),
+                                     clt_model_num_outputs(m));
+    dp_state *d = s == CLT_OK ? calloc(1, sizeof *d) : NULL;
+    if (s == CLT_OK && !d) s = clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+    if (s == CLT_OK) {
+        d->k = k;
+        d->world = 1;
+        s = plan_run(d, &ds, &a);
+        clt_dataset_free(&ds);
+    }
+    free(d);
+    for (int i = k; i >= 0; i--) {
+        clt_memory_empty_cache(twins[i]);
+        clt_memory_set_cap(twins[i], caps[i]);
+    }
+    if (limits && s == CLT_ERR_OUT_OF_MEMORY) {
+        /* Out of memory under a limit: that configuration does not fit. */
+        for (int i = 0; i < k; i++) peaks[i] = 0;
+        p->peak = 0;
+        *fits = a.in_evaluation ? -1 : 0;
+        return CLT_OK;
+    }
+    if (fits && s == CLT_OK) *fits = 1;
     return s;
 }
 
@@ -421,47 +533,78 @@ clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options *o, cons
                              int num_devices, int64_t *peaks)
 {
     const char *op = "clt_parallel_plan";
-    if (!m || !o || !devices || !peaks) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
-    if (num_devices < 1 || num_devices > CLT__MAX_REPLICAS)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: num_devices is %d; it must be 1..%d", op, num_devices,
-                         CLT__MAX_REPLICAS);
-    if (!m->initialised || clt_model_num_inputs(m) < 1 || o->batch_size < 1 || o->accumulate < 0 ||
-        o->accumulate > o->batch_size || (o->dtype != CLT_FLOAT32 && o->dtype != CLT_FLOAT16))
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: an initialised model with a Linear, batch_size >= 1, accumulate "
-                         "0..batch_size and a float32 or float16 step are needed", op);
-    for (int i = 0; i < num_devices; i++) peaks[i] = 0;
-    clt_device twins[CLT__MAX_REPLICAS + 1]; /* and pinned memory's, where the loaders stage */
-    CLT_TRY(plan_devices(devices, num_devices, twins));
-    twins[num_devices] = clt_plan_device(clt_pinned());
-    CLT_TRY(clt__plan_idle(twins[num_devices]));
-    /* Planned without caps (a planning device takes its device's): the peaks are what the run would take.
-     * In reverse, so that a device listed twice gets its own cap back last. */
-    int64_t caps[CLT__MAX_REPLICAS + 1];
-    for (int i = 0; i <= num_devices; i++) {
-        clt_memory_stats st;
-        CLT_TRY(clt_memory_get_stats(twins[i], &st));
-        caps[i] = st.cap;
+    if (!peaks) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+    CLT_TRY(plan_check(op, m, o, devices, num_devices));
+    clt_plan_options steps = *o; /* the steps alone */
+    steps.whole_run = steps.drop_packed = 0;
+    steps.eval_batch_size = 0;
+    clt_plan p;
+    return plan_parallel(op, m, &steps, devices, num_devices, NULL, peaks, &p, NULL);
+}
+
+/* clt_parallel_plan_fit's model, devices and their limits, for clt__plan_search. */
+typedef struct fit_devices {
+    const clt_model *m;
+    const clt_device *devices;
+    int k;
+    int64_t limits[CLT__MAX_REPLICAS];
+    int64_t *peaks;
+} fit_devices;
+
+static clt_status try_devices(void *ctx, const clt_plan_options *q, int capped, clt_plan *p, int *fits)
+{
+    const fit_devices *f = ctx;
+    int none = 0;
+    for (int i = 0; capped && i < f->k; i++) none |= f->limits[i] <= 0;
+    if (none) { /* a margin leaves nothing */
+        memset(p, 0, sizeof *p);
+        *fits = 0;
+        return CLT_OK;
     }
-    for (int i = 0; i <= num_devices; i++) CLT_TRY(clt_memory_set_cap(twins[i], 0));
-    clt_trainer_options to = clt__plan_trainer_options(o);
-    clt_dataset ds;
-    clt_status made = clt__plan_dataset(&ds, o, 1, clt_model_num_inputs(m), clt_model_num_outputs(m));
-    if (made != CLT_OK) {
-        for (int i = num_devices; i >= 0; i--) clt_memory_set_cap(twins[i], caps[i]);
-        return made;
+    clt_plan_options o = *q;
+    if (o.accumulate > o.batch_size) o.accumulate = (int)o.batch_size;
+    return plan_parallel("clt_parallel_plan_fit", f->m, &o, f->devices, f->k, capped ? f->limits : NULL, f->peaks, p,
+                         capped ? fits : NULL);
+}
+
+static int64_t devices_micro(void *ctx, const clt_plan_options *q)
+{
+    return largest_micro(q, ((const fit_devices *)ctx)->k);
+}
+
+clt_status clt_parallel_plan_fit(const clt_model *m, const clt_plan_options *o, const clt_device *devices,
+                                 int num_devices, const int64_t *budgets, int allow_fp16, clt_plan_fit_result *out,
+                                 int64_t *peaks)
+{
+    const char *op = "clt_parallel_plan_fit";
+    if (!budgets || !out || !peaks) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+    CLT_TRY(plan_check(op, m, o, devices, num_devices));
+    memset(out, 0, sizeof *out);
+    fit_devices f = {.m = m, .devices = devices, .k = num_devices, .peaks = peaks};
+    char where[2048] = "";
+    size_t used = 0;
+    for (int i = 0; i < num_devices; i++) {
+        char name[32] = "?";
+        clt_device_name(devices[i], name, sizeof name);
+        if (budgets[i] <= 0)
+            return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: budget %lld for %s", op, (long long)budgets[i], name);
+        f.limits[i] = budgets[i] - clt__plan_margin(budgets[i]);
+        if (used < sizeof where)
+            used += (size_t)snprintf(where + used, sizeof where - used, "%s%s's %.1f MiB (less %.1f MiB)",
+                                     i == 0 ? "" : i + 1 < num_devices ? ", " : " and ", name,
+                                     budgets[i] / 1048576.0, clt__plan_margin(budgets[i]) / 1048576.0);
     }
-    dp_state *d = calloc(1, sizeof *d);
-    clt_status s = d ? CLT_OK : clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-    if (s == CLT_OK) {
-        d->k = num_devices;
-        d->world = 1;
-        s = plan_run(d, m, &ds, &to, twins, peaks);
-    }
-    free(d);
-    clt_dataset_free(&ds);
-    for (int i = num_devices; i >= 0; i--) {
-        clt_memory_empty_cache(twins[i]);
-        clt_memory_set_cap(twins[i], caps[i]);
-    }
-    return s;
+    out->budget = budgets[0];
+    out->margin = clt__plan_margin(budgets[0]);
+    CLT_TRY(clt__plan_search(m, o, allow_fp16, try_devices, &f, devices_micro, where, out));
+    /* The chosen configuration's peaks on every device. */
+    clt_plan_options q = *o;
+    q.accumulate = out->accumulate;
+    q.recompute_blocks = out->recompute_blocks;
+    q.dtype = out->dtype;
+    q.drop_packed = !out->keep_packed;
+    int fits = 0;
+    CLT_TRY(try_devices(&f, &q, 1, &out->plan, &fits));
+    if (fits > 0) return CLT_OK;
+    return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: the configuration chosen no longer fits %s", op, where);
 }

@@ -172,58 +172,66 @@ static int plan_run(train_args *a, const clt_model *of, clt_task task)
     return budget > 0 && largest < a->batch_size ? 1 : 0;
 }
 
-/* The budget --fit plans within: the training device's, and with several
- * GPUs (data parallel) the smallest of theirs; *whose: the GPU it is of
- * (-1: the training device's own), *used: the GPUs counted. */
-static clt_status fit_budget(const train_args *a, clt_device dev, int64_t *budget, int *whose, int *used)
+/* With several GPUs (data parallel): clt_parallel_plan_fit fits every GPU
+ * the run uses, each within its own budget (its memory cap, else its
+ * memory), and prints each one's predicted peak. */
+static clt_status fit_gpus(const train_args *a, clt_model *model, const clt_plan_options *o, int used,
+                           clt_plan_fit_result *r)
 {
-    clt_status s = budget_of(dev, budget);
-    *whose = -1;
-    *used = gpus_used(a);
-    for (int k = 1; s == CLT_OK && k < *used; k++) {
-        int64_t b = 0;
-        s = budget_of(clt_gpu(k), &b);
-        if (s == CLT_OK && b < *budget) {
-            *budget = b;
-            *whose = k;
-        }
+    clt_device devices[64];
+    int64_t budgets[64], peaks[64];
+    clt_status s = CLT_OK;
+    for (int i = 0; s == CLT_OK && i < used; i++) {
+        devices[i] = clt_gpu(i);
+        s = budget_of(devices[i], &budgets[i]);
     }
-    return s;
+    if (s == CLT_OK) s = clt_parallel_plan_fit(model, o, devices, used, budgets, a->fit == 2, r, peaks);
+    if (s != CLT_OK) return s;
+    printf("fit: data parallel on %d GPUs (clt_parallel_plan_fit), predicted peak of the steps per device:", used);
+    for (int i = 0; i < used; i++)
+        printf("%s gpu:%d %.1f MiB of %.1f MiB", i ? "," : "", i, peaks[i] / 1048576.0, budgets[i] / 1048576.0);
+    printf("\n");
+    return CLT_OK;
 }
 
 /* --fit: the planner picks micro-batches, checkpointing (and with
- * --fit=any float16) for the batch on the training device; prints it. */
+ * --fit=any float16) for the batch on the training device, or with several
+ * GPUs on every one of them; prints it. */
 static int fit_run(train_args *a, clt_model *model, clt_task task)
 {
     clt_plan_options o = plan_options(a, task);
     o.whole_run = 1; /* the loaders' staging and the evaluation too */
     int64_t budget = 0;
     clt_plan_fit_result r;
-    int whose, used;
-    if (fit_budget(a, o.device, &budget, &whose, &used) != CLT_OK ||
-        clt_plan_fit(model, &o, budget, a->fit == 2, &r) != CLT_OK)
-        return fail("train", "--fit");
-    char dev[80] = "";
+    int used = gpus_used(a);
+    if (used > 64) used = 64;
+    clt_status s = used > 1 ? fit_gpus(a, model, &o, used, &r) : budget_of(o.device, &budget);
+    if (s == CLT_OK && used <= 1) s = clt_plan_fit(model, &o, budget, a->fit == 2, &r);
+    if (s != CLT_OK) return fail("train", "--fit");
+    char dev[32] = "";
     clt_device_name(o.device, dev, sizeof dev);
-    if (whose >= 0) /* another GPU's budget: say whose */
-        snprintf(dev + strlen(dev), sizeof dev - strlen(dev), " (gpu:%d's budget, the smallest of %d GPUs)", whose, used);
-    printf("fit: batch %lld as %d micro-batch%s of %lld%s, ", (long long)a->batch_size, r.accumulate,
-           r.accumulate == 1 ? "" : "es", (long long)((a->batch_size + r.accumulate - 1) / r.accumulate),
-           r.accumulate * ((a->batch_size + r.accumulate - 1) / r.accumulate) == a->batch_size ? "" : " or one less");
+    int64_t micro = (a->batch_size + r.accumulate - 1) / r.accumulate;
+    if (used > 1) /* each GPU's shard in micro-batches */
+        printf("fit: batch %lld in shards of up to %lld, each as %d micro-batch%s of up to %lld, ",
+               (long long)a->batch_size, (long long)((a->batch_size + used - 1) / used), r.accumulate,
+               r.accumulate == 1 ? "" : "es", (long long)r.eval_batch_size);
+    else
+        printf("fit: batch %lld as %d micro-batch%s of %lld%s, ", (long long)a->batch_size, r.accumulate,
+               r.accumulate == 1 ? "" : "es", (long long)micro,
+               r.accumulate * micro == a->batch_size ? "" : " or one less");
     if (r.recompute_blocks) printf("checkpointed segments of %d blocks, ", r.recompute_blocks);
     else printf("no checkpointing, ");
     printf("%s; predicted peak %.1f MiB allocated, %.1f MiB reserved, of %.1f MiB on %s (%.1f MiB kept as a margin)\n",
-           clt_dtype_name(r.dtype), r.plan.peak / 1048576.0, r.plan.reserved / 1048576.0, budget / 1048576.0, dev,
+           clt_dtype_name(r.dtype), r.plan.peak / 1048576.0, r.plan.reserved / 1048576.0, r.budget / 1048576.0, dev,
            r.margin / 1048576.0);
-    int64_t micro = (a->batch_size + r.accumulate - 1) / r.accumulate;
     clt_memory_stats pinned;
     int capped = clt_memory_get_stats(clt_pinned(), &pinned) == CLT_OK && pinned.cap > 0;
-    printf("fit: evaluation in batches of %lld%s, predicted peak %.1f MiB allocated; the loaders' staging %.1f MiB "
-           "of pinned memory", (long long)micro, r.keep_packed ? "" : " without kept packed weights",
-           r.plan.eval_peak / 1048576.0, r.plan.staging / 1048576.0);
+    printf("fit: evaluation in batches of %lld%s%s, predicted peak %.1f MiB allocated; the loaders' staging %.1f MiB "
+           "of pinned memory", (long long)r.eval_batch_size, r.keep_packed ? "" : " without kept packed weights",
+           used > 1 ? " on gpu:0" : "", r.plan.eval_peak / 1048576.0, r.plan.staging / 1048576.0);
     if (capped) printf(" (capped at %.1f MiB)", pinned.cap / 1048576.0);
     printf("\n");
-    a->eval_batch_size = micro; /* as the plan's evaluation */
+    a->eval_batch_size = r.eval_batch_size; /* as the plan's evaluation */
     clt_model_set_keep_packed(model, r.keep_packed);
     a->accumulate = r.accumulate;
     a->recompute_blocks = r.recompute_blocks;
