@@ -373,7 +373,7 @@ START_TEST(test_fit_every_gpu)
 END_TEST
 
 /* With several GPUs, --fit fits each of those the run uses within its own budget. */
-START_TEST(test_fit_smallest_gpu_budget)
+START_TEST(test_fit_each_gpu_budget)
 {
     clt_test_skip_if(clt_num_gpus() < 2, "two-gpus", "needs two GPUs, found %d", clt_num_gpus());
     char dir[64];
@@ -493,7 +493,7 @@ int main(void)
     TCase *gpus = clt_test_tcase("gpus"); /* a ctest entry of its own, which may skip */
     tcase_set_tags(gpus, "gpus");
     tcase_set_timeout(gpus, 600);
-    tcase_add_test(gpus, test_fit_smallest_gpu_budget);
+    tcase_add_test(gpus, test_fit_each_gpu_budget);
     tcase_add_test(gpus, test_fit_every_gpu);
     suite_add_tcase(s, gpus);
     return clt_test_run(s);

@@ -423,21 +423,20 @@ static clt_status fit_dtype(const clt_model *m, clt_plan_options q, clt__plan_tr
  * the configuration: past pinned memory's cap, nothing can fit. */
 static clt_status check_staging(const clt_plan_options *o, clt__plan_try try_plan, void *ctx)
 {
-    clt_memory_stats pinned;
-    CLT_TRY(pinned_cap(&pinned.cap));
-    if (!o->whole_run || !pinned.cap) return CLT_OK;
+    int64_t cap;
+    CLT_TRY(pinned_cap(&cap));
+    if (!o->whole_run || !cap) return CLT_OK;
     clt_plan_options q = *o;
     q.accumulate = q.recompute_blocks = q.drop_packed = 0;
     q.eval_batch_size = 1;
     clt_plan p;
     CLT_TRY(try_plan(ctx, &q, 0, &p, NULL));
-    if (p.staging <= pinned.cap) return CLT_OK;
+    if (p.staging <= cap) return CLT_OK;
     return clt__fail(CLT_ERR_OUT_OF_MEMORY,
                      "the loaders' staging of a batch of %lld needs %.1f MiB of pinned memory (%lld bytes), past "
                      "pinned memory's cap of %.1f MiB (%lld bytes): no configuration of the step can fit; lower the "
                      "batch size or raise pinned memory's cap (CLT_MEMORY_CAP=pinned=SIZE)",
-                     (long long)o->batch_size, p.staging / MIB, (long long)p.staging, pinned.cap / MIB,
-                     (long long)pinned.cap);
+                     (long long)o->batch_size, p.staging / MIB, (long long)p.staging, cap / MIB, (long long)cap);
 }
 
 int64_t clt__plan_margin(int64_t budget) { return 2 * 1024 * 1024 + budget / 32; }
