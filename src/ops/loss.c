@@ -17,21 +17,26 @@ static clt_status xent_one_group(int slot, cl_ulong rows, int *out)
     return CLT_OK;
 }
 
-/* mean = the mean loss of logits against labels, and grad (NULL: not
- * computed) its gradient, in one work-group. */
-static clt_status xent_mean_wg(clt_tensor *mean, clt_tensor *grad, const clt_tensor *logits, const clt_tensor *labels)
+/* The loss kernel: one_group, softmax_xent_mean_wg_f32 writes the mean
+ * loss into out (a scalar); else softmax_xent_f32 the per-row losses into
+ * out (rows). grad (NULL: not computed) gets the gradient from the same
+ * launch. */
+static clt_status xent_launch(clt_tensor *out, clt_tensor *grad, const clt_tensor *logits, const clt_tensor *labels,
+                              int one_group)
 {
     cl_ulong rows = (cl_ulong)logits->shape[0], cols = (cl_ulong)logits->shape[1];
-    clt__buf xb = clt__tensor_buf(logits), lb = clt__tensor_buf(labels), mb = clt__tensor_buf(mean);
-    /* Without a gradient the kernel never touches dlogits; mean stands in. */
-    clt__buf gb = grad ? clt__tensor_buf(grad) : mb;
+    clt__buf xb = clt__tensor_buf(logits), lb = clt__tensor_buf(labels), ob = clt__tensor_buf(out);
+    /* Without a gradient the kernel never touches dlogits; out stands in. */
+    clt__buf gb = grad ? clt__tensor_buf(grad) : ob;
     cl_int want = grad != NULL;
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(lb.mem), CLT_ARG(lb.off), CLT_ARG(rows),
-                       CLT_ARG(cols), CLT_ARG(mb.mem), CLT_ARG(mb.off), CLT_ARG(gb.mem), CLT_ARG(gb.off),
+                       CLT_ARG(cols), CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(gb.mem), CLT_ARG(gb.off),
                        CLT_ARG(want)};
     size_t size = WG_ROWS;
-    CLT_TRY(clt__launch(mean->st->slot, "loss", "softmax_xent_mean_wg_f32", 11, args, 1, &size, &size, mean));
-    if (grad) clt__same_write(grad, mean);
+    int slot = out->st->slot;
+    if (one_group) CLT_TRY(clt__launch(slot, "loss", "softmax_xent_mean_wg_f32", 11, args, 1, &size, &size, out));
+    else CLT_TRY(clt__launch1(slot, "loss", "softmax_xent_f32", 11, args, (size_t)rows, out));
+    if (grad) clt__same_write(grad, out);
     return CLT_OK;
 }
 
@@ -46,7 +51,7 @@ clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, co
     CLT_TRY(clt__need_i32(op, "labels", labels));
     CLT_TRY(clt__same_device(op, logits, labels));
     CLT_TRY(clt__need_2d(op, "logits", logits));
-    cl_ulong rows = (cl_ulong)logits->shape[0], cols = (cl_ulong)logits->shape[1];
+    cl_ulong rows = (cl_ulong)logits->shape[0];
     if (labels->ndim != 1 || (cl_ulong)labels->shape[0] != rows) {
         char sl[128], sb[128];
         return clt__fail(CLT_ERR_SHAPE, "%s: logits %s is (B,C) and labels must be (B), got %s", op,
@@ -59,20 +64,7 @@ clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, co
     clt_status s = clt__tensor_new(&out, slot, CLT_FLOAT32, 0, NULL);
     if (s == CLT_OK && !one_group) s = clt__tensor_new(&per_row, slot, CLT_FLOAT32, 1, rshape);
     if (s == CLT_OK && dlogits) s = clt__tensor_new(&grad, slot, CLT_FLOAT32, 2, logits->shape);
-    if (s == CLT_OK && one_group) {
-        s = xent_mean_wg(out, grad, logits, labels);
-    } else if (s == CLT_OK) {
-        clt__buf xb = clt__tensor_buf(logits), lb = clt__tensor_buf(labels), pb = clt__tensor_buf(per_row);
-        /* Without a gradient the kernel never touches dlogits; per_row stands in. */
-        clt__buf gb = grad ? clt__tensor_buf(grad) : pb;
-        cl_int want = grad != NULL;
-        clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(lb.mem), CLT_ARG(lb.off), CLT_ARG(rows),
-                           CLT_ARG(cols), CLT_ARG(pb.mem), CLT_ARG(pb.off), CLT_ARG(gb.mem), CLT_ARG(gb.off),
-                           CLT_ARG(want)};
-        s = clt__launch1(slot, "loss", "softmax_xent_f32", 11, args, (size_t)rows, per_row);
-        /* The gradient was written by the same launch. */
-        if (s == CLT_OK && grad) clt__same_write(grad, per_row);
-    }
+    if (s == CLT_OK) s = xent_launch(one_group ? out : per_row, grad, logits, labels, one_group);
     if (s == CLT_OK && !one_group) s = clt__reduce_sum(out, per_row, (float)rows);
     clt_tensor_release(per_row);
     if (s != CLT_OK) {
