@@ -1,5 +1,6 @@
 /* GEMM throughput of cltensor (its CPU kernels with the default and the
- * tuned tile, and CLBlast) against OpenBLAS
+ * tuned tile, its GPU-class kernel cl/gemm_gpu.cl, and CLBlast) against
+ * OpenBLAS
  * on the same machine, in one run, plus kernel launch overhead and the cost
  * of a synchronisation. Figures are medians of several repetitions.
  * Usage: bench_gemm [device] [reps] [launch | capstone]   (device as `clt
@@ -53,9 +54,14 @@ static int iters_for(const shape *s)
     return it < 1 ? 1 : it;
 }
 
+/* impl: CLT_DENSE's value; NULL: the GPU class's own choice on any device
+ * (CLT_DEVICE_CLASS=gpu), cl/gemm_gpu.cl up to 2^27 multiply-adds. */
 static double bench_clt(clt_device dev, const shape *s, const char *impl, int reps)
 {
-    setenv("CLT_DENSE", impl, 1);
+    const char *was = getenv("CLT_DEVICE_CLASS");
+    char *class = was ? strdup(was) : NULL;
+    if (impl) setenv("CLT_DENSE", impl, 1);
+    else setenv("CLT_DEVICE_CLASS", "gpu", 1);
     int64_t as[] = {s->ta ? s->k : s->m, s->ta ? s->m : s->k}, bs[] = {s->tb ? s->n : s->k, s->tb ? s->k : s->n};
     int64_t cs[] = {s->m, s->n};
     clt_tensor *a, *b, *c;
@@ -78,6 +84,9 @@ static double bench_clt(clt_device dev, const shape *s, const char *impl, int re
     clt_tensor_release(b);
     clt_tensor_release(c);
     unsetenv("CLT_DENSE");
+    if (class) setenv("CLT_DEVICE_CLASS", class, 1);
+    else unsetenv("CLT_DEVICE_CLASS");
+    free(class);
     return med;
 }
 
@@ -261,23 +270,26 @@ int main(int argc, char **argv)
     CHECK(clt_device_name(dev, name, sizeof name));
     printf("cltensor GEMM vs OpenBLAS (%d threads) on %s, GFLOP/s, median of %d repetitions\n",
            openblas_get_num_threads(), name, reps);
-    printf("%-30s %5s %5s %5s %9s %9s %9s %9s %9s %8s %9s %8s %8s\n", "shape", "M", "N", "K", "clt-cpu", "tuned",
-           "(tile)", "clblast", "openblas", "cpu/obl", "tuned/obl", "clb/obl", "cpu/clb");
+    printf("%-30s %5s %5s %5s %9s %9s %9s %9s %9s %9s %8s %9s %8s %8s %8s\n", "shape", "M", "N", "K", "clt-cpu",
+           "tuned", "(tile)", "gemm-gpu", "clblast", "openblas", "cpu/obl", "tuned/obl", "clb/obl", "cpu/clb",
+           "gpu/clb");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape *s = &shapes[i];
         if (capstone && strncmp(s->name, "fwd", 3) != 0 && strncmp(s->name, "bwd", 3) != 0) continue;
         /* CLBlast runs about 0.1x OpenBLAS here: past 1024^3 it would take minutes. */
         double flop = 2.0 * s->m * s->n * s->k, cpu, tuned;
         double clb = flop <= 2.2e9 ? bench_clt(dev, s, "clblast", reps) : 0.0;
+        double gpu = flop <= 2.0 * 134217728 ? bench_clt(dev, s, NULL, reps) : 0.0; /* 2 x 2^27 */
         int tm, tn;
         bench_tiles(dev, s, reps, &cpu, &tuned, &tm, &tn);
-        char tile[16], cl[16] = "-", r[4][16];
+        char tile[16], cl[16] = "-", gg[16] = "-", r[5][16];
         snprintf(tile, sizeof tile, "%dx%d", tm, tn);
         double obl = bench_openblas(s, reps);
         if (clb > 0) snprintf(cl, sizeof cl, "%.1f", clb);
-        printf("%-30s %5d %5d %5d %9.1f %9.1f %9s %9s %9.1f %8s %9s %8s %8s\n", s->name, s->m, s->n, s->k, cpu, tuned,
-               tile, cl, obl, ratio(r[0], 16, cpu, obl), ratio(r[1], 16, tuned, obl), ratio(r[2], 16, clb, obl),
-               ratio(r[3], 16, cpu, clb));
+        if (gpu > 0) snprintf(gg, sizeof gg, "%.1f", gpu);
+        printf("%-30s %5d %5d %5d %9.1f %9.1f %9s %9s %9s %9.1f %8s %9s %8s %8s %8s\n", s->name, s->m, s->n, s->k, cpu,
+               tuned, tile, gg, cl, obl, ratio(r[0], 16, cpu, obl), ratio(r[1], 16, tuned, obl),
+               ratio(r[2], 16, clb, obl), ratio(r[3], 16, cpu, clb), ratio(r[4], 16, gpu, clb));
         fflush(stdout);
     }
     bench_fused(dev, reps);
