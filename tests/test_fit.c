@@ -372,6 +372,50 @@ START_TEST(test_fit_every_gpu)
 }
 END_TEST
 
+/* The other way round: at a small batch, data parallel holds more on each
+ * device than one device's step at the whole batch (its own buffers of
+ * parameter size outweigh the batch's shard). Under 18 MiB per GPU, one
+ * device planned at the batch fits with no micro-batches, and a run of
+ * that choice runs out of memory; clt_parallel_plan_fit says so before
+ * training. */
+START_TEST(test_fit_every_gpu_when_one_underestimates)
+{
+    clt_test_skip_if(clt_num_gpus() < 2, "two-gpus", "needs two GPUs, found %d", clt_num_gpus());
+    clt_device list[2] = {clt_gpu(0), clt_gpu(1)};
+    int64_t budgets[2] = {18 * MIB, 18 * MIB}, peaks[2];
+    clt_model *m;
+    ck_assert_ok(clt_model_create_resmlp(&m, list[0], 784, 512, 2, 10, 0));
+    clt_plan_options o = clt_plan_default_options();
+    o.device = list[0];
+    o.batch_size = 64;
+    o.whole_run = 1;
+    clt_plan_fit_result one, both;
+    ck_assert_ok(clt_plan_fit(m, &o, budgets[1], 0, &one));
+    ck_assert_int_eq(one.accumulate, 1);
+    ck_assert_status(clt_parallel_plan_fit(m, &o, list, 2, budgets, 0, &both, peaks), CLT_ERR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(clt_last_error(), "gpu:0's 18.0 MiB (less 2.6 MiB) and gpu:1's 18.0 MiB (less 2.6 MiB)"), "%s",
+                  clt_last_error());
+    int64_t need[2];
+    ck_assert_ok(clt_parallel_plan(m, &o, list, 2, need));
+    ck_assert_int_gt(need[0], one.plan.peak);
+    /* The one-device choice, trained data parallel under the caps. */
+    for (int i = 0; i < 2; i++) ck_assert_ok(clt_memory_set_cap(list[i], budgets[i]));
+    clt_dataset train = clt_test_make_dataset(128, 1);
+    clt_trainer_options to = clt_trainer_default_options();
+    to.log = NULL;
+    to.progress = 0;
+    to.batch_size = 64;
+    to.max_steps = 2;
+    to.accumulate = one.accumulate;
+    to.recompute_blocks = one.recompute_blocks;
+    clt_status s = clt_parallel_fit(m, &train, NULL, &to, list, 2, NULL, NULL);
+    for (int i = 0; i < 2; i++) ck_assert_ok(clt_memory_set_cap(list[i], 0));
+    ck_assert_msg(s == CLT_ERR_OUT_OF_MEMORY, "%s: %s", clt_status_string(s), clt_last_error());
+    clt_dataset_free(&train);
+    clt_model_free(m);
+}
+END_TEST
+
 /* With several GPUs, --fit fits each of those the run uses within its own budget. */
 START_TEST(test_fit_each_gpu_budget)
 {
@@ -495,6 +539,7 @@ int main(void)
     tcase_set_timeout(gpus, 600);
     tcase_add_test(gpus, test_fit_each_gpu_budget);
     tcase_add_test(gpus, test_fit_every_gpu);
+    tcase_add_test(gpus, test_fit_every_gpu_when_one_underestimates);
     suite_add_tcase(s, gpus);
     return clt_test_run(s);
 }
