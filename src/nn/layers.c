@@ -3,9 +3,11 @@
  * the host), and each backward consumes and frees it. Float32 layers fuse
  * (CLT_FUSE=0 turns it off): a Linear followed by a ReLU runs as one
  * product with bias and ReLU in its store; backward folds the ReLU mask and
- * the Linear's bias gradient into one pass; a residual block's first Linear
- * accumulates its input gradient into the block's dy instead of adding the
- * two afterwards. */
+ * the Linear's bias gradient into one pass, or, where the dense op fuses
+ * them (GPU-class devices, clt__dense_fuses_backward), into the products of
+ * the Linears next to the ReLU; a residual block's first Linear accumulates
+ * its input gradient into the block's dy instead of adding the two
+ * afterwards. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
