@@ -21,13 +21,16 @@ static const char *const impls[] = {"cpu", "clblast"};
 /* The device under test: gpu:0 when CLT_CPU_AS_GPU presents one, else cpu:0. */
 static void use_impl(const char *impl) { ck_assert_int_eq(setenv("CLT_DENSE", impl, 1), 0); }
 
-/* The device's default tile (clt__cpu_tile_default). */
-static clt__gemm_tile default_tile(void)
+/* The device's slot. */
+static int test_slot(void)
 {
     int slot;
     ck_assert_ok(clt__resolve(clt_test_device(), &slot));
-    return clt__cpu_tile_default(slot);
+    return slot;
 }
+
+/* The device's default tile (clt__cpu_tile_default). */
+static clt__gemm_tile default_tile(void) { return clt__cpu_tile_default(test_slot()); }
 
 /* One product through clt_gemm_ on padded views, checked against ref_gemm;
  * the rows around c's view stay untouched. c starts as NaN when beta is 0. */
@@ -94,9 +97,9 @@ START_TEST(test_gemm_power_of_two_strides)
     /* B as is with rows 4 KiB or 2 KiB (and 6 KiB) apart is packed too, with a k (40, 21) unlike its rows'
      * length; 520 floats apart it is read in place. */
     clt__gemm_tile tile = default_tile();
-    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(0, 13, 512, 40, 512, tile), 0);
-    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(0, 7, 1536, 21, 1536, tile), 0);
-    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(0, 13, 520, 40, 520, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 13, 512, 40, 512, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 7, 1536, 21, 1536, tile), 0);
+    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 13, 520, 40, 520, tile), 0);
     check_gemm("cpu", 0, 0, 13, 1024, 40, 1.0f, 0.5f);
     check_gemm("cpu", 1, 0, 13, 1024, 40, 0.75f, 0.0f);
     check_gemm("cpu", 0, 0, 13, 512, 40, 1.0f, 0.5f);
@@ -114,13 +117,13 @@ START_TEST(test_gemm_deep_b_packed)
 {
     size_t l1, l2;
     clt__cpu_cache_sizes_override(0, 0);
-    clt__cpu_cache_sizes(&l1, &l2);
+    clt__cpu_cache_sizes(test_slot(), &l1, &l2);
     clt__cpu_cache_sizes_override(l1, 64 * 1024);
     clt__gemm_tile tile = default_tile();
-    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(0, 13, 256, 64, 256, tile), 0);
-    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(0, 13, 256, 65, 256, tile), 0);
-    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(0, 13, 784, 500, 784, tile), 0);
-    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(0, 13, 768, 65, 768, tile), 0);
+    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 13, 256, 64, 256, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 13, 256, 65, 256, tile), 0);
+    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 13, 784, 500, 784, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 13, 768, 65, 768, tile), 0);
     for (int t = 0; t < 2; t++) {
         check_gemm("cpu", t, 0, 13, 256, 100, 1.0f, 0.5f);
         check_gemm("cpu", t, 0, 25, 768, 70, 0.75f, 0.0f);
@@ -138,7 +141,7 @@ static void small_caches(void)
 {
     size_t l1, l2;
     clt__cpu_cache_sizes_override(0, 0);
-    clt__cpu_cache_sizes(&l1, &l2);
+    clt__cpu_cache_sizes(test_slot(), &l1, &l2);
     if (clt_test_simulated()) clt__cpu_cache_sizes_override(8 * 1024, 16 * 1024);
     else clt__cpu_cache_sizes_override(l1, l2 / 4);
 }
@@ -150,15 +153,15 @@ static void small_caches(void)
 static void blocked_shape(int64_t *m, int64_t *n, int64_t *k, int64_t *kc)
 {
     size_t l1, l2;
-    clt__cpu_cache_sizes(&l1, &l2);
+    clt__cpu_cache_sizes(test_slot(), &l1, &l2);
     clt__gemm_tile tile = default_tile();
-    clt__gemm_blocking bl = clt__cpu_gemm_blocking(1 << 20, 1 << 20, 1 << 20, tile);
+    clt__gemm_blocking bl = clt__cpu_gemm_blocking(test_slot(), 1 << 20, 1 << 20, 1 << 20, tile);
     ck_assert_uint_gt(bl.kc, 0);
     *kc = (int64_t)bl.kc;
     *k = (int64_t)(2 * bl.kc + 37);
     *m = (int64_t)(2 * l2 / sizeof(float) / (size_t)*k) + 13;
     *n = 531;
-    bl = clt__cpu_gemm_blocking((size_t)*m, (size_t)*n, (size_t)*k, tile);
+    bl = clt__cpu_gemm_blocking(test_slot(), (size_t)*m, (size_t)*n, (size_t)*k, tile);
     ck_assert_msg(bl.kc > 0 && (size_t)*m % (bl.mtiles * (size_t)tile.tm) != 0, "m=%lld n=%lld k=%lld is not blocked",
                   (long long)*m, (long long)*n, (long long)*k);
 }
@@ -172,12 +175,12 @@ START_TEST(test_gemm_row_blocks)
     small_caches();
     blocked_shape(&m, &n, &k, &kc);
     clt__gemm_tile tile = default_tile();
-    size_t most = clt__cpu_gemm_blocking((size_t)m, (size_t)n, (size_t)k, tile).mtiles;
+    size_t most = clt__cpu_gemm_blocking(test_slot(), (size_t)m, (size_t)n, (size_t)k, tile).mtiles;
     size_t counts[] = {2 * most + 1, 3 * most - 1, 3 * most + 1};
     int checked = 0;
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         int64_t rows = (int64_t)(counts[i] * (size_t)tile.tm) - 5;
-        if (clt__cpu_gemm_blocking((size_t)rows, (size_t)n, (size_t)k, tile).kc == 0) continue;
+        if (clt__cpu_gemm_blocking(test_slot(), (size_t)rows, (size_t)n, (size_t)k, tile).kc == 0) continue;
         check_gemm("cpu", 0, 0, rows, n, k, 1.0f, -0.5f);
         checked++;
     }
@@ -201,7 +204,7 @@ START_TEST(test_gemm_blocked)
     small_caches();
     blocked_shape(&m, &n, &k, &kc);
     for (int t = 0; t < 4; t++) check_gemm("cpu", t & 1, t >> 1, m, n, k, 0.75f, t == 3 ? 0.0f : -0.5f);
-    ck_assert_uint_eq(clt__cpu_gemm_blocking((size_t)m, (size_t)n, (size_t)kc, default_tile()).kc, 0);
+    ck_assert_uint_eq(clt__cpu_gemm_blocking(test_slot(), (size_t)m, (size_t)n, (size_t)kc, default_tile()).kc, 0);
     check_gemm("cpu", 0, 0, m, n, kc, 1.0f, 1.0f);
     /* y = relu(x w^T + b), x (m,k), w (n,k). */
     float *x = clt_test_random_floats(m * k, 51), *w = clt_test_random_floats(n * k, 52), *b = clt_test_random_floats(n, 53);

@@ -98,19 +98,19 @@ START_TEST(test_packed_products)
     clt_test_skip_if(!cpu_kernels(), "the CPU GEMM kernels", "products on %s run CLBlast, which packs nothing",
                      clt_test_cpu_name());
     size_t l1, l2;
-    clt__cpu_cache_sizes(&l1, &l2);
+    int slot;
+    ck_assert_ok(clt__resolve(clt_test_cpu(), &slot));
+    clt__cpu_cache_sizes(slot, &l1, &l2);
     /* Blocked: n >= 512, k one and a half blocks of depths and a few more,
      * A beyond twice L2 (a quarter of this CPU's, so that the product stays
      * small). */
     clt__cpu_cache_sizes_override(l1, l2 / 4);
     l2 /= 4;
-    int slot;
-    ck_assert_ok(clt__resolve(clt_test_cpu(), &slot));
     clt__gemm_tile tile = clt__cpu_tile_default(slot);
-    int64_t kc = (int64_t)clt__cpu_gemm_blocking(1 << 20, 1 << 20, 1 << 20, tile).kc;
+    int64_t kc = (int64_t)clt__cpu_gemm_blocking(slot, 1 << 20, 1 << 20, 1 << 20, tile).kc;
     int64_t bk = kc + kc / 2 + 7, bm = (int64_t)(2 * l2 / ((size_t)bk * sizeof(float))) + 13;
     int64_t tn = tile.tn;
-    ck_assert_uint_gt(clt__cpu_gemm_blocking((size_t)bm, 520, (size_t)bk, tile).kc, 0);
+    ck_assert_uint_gt(clt__cpu_gemm_blocking(slot, (size_t)bm, 520, (size_t)bk, tile).kc, 0);
     const int64_t shapes[][3] = {{1, 1, 1}, {7, 37, 19}, {33, 16, 64}, {5, 17, 300}, {bm, 520, bk}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];

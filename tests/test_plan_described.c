@@ -1,7 +1,8 @@
 /* Described planning devices (clt_plan_device_describe): a description equal
  * to this machine's device plans exactly as that device's planning twin
  * (clt_plan_device), in its class and in the GPU class; the described
- * memory, largest buffer and cap are the ones honoured; bad descriptions and
+ * memory, largest buffer and cap are the ones honoured, and its caches and
+ * tile the ones the CPU products' blocking and packing follow; bad descriptions and
  * a full pool are refused by name; `clt train --plan-for` prints the plan
  * for hardware this machine does not have, with no OpenCL platform too. */
 #include <stdio.h>
@@ -10,12 +11,16 @@
 #include <unistd.h>
 
 #include "device/device_internal.h"
+#include "ops/gemm_cpu.h"
+#include "ops/ops_internal.h"
+#include "ops/tune.h"
 #include "support.h"
 
 static char out[1 << 16];
 
 /* The description of the test device as its planning twin sees it: its
- * limits, its class as clt__gpu_class decides it now, its cap. */
+ * limits, its class as clt__gpu_class decides it now, its cap, the caches
+ * its CPU products follow, its tile from its float width. */
 static clt_device_description describe_test_device(void)
 {
     clt_device real = clt_test_device();
@@ -31,6 +36,10 @@ static clt_device_description describe_test_device(void)
     d.max_work_group = s->max_work_group;
     d.float_width = s->float_width;
     d.cap_bytes = st.cap;
+    size_t l1, l2;
+    clt__cpu_cache_sizes(slot, &l1, &l2);
+    d.l1_cache_bytes = l1;
+    d.l2_cache_bytes = l2;
     return d;
 }
 
@@ -46,9 +55,9 @@ static void assert_same_plan(const clt_plan *a, const clt_plan *b, const char *w
 }
 
 /* Plans of two models at two batches (one a whole run, one float16, one
- * with recompute and accumulation) on dev and on the twin of the test
- * device, with no tuned tiles: equal to the byte. */
-static void assert_plans_equal(clt_device dev, const char *what)
+ * with recompute and accumulation) on dev and on twin (the test device's,
+ * or a described one), with no tuned tiles: equal to the byte. */
+static void assert_plans_equal(clt_device dev, clt_device twin, const char *what)
 {
     /* Every product its default tile: this machine's tuned ones are not the description's. */
     ck_assert_int_eq(setenv("CLT_TUNE", "0", 1), 0);
@@ -66,7 +75,7 @@ static void assert_plans_equal(clt_device dev, const char *what)
         o.recompute_blocks = k == 2 ? CLT_RECOMPUTE_AUTO : 0;
         o.accumulate = k == 2 ? 3 : 1;
         clt_plan want, got;
-        o.device = clt_test_device();
+        o.device = twin;
         ck_assert_ok(clt_plan_step(models[k / 2], &o, &want));
         o.device = dev;
         ck_assert_ok(clt_plan_step(models[k / 2], &o, &got));
@@ -85,7 +94,7 @@ START_TEST(test_as_the_device)
     ck_assert_ok(clt_plan_device_describe(&d, &dev));
     ck_assert(clt_device_exists(dev));
     ck_assert(clt_device_equal(clt_plan_device(dev), dev));
-    assert_plans_equal(dev, "described as the test device");
+    assert_plans_equal(dev, clt_test_device(), "described as the test device");
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -103,7 +112,7 @@ START_TEST(test_gpu_class)
     char before[16];
     snprintf(before, sizeof before, "%s", was ? was : "");
     ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
-    assert_plans_equal(dev, "a described GPU");
+    assert_plans_equal(dev, clt_test_device(), "a described GPU");
     int slot, gpu;
     ck_assert_ok(clt__resolve(dev, &slot));
     ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "cpu", 1), 0);
@@ -159,13 +168,120 @@ START_TEST(test_memory_honoured)
 }
 END_TEST
 
+/* 1 when dev's products run the CPU kernels, whose blocking follows the caches. */
+static int cpu_products(clt_device dev)
+{
+    int slot, cpu = 0;
+    ck_assert_ok(clt__resolve(dev, &slot));
+    ck_assert_ok(clt__dense_cpu(slot, &cpu));
+    return cpu;
+}
+
+/* A whole run of an MLP with one hidden layer of 512 at batch 256 on dev,
+ * every product its default tile. Its first product, x w^T (256 x 784 ->
+ * 512), is blocked with an L2 of 64 KiB (x, 784 KiB, is past twice that)
+ * and not with 1 MiB or more. */
+static void plan_wide(clt_device dev, clt_plan *p)
+{
+    ck_assert_int_eq(setenv("CLT_TUNE", "0", 1), 0);
+    clt_model *m;
+    int64_t width = 512;
+    ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 784, 1, &width, 10, 1));
+    clt_plan_options o = clt_plan_default_options();
+    o.batch_size = 256;
+    o.whole_run = 1;
+    o.device = dev;
+    ck_assert_ok(clt_plan_step(m, &o, p));
+    clt_model_free(m);
+}
+
+/* (f) The caches reach the blocking: a described CPU with this machine's
+ * L1 and an L2 of 64 KiB plans as the test device does under
+ * clt__cpu_cache_sizes_override with the same caches (every figure, to the
+ * byte), which is not as it does with its own: blocked, the first product
+ * packs its A into panels of kc depths (kc = L1 / 16 floats, rounded down
+ * to 16, at least 64), which raises the step's peak by at most those
+ * panels' bytes. */
+START_TEST(test_caches)
+{
+    clt_test_skip_if(!cpu_products(clt_test_device()), "the CPU GEMM kernels",
+                     "products on %s run CLBlast, which follows no cache sizes", clt_test_cpu_name());
+    clt_device_description d = describe_test_device();
+    clt_device as_is, small;
+    ck_assert_ok(clt_plan_device_describe(&d, &as_is));
+    d.l2_cache_bytes = 64 << 10;
+    ck_assert_ok(clt_plan_device_describe(&d, &small));
+    ck_assert(!clt_device_equal(as_is, small)); /* another description, another device */
+    clt_plan own, forced, described;
+    plan_wide(clt_test_device(), &own);
+    clt__cpu_cache_sizes_override((size_t)d.l1_cache_bytes, (size_t)d.l2_cache_bytes);
+    plan_wide(clt_test_device(), &forced);
+    clt__cpu_cache_sizes_override(0, 0);
+    plan_wide(small, &described);
+    assert_same_plan(&described, &forced, "a 64 KiB L2, described and forced");
+    int slot;
+    ck_assert_ok(clt__resolve(small, &slot));
+    clt__gemm_tile tile = clt__cpu_tile_default(slot);
+    int64_t kc = (int64_t)d.l1_cache_bytes / (4 * (tile.tn < 16 ? tile.tn : 16)) / 16 * 16;
+    int64_t panels = (256 + tile.tm - 1) / tile.tm * tile.tm * (kc < 64 ? 64 : kc) * 4;
+    ck_assert_msg(described.peak > own.peak && described.peak - own.peak <= panels,
+                  "peak %lld with a 64 KiB L2, %lld with this machine's; A's panels %lld bytes",
+                  (long long)described.peak, (long long)own.peak, (long long)panels);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* (g) The tile: a described CPU whose float width picks another tile but
+ * whose tile is the test device's plans as the test device; one with the
+ * test device's width and the tile 6 x 8 plans as a described width of 4
+ * (whose tile that is), and not as the test device. */
+START_TEST(test_tile)
+{
+    clt_test_skip_if(!cpu_products(clt_test_device()), "the CPU GEMM kernels",
+                     "products on %s run CLBlast, which has no tile", clt_test_cpu_name());
+    int slot;
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
+    clt__gemm_tile own = clt__cpu_tile_default(slot);
+    clt_device_description d = describe_test_device();
+    d.float_width = own.tn == 8 ? 16 : 4; /* a tile of 12 x 32 or 6 x 8 */
+    d.tile_m = own.tm;
+    d.tile_n = own.tn;
+    clt_device as_own, narrow, width4;
+    ck_assert_ok(clt_plan_device_describe(&d, &as_own));
+    assert_plans_equal(as_own, clt_test_device(), "the test device's tile, another width");
+    d = describe_test_device();
+    d.tile_m = 6;
+    d.tile_n = 8;
+    ck_assert_ok(clt_plan_device_describe(&d, &narrow));
+    ck_assert_ok(clt__resolve(narrow, &slot));
+    ck_assert_int_eq(clt__cpu_tile_default(slot).tm, 6);
+    ck_assert_int_eq(clt__cpu_tile_default(slot).tn, 8);
+    clt_device untiled;
+    d.tile_m = d.tile_n = 0;
+    ck_assert_ok(clt_plan_device_describe(&d, &untiled));
+    ck_assert(!clt_device_equal(untiled, narrow));
+    d.float_width = 4;
+    ck_assert_ok(clt_plan_device_describe(&d, &width4));
+    assert_plans_equal(narrow, width4, "the tile 6 x 8, given and from width 4");
+    if (own.tn != 8) {
+        clt_plan a, b;
+        plan_wide(narrow, &a);
+        plan_wide(clt_test_device(), &b);
+        ck_assert_msg(a.peak != b.peak || a.eval_peak != b.eval_peak, "a 6 x 8 tile planned as %d x %d", own.tm,
+                      own.tn);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* (d) Each field out of range, named; the same description twice, one
  * device; a label; the pool's end. */
 START_TEST(test_refused)
 {
     static const char *const fields[] = {"type", "global_mem_bytes", "max_alloc_bytes", "max_work_group",
-                                         "float_width", "cap_bytes", "label"};
-    for (int f = 0; f < 7; f++) {
+                                         "float_width", "cap_bytes", "label", "l1_cache_bytes",
+                                         "l2_cache_bytes", "tile_m x tile_n"};
+    for (int f = 0; f < 10; f++) {
         clt_device_description d = clt_device_description_default(CLT_DEVICE_CPU);
         clt_device dev;
         if (f == 0) d.type = CLT_DEVICE_PINNED;
@@ -175,6 +291,9 @@ START_TEST(test_refused)
         if (f == 4) d.float_width = 3;
         if (f == 5) d.cap_bytes = -1;
         if (f == 6) snprintf(d.label, sizeof d.label, "a:b");
+        if (f == 7) d.l1_cache_bytes = 1023;
+        if (f == 8) d.l2_cache_bytes = (1ull << 30) + 1;
+        if (f == 9) d.tile_n = 16; /* rows 0 */
         ck_assert_status(clt_plan_device_describe(&d, &dev), CLT_ERR_INVALID_ARGUMENT);
         ck_assert_msg(strstr(clt_last_error(), fields[f]) != NULL, "field %s: %s", fields[f], clt_last_error());
     }
@@ -251,6 +370,45 @@ START_TEST(test_cli)
 }
 END_TEST
 
+/* (h) --plan-for's caches and tile: an MLP 784-512-64-10 at batch 256 on a
+ * CPU with a 48 KiB L1 and the tile 12 x 32 (or float width 16, which
+ * picks it) plans 6.1 MiB with a 1 MiB L2, 6.9 MiB with 64 KiB (the first
+ * product blocked, test_caches); with the tile 6 x 8, whose blocks of
+ * depths (1536) are deeper than the product's 784, 6.1 MiB again. Bad
+ * values are refused, the syntax with exit 2, ranges naming the field. */
+START_TEST(test_cli_caches)
+{
+    const char *clt = clt_test_clt_path();
+    static const char *const specs[] = {"cpu,width=16,l1=48K", "cpu,width=16,l1=48K,l2=64K",
+                                        "cpu,l1=48K,l2=64K,tile=12x32", "cpu,l1=48K,l2=64K,tile=6x8"};
+    static const char *const totals[] = {"total               6.1 MiB", "total               6.9 MiB",
+                                         "total               6.9 MiB", "total               6.1 MiB"};
+    static char first[sizeof out];
+    for (int i = 0; i < 4; i++) {
+        int rc = clt_test_shell(out, sizeof out, "%s train --plan-for %s --hiddens 512,64 2>&1", clt, specs[i]);
+        ck_assert_msg(rc == 0 && strstr(out, totals[i]), "%s: exit %d:\n%s", specs[i], rc, out);
+        if (i == 1) snprintf(first, sizeof first, "%s", out);
+        /* The tile width 16 picks, given: the same plan, every line. */
+        if (i == 2) ck_assert_str_eq(out, first);
+    }
+    static const char *const bad[] = {"cpu,l1=", "cpu,l2=1X", "cpu,tile=6", "cpu,tile=6x", "cpu,tile=x8",
+                                      "cpu,tile=6Kx8", "cpu,tile=6x8K", "cpu,tile=6x8x8"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = clt_test_shell(out, sizeof out, "%s train --plan-for '%s' 2>&1", clt, bad[i]);
+        ck_assert_msg(rc == 2 && strstr(out, ",tile=TMxTN"), "%s: exit %d:\n%s", bad[i], rc, out);
+    }
+    static const char *const range[][2] = {{"cpu,l1=512", "l1_cache_bytes 512 is not between 1 KiB and 1 GiB"},
+                                           {"cpu,l2=2G", "l2_cache_bytes 2147483648 is not"},
+                                           {"cpu,tile=33x16", "tile_m x tile_n 33 x 16"},
+                                           {"cpu,tile=6x12", "tile_m x tile_n 6 x 12"},
+                                           {"cpu,tile=0x8", "tile_m x tile_n 0 x 8"}};
+    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
+        int rc = clt_test_shell(out, sizeof out, "%s train --plan-for '%s' 2>&1", clt, range[i][0]);
+        ck_assert_msg(rc == 1 && strstr(out, range[i][1]), "%s: exit %d:\n%s", range[i][0], rc, out);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan_described");
@@ -260,6 +418,9 @@ int main(void)
     tcase_add_test(tc, test_memory_honoured);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_cli);
+    tcase_add_test(tc, test_caches);
+    tcase_add_test(tc, test_tile);
+    tcase_add_test(tc, test_cli_caches);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -72,9 +72,16 @@ typedef struct clt_device_description {
     unsigned long long global_mem_bytes; /* the device's memory, >= 1 MiB: the default budget */
     unsigned long long max_alloc_bytes;  /* the largest single buffer, 1 MiB to global_mem_bytes */
     unsigned long long max_work_group;   /* work-items per work-group, 1 to 65536 */
-    unsigned float_width;                /* native float vector width: 0 (unknown), 1, 2, 4, 8 or 16; on a
-                                            CPU-class device it picks the products' default tile */
+    unsigned float_width;                /* native float vector width: 0 (unknown), 1, 2, 4, 8 or 16; it
+                                            picks the CPU products' default tile unless tile_m is given */
     long long cap_bytes;                 /* memory cap, 0 for none (CLT_MEMORY_CAP does not apply) */
+    unsigned long long l1_cache_bytes;   /* the level 1 data cache, 1 KiB to 1 GiB */
+    unsigned long long l2_cache_bytes;   /* the level 2 data cache, 1 KiB to 1 GiB: the two caches the CPU
+                                            products' cache blocking and packing follow, and so the size of
+                                            their packed panels (this machine's devices follow its CPU's) */
+    int tile_m, tile_n;                  /* the CPU products' default tile, rows and columns of the result
+                                            one work-item computes: 1 to 32 rows by 8, 16 or 32 columns;
+                                            0, 0 for the one float_width picks */
     char label[11];                      /* its name is "plan:" + label: up to 10 letters, digits, '-', '_'
                                             or '.'; "" for "plan:gpu(80G)", its type and memory (or
                                             "plan:gpu#N", its number N, where that is taken or too long) */
@@ -86,7 +93,8 @@ typedef struct clt_device_description {
 /* A described device of `type` (CLT_DEVICE_CPU, else CLT_DEVICE_GPU): 16 GiB
  * (a GPU) or 8 GiB (a CPU) of memory, a quarter of it the largest buffer,
  * 1024 (GPU) or 4096 (CPU) work-items per group, float width 1 (GPU) or 8
- * (CPU), no cap, no label. */
+ * (CPU), no cap, 32 KiB of L1 and 1 MiB of L2 cache, the tile its float
+ * width picks, no label. */
 CLT_API clt_device_description clt_device_description_default(clt_device_type type);
 
 /* *out = a planning device (as clt_plan_device gives) for hardware that

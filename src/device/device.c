@@ -737,7 +737,29 @@ clt_device_description clt_device_description_default(clt_device_type type)
     d.max_alloc_bytes = d.global_mem_bytes / 4;
     d.max_work_group = gpu ? 1024 : 4096;
     d.float_width = gpu ? 1 : 8;
+    d.l1_cache_bytes = 32ull << 10;
+    d.l2_cache_bytes = 1ull << 20;
     return d;
+}
+
+int clt__cpu_tile_valid(int tm, int tn)
+{
+    return tm >= 1 && tm <= 32 && (tn == 8 || tn == 16 || tn == 32);
+}
+
+/* CLT_OK, or CLT_ERR_INVALID_ARGUMENT naming the first of the fields the
+ * CPU products read that is out of range. */
+static clt_status description_check_cpu(const clt_device_description *d, const char *pre)
+{
+    const unsigned long long c[2] = {d->l1_cache_bytes, d->l2_cache_bytes};
+    for (int i = 0; i < 2; i++)
+        if (c[i] < CLT__CACHE_MIN_BYTES || c[i] > CLT__CACHE_MAX_BYTES)
+            return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: l%d_cache_bytes %llu is not between 1 KiB and 1 GiB",
+                             pre, i + 1, c[i]);
+    if ((d->tile_m || d->tile_n) && !clt__cpu_tile_valid(d->tile_m, d->tile_n))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: tile_m x tile_n %d x %d is neither 0 x 0 nor 1 to 32 rows "
+                         "by 8, 16 or 32 columns", pre, d->tile_m, d->tile_n);
+    return CLT_OK;
 }
 
 static int label_ok(const char *label, size_t size)
@@ -774,6 +796,7 @@ static clt_status description_check(const clt_device_description *d)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: float_width %u is not 0, 1, 2, 4, 8 or 16", pre, w);
     if (d->cap_bytes < 0)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: cap_bytes %lld is negative", pre, d->cap_bytes);
+    CLT_TRY(description_check_cpu(d, pre));
     if (!label_ok(d->label, sizeof d->label))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: label \"%.*s\" is not up to %zu letters, digits, '-', '_' "
                          "or '.'", pre, (int)strnlen(d->label, sizeof d->label), d->label, sizeof d->label - 1);
@@ -797,7 +820,9 @@ static int same_description(const clt_device_description *a, const clt_device_de
 {
     return a->type == b->type && a->global_mem_bytes == b->global_mem_bytes &&
            a->max_alloc_bytes == b->max_alloc_bytes && a->max_work_group == b->max_work_group && a->float_width == b->float_width &&
-           a->cap_bytes == b->cap_bytes && strncmp(a->label, b->label, sizeof a->label) == 0;
+           a->cap_bytes == b->cap_bytes && a->l1_cache_bytes == b->l1_cache_bytes &&
+           a->l2_cache_bytes == b->l2_cache_bytes && a->tile_m == b->tile_m && a->tile_n == b->tile_n &&
+           strncmp(a->label, b->label, sizeof a->label) == 0;
 }
 
 /* 1 when a described device is named name. */
@@ -819,6 +844,10 @@ static void describe_slot(int i, const clt_device_description *d, const char *na
     s->float_width = d->float_width;
     s->cpu_type = d->type == CLT_DEVICE_CPU;
     s->described_cap = d->cap_bytes;
+    s->cache_l1 = (size_t)d->l1_cache_bytes;
+    s->cache_l2 = (size_t)d->l2_cache_bytes;
+    s->tile_m = d->tile_m;
+    s->tile_n = d->tile_n;
     snprintf(s->name, sizeof s->name, "%.*s", (int)sizeof s->name - 1, name); /* it fits */
     descriptions[i] = *d;
     atomic_store_explicit(&described_set[i], 1, memory_order_release);

@@ -25,7 +25,19 @@ typedef struct clt__slot {
                                          pinned memory of a machine without one: platform and device are
                                          NULL, and nothing asks the driver about it */
     int64_t described_cap;            /* a described device's cap (0: none), in place of CLT_MEMORY_CAP */
+    size_t cache_l1, cache_l2;        /* a described device's data caches; 0 on the others, whose CPU
+                                         products follow this machine's (ops/gemm_cpu.c) */
+    int tile_m, tile_n;               /* a described device's default CPU tile; 0 when its float width picks it */
 } clt__slot;
+
+/* The data cache sizes that are believed, of this machine's CPU or of a
+ * described device: 1 KiB to 1 GiB. */
+#define CLT__CACHE_MIN_BYTES ((size_t)1024)
+#define CLT__CACHE_MAX_BYTES ((size_t)1 << 30)
+
+/* 1 when cl/gemm_cpu.cl builds with tm x tn (rows x columns of the result
+ * one work-item computes): 1 to 32 rows, 8, 16 or 32 columns. */
+int clt__cpu_tile_valid(int tm, int tn);
 
 /* Number of slots (enumerates on first use; 0 when OpenCL has no platform). */
 int clt__slot_count(void);

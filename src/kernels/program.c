@@ -84,9 +84,9 @@ static void device_identity(const clt__slot *s, char info[5][256])
     memset(info, 0, 5 * sizeof info[0]);
     if (s->described) {
         snprintf(info[2], sizeof info[2], "%s", s->name);
-        snprintf(info[3], sizeof info[3], "described %d %llu %llu %zu %u", (int)s->type,
+        snprintf(info[3], sizeof info[3], "described %d %llu %llu %zu %u %zu %zu %dx%d", (int)s->type,
                  (unsigned long long)s->global_mem, (unsigned long long)s->max_alloc, s->max_work_group,
-                 (unsigned)s->float_width);
+                 (unsigned)s->float_width, s->cache_l1, s->cache_l2, s->tile_m, s->tile_n);
         return;
     }
     clGetPlatformInfo(s->platform, CL_PLATFORM_NAME, sizeof info[0] - 1, info[0], NULL);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../device/device_internal.h"
 #include "gemm_cpu.h"
 #include "ops_internal.h"
 
@@ -35,16 +36,19 @@ static size_t sysfs_cache_size(int index, int *level, int *data)
     char *end;
     unsigned long v = strtoul(buf, &end, 10);
     unsigned long mul = *end == 'K' ? 1024ul : *end == 'M' ? 1024ul * 1024 : *end == '\n' || !*end ? 1 : 0;
-    /* 1 KiB to 1 GiB, else not believed. */
-    if (end == buf || mul == 0 || v == 0 || v > (1ul << 30) / mul || v * mul < 1024) return 0;
+    /* CLT__CACHE_MIN_BYTES to CLT__CACHE_MAX_BYTES, else not believed. */
+    if (end == buf || mul == 0 || v == 0 || v > CLT__CACHE_MAX_BYTES / mul || v * mul < CLT__CACHE_MIN_BYTES) return 0;
     return (size_t)(v * mul);
 }
 
-static size_t cache_l1 = 32 * 1024, cache_l2 = 1024 * 1024;
+static size_t cache_l1, cache_l2;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
 static void read_caches(void)
 {
+    clt_device_description d = clt_device_description_default(CLT_DEVICE_CPU);
+    cache_l1 = (size_t)d.l1_cache_bytes;
+    cache_l2 = (size_t)d.l2_cache_bytes;
     for (int i = 0; i < 8; i++) {
         int level, data;
         size_t size = sysfs_cache_size(i, &level, &data);
@@ -57,8 +61,14 @@ static void read_caches(void)
 /* Set by tests only (clt__cpu_cache_sizes_override); 0 when unset. */
 static _Atomic size_t forced_l1, forced_l2;
 
-void clt__cpu_cache_sizes(size_t *l1, size_t *l2)
+void clt__cpu_cache_sizes(int slot, size_t *l1, size_t *l2)
 {
+    const clt__slot *s = clt__slot_get(slot);
+    if (s && s->cache_l1 && s->cache_l2) { /* a described device's */
+        *l1 = s->cache_l1;
+        *l2 = s->cache_l2;
+        return;
+    }
     pthread_once(&cache_once, read_caches);
     size_t f1 = forced_l1, f2 = forced_l2;
     *l1 = f1 && f2 ? f1 : cache_l1;
@@ -122,11 +132,11 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
  * as the tiles allow (gemm_cpu.cl), so that no last block of a tile or two
  * idles a thread. */
 #define BLOCK_MIN_N 512
-clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gemm_tile tile)
+clt__gemm_blocking clt__cpu_gemm_blocking(int slot, size_t m, size_t n, size_t k, clt__gemm_tile tile)
 {
     clt__gemm_blocking bl = {0, 0};
     size_t l1, l2;
-    clt__cpu_cache_sizes(&l1, &l2);
+    clt__cpu_cache_sizes(slot, &l1, &l2);
     size_t tn = tile.tn < 16 ? (size_t)tile.tn : 16, kc = l1 / (tn * sizeof(float)) / 16 * 16;
     if (kc < 64) kc = 64;
     if (k <= kc || n < BLOCK_MIN_N || m > SIZE_MAX / k / sizeof(float) || m * k * sizeof(float) <= 2 * l2) return bl;
@@ -136,10 +146,10 @@ clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gem
     return bl;
 }
 
-int64_t clt__cpu_gemm_pack_a_bytes(int transpose_a, size_t m, size_t n, size_t k, size_t lda,
+int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda,
                                    clt__gemm_tile tile)
 {
-    size_t tm = (size_t)tile.tm, kc = clt__cpu_gemm_blocking(m, n, k, tile).kc;
+    size_t tm = (size_t)tile.tm, kc = clt__cpu_gemm_blocking(slot, m, n, k, tile).kc;
     if (kc) return (int64_t)((m + tm - 1) / tm * tm * kc * sizeof(float));
     if (k < 16) return 0;
     /* Rows a multiple of 4 KiB apart: a tile's rows fall into the same cache
@@ -152,9 +162,10 @@ int64_t clt__cpu_gemm_pack_a_bytes(int transpose_a, size_t m, size_t n, size_t k
     return (int64_t)((m + tm - 1) / tm * tm * k * sizeof(float));
 }
 
-int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, size_t ldb, clt__gemm_tile tile)
+int64_t clt__cpu_gemm_pack_b_bytes(int slot, int transpose_b, size_t m, size_t n, size_t k, size_t ldb,
+                                   clt__gemm_tile tile)
 {
-    size_t tn = (size_t)tile.tn, kc = clt__cpu_gemm_blocking(m, n, k, tile).kc;
+    size_t tn = (size_t)tile.tn, kc = clt__cpu_gemm_blocking(slot, m, n, k, tile).kc;
     if (kc) return (int64_t)((n + tn - 1) / tn * tn * kc * sizeof(float));
     /* A B used as is whose rows are a multiple of 2 KiB apart: a panel's
      * depths fall into a few cache sets and evict each other (in L1, 64
@@ -168,7 +179,7 @@ int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k
      * from a median 0.57x OpenBLAS to 0.79x with two threads and from
      * 0.56x to 0.77x with one, packed (8 alternating runs each). */
     size_t l1, l2;
-    clt__cpu_cache_sizes(&l1, &l2);
+    clt__cpu_cache_sizes(slot, &l1, &l2);
     size_t pow2 = (ldb * sizeof(float)) & (~(ldb * sizeof(float)) + 1);
     int far = ldb % 512 == 0 || (k > 0 && pow2 > l2 / k);
     if (k == 0 || (!transpose_b && (!far || k < 16))) return 0;
@@ -271,7 +282,7 @@ clt_status clt__cpu_gemm_packed(int slot, clt__gemm_tile tile, int transpose_a, 
     int half = a->dtype == CLT_FLOAT16;
     if (half || !transpose_b || ldb != k) pw = NULL;
     clt__gemm_blocking bl = {0, 0};
-    if (!half) bl = clt__cpu_gemm_blocking(m, n, k, tile);
+    if (!half) bl = clt__cpu_gemm_blocking(slot, m, n, k, tile);
     /* names[set][A as is, transposed, packed][B in place, packed]: set 0
      * float32, 1 float16, 2 the built-in program's 6-row float32 kernels. */
     static const char *const names[3][3][2] = {
@@ -279,7 +290,7 @@ clt_status clt__cpu_gemm_packed(int slot, clt__gemm_tile tile, int transpose_a, 
         {{"gemm_nn_f16", "gemm_np_f16"}, {"gemm_tn_f16", "gemm_tp_f16"}},
         {{"gemm_nn6_f32", "gemm_np6_f32"}}};
     /* Blocked products always pack A, so a_bytes == 0 means A is read in place. */
-    int64_t a_bytes = half ? 0 : clt__cpu_gemm_pack_a_bytes(transpose_a, m, n, k, lda, tile);
+    int64_t a_bytes = half ? 0 : clt__cpu_gemm_pack_a_bytes(slot, transpose_a, m, n, k, lda, tile);
     int in_place = !half && !transpose_a && a_bytes == 0;
     int set = half, built_in = tile.tm == CLT__TILE_BUILT_IN.tm && tile.tn == CLT__TILE_BUILT_IN.tn;
     if (in_place && tile.tm == 6 && tile.tn == CLT__TILE_BUILT_IN.tn) set = 2, built_in = 1;
@@ -314,7 +325,7 @@ clt_status clt__cpu_gemm_packed(int slot, clt__gemm_tile tile, int transpose_a, 
     } else {
         if (a_bytes > 0)
             s = cpu_pack(slot, options, 1, transpose_a, m, k, (size_t)tile.tm, a, 0, lda, &pa);
-        int pack_b = half ? transpose_b : clt__cpu_gemm_pack_b_bytes(transpose_b, m, n, k, ldb, tile) > 0;
+        int pack_b = half ? transpose_b : clt__cpu_gemm_pack_b_bytes(slot, transpose_b, m, n, k, ldb, tile) > 0;
         if (s == CLT_OK && !pw && pack_b)
             s = cpu_pack(slot, options, 0, transpose_b, n, k, (size_t)tile.tn, b, 0, ldb, &pb);
         /* A packed panel's leading dimension is its depth. */

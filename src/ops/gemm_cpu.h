@@ -16,16 +16,20 @@ typedef struct clt__gemm_tile {
 /* The tile cl/gemm_cpu.cl is built with when no -DTM= -DTN= is given. */
 #define CLT__TILE_BUILT_IN ((clt__gemm_tile){12, 32})
 
-/* The data cache sizes, in bytes, of the CPU this process runs on: level 1
- * and level 2 of cpu0 as Linux lists them in /sys/devices/system/cpu/cpu0/
- * cache/ (read once), else 32 KiB and 1 MiB. */
-void clt__cpu_cache_sizes(size_t *l1, size_t *l2);
+/* The data cache sizes, in bytes, that the CPU products on a slot follow:
+ * a described device's (clt_plan_device_describe), else those of the CPU
+ * this process runs on, level 1 and level 2 of cpu0 as Linux lists them in
+ * /sys/devices/system/cpu/cpu0/cache/ (read once), else
+ * clt_device_description_default's (32 KiB and 1 MiB). */
+void clt__cpu_cache_sizes(int slot, size_t *l1, size_t *l2);
 /* For tests: makes clt__cpu_cache_sizes report l1 and l2 bytes (both
- * nonzero), or the sizes read from sysfs again (0, 0). The GEMM's cache
- * blocking (clt__cpu_gemm_blocking) follows them from the next product. */
+ * nonzero) for every slot but a described device's, or the sizes read from
+ * sysfs again (0, 0). The GEMM's cache blocking (clt__cpu_gemm_blocking)
+ * follows them from the next product. */
 void clt__cpu_cache_sizes_override(size_t l1, size_t l2);
 
-/* How the CPU kernels run a large product (op(a) (m,k) beyond twice L2,
+/* How the CPU kernels run a large product on a slot (op(a) (m,k) beyond
+ * twice its L2, clt__cpu_cache_sizes,
  * n >= 512, k > kc): as launches over blocks of kc depths, each work-item
  * walking a row block's tiles against one panel of B (mtiles at most:
  * ceil(tiles / mtiles) blocks, which the kernel makes as even as the tiles
@@ -34,7 +38,7 @@ typedef struct clt__gemm_blocking {
     size_t kc, mtiles;
 } clt__gemm_blocking;
 
-clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gemm_tile tile);
+clt__gemm_blocking clt__cpu_gemm_blocking(int slot, size_t m, size_t n, size_t k, clt__gemm_tile tile);
 
 /* Bytes of the row panels A is packed into for a product on the CPU kernels
  * (op(a) (m,k), a transposed when transpose_a, op(b) (k,n), leading
@@ -46,8 +50,10 @@ clt__gemm_blocking clt__cpu_gemm_blocking(size_t m, size_t n, size_t k, clt__gem
  * 2 KiB apart or its panels too deep for L2 at their rows' stride (16 or
  * more deep) and in blocked products. The memory planner
  * counts the same bytes. */
-int64_t clt__cpu_gemm_pack_a_bytes(int transpose_a, size_t m, size_t n, size_t k, size_t lda, clt__gemm_tile tile);
-int64_t clt__cpu_gemm_pack_b_bytes(int transpose_b, size_t m, size_t n, size_t k, size_t ldb, clt__gemm_tile tile);
+int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda,
+                                   clt__gemm_tile tile);
+int64_t clt__cpu_gemm_pack_b_bytes(int slot, int transpose_b, size_t m, size_t n, size_t k, size_t ldb,
+                                   clt__gemm_tile tile);
 
 /* The CPU kernels with a given tile: c = alpha op(a) op(b) + beta c, plus
  * bias (n, may be NULL) on every row, then ReLU when relu. */

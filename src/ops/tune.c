@@ -48,16 +48,15 @@ static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
  * first so that ties keep it, in this order; the default is not timed twice. */
 static const clt__gemm_tile candidates[] = {{12, 32}, {8, 32}, {6, 32}, {12, 16}, {6, 16}, {4, 16}, {8, 8}, {6, 8}};
 
-static int tile_valid(clt__gemm_tile t)
-{
-    return t.tm >= 1 && t.tm <= 32 && (t.tn == 8 || t.tn == 16 || t.tn == 32);
-}
+static int tile_valid(clt__gemm_tile t) { return clt__cpu_tile_valid(t.tm, t.tn); }
 
 static int tile_eq(clt__gemm_tile a, clt__gemm_tile b) { return a.tm == b.tm && a.tn == b.tn; }
 
 clt__gemm_tile clt__cpu_tile_default(int slot)
 {
-    switch (clt__slot_get(slot)->float_width) {
+    const clt__slot *s = clt__slot_get(slot);
+    if (s->tile_m) return (clt__gemm_tile){s->tile_m, s->tile_n}; /* a described device's own */
+    switch (s->float_width) {
     case 16: return (clt__gemm_tile){12, 32};
     case 8: return (clt__gemm_tile){6, 16};
     case 4: return (clt__gemm_tile){6, 8};
@@ -68,7 +67,7 @@ clt__gemm_tile clt__cpu_tile_default(int slot)
 clt__gemm_tile clt__gemm_tile_default(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda, int half)
 {
     clt__gemm_tile t = clt__cpu_tile_default(slot);
-    if (!half && !transpose_a && t.tm > 6 && clt__cpu_gemm_pack_a_bytes(0, m, n, k, lda, t) == 0) t.tm = 6;
+    if (!half && !transpose_a && t.tm > 6 && clt__cpu_gemm_pack_a_bytes(slot, 0, m, n, k, lda, t) == 0) t.tm = 6;
     return t;
 }
 

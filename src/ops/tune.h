@@ -8,7 +8,8 @@
 #include "../tensor/tensor_internal.h"
 #include "gemm_cpu.h"
 
-/* A slot's default tile, from its native float vector width w
+/* A slot's default tile: a described device's tile_m x tile_n when given
+ * (clt_plan_device_describe), else from its native float vector width w
  * (CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT): two vectors of B per depth (tn =
  * 2w: 32 columns on AVX-512, 16 on AVX2, 8 with 4-float vectors) and as many
  * rows as leave room for them: 12 rows (24 accumulators) with w = 16, whose

@@ -70,6 +70,7 @@ static const char *train_usage =
     "                          that fits with and without checkpointing; train nothing\n"
     "  --plan-for SPEC         --plan for a device this machine need not have: SPEC is cpu or gpu,\n"
     "                          then ,memory=SIZE ,max-alloc=SIZE ,cap=SIZE ,workgroup=N ,width=N\n"
+    "                          ,l1=SIZE ,l2=SIZE (its caches) ,tile=TMxTN (the CPU products' tile)\n"
     "                          (SIZE in bytes or with K, M, G, T: gpu,memory=80G); the rest as\n"
     "                          clt_device_description_default gives (docs/planner.md)\n"
     "  --fp16                  float16 weights and activations, float32 master weights\n"
@@ -430,22 +431,42 @@ static int parse_bytes(const char *p, const char *end, unsigned long long *out)
     return p == end;
 }
 
+/* A plain number (no unit) up to max, ending at end. */
+static int parse_count(const char *p, const char *end, unsigned long long max, unsigned long long *out)
+{
+    return parse_bytes(p, end, out) && end[-1] >= '0' && end[-1] <= '9' && *out <= max;
+}
+
+/* "TMxTN": two plain numbers; their ranges are clt_plan_device_describe's. */
+static int parse_tile(const char *p, const char *end, clt_device_description *d)
+{
+    const char *x = memchr(p, 'x', (size_t)(end - p));
+    unsigned long long tm, tn;
+    if (!x || !parse_count(p, x, INT_MAX, &tm) || !parse_count(x + 1, end, INT_MAX, &tn)) return 0;
+    d->tile_m = (int)tm;
+    d->tile_n = (int)tn;
+    return 1;
+}
+
 /* One key=value of --plan-for into d; 0 for an unknown key or a bad value. */
 static int plan_for_field(const char *item, const char *end, clt_device_description *d, int *max_alloc_given)
 {
-    static const char *const keys[] = {"memory=", "max-alloc=", "cap=", "workgroup=", "width="};
-    for (int k = 0; k < 5; k++) {
+    static const char *const keys[] = {"memory=", "max-alloc=", "cap=", "l1=", "l2=", "workgroup=", "width=",
+                                       "tile="};
+    for (int k = 0; k < 8; k++) {
         size_t n = strlen(keys[k]);
         if ((size_t)(end - item) < n || strncmp(item, keys[k], n) != 0) continue;
         unsigned long long v;
+        if (k == 7) return parse_tile(item + n, end, d);
         /* workgroup and width: a plain number */
-        if (!parse_bytes(item + n, end, &v) || (k >= 3 && (v > UINT_MAX || end[-1] < '0' || end[-1] > '9')))
-            return 0;
+        if (k >= 5 ? !parse_count(item + n, end, UINT_MAX, &v) : !parse_bytes(item + n, end, &v)) return 0;
         if (k == 0) d->global_mem_bytes = v;
         if (k == 1) d->max_alloc_bytes = v, *max_alloc_given = 1;
         if (k == 2) d->cap_bytes = v > LLONG_MAX ? -1 : (long long)v;
-        if (k == 3) d->max_work_group = v;
-        if (k == 4) d->float_width = (unsigned)v;
+        if (k == 3) d->l1_cache_bytes = v;
+        if (k == 4) d->l2_cache_bytes = v;
+        if (k == 5) d->max_work_group = v;
+        if (k == 6) d->float_width = (unsigned)v;
         return 1;
     }
     return 0;
@@ -462,8 +483,9 @@ static int opt_plan_for(train_args *a, const char *c, const char *o, const char 
     for (const char *p = v + head; ok && *p; p += strcspn(p + 1, ",") + 1)
         ok = plan_for_field(p + 1, p + 1 + strcspn(p + 1, ","), &d, &max_alloc_given);
     if (!ok) {
-        fprintf(stderr, "clt %s: %s needs cpu or gpu, then ,memory=SIZE ,max-alloc=SIZE ,cap=SIZE ,workgroup=N "
-                "or ,width=N (SIZE in bytes or with K, M, G, T), not '%s'\n", c, o, v);
+        fprintf(stderr, "clt %s: %s needs cpu or gpu, then ,memory=SIZE ,max-alloc=SIZE ,cap=SIZE ,l1=SIZE "
+                ",l2=SIZE ,workgroup=N ,width=N or ,tile=TMxTN (SIZE in bytes or with K, M, G, T), not '%s'\n",
+                c, o, v);
         return 0;
     }
     /* A quarter of the memory, as clt_device_description_default's, unless that is under 1 MiB. */
