@@ -13,21 +13,22 @@
  *              shaped as C with ldc = N): that ReLU's backward;
  *   8 (ROWSUM) rowsum[i] += the sum of op(A)'s row i, unscaled, added in
  *              depth order (with ta: the column sums of A, a bias gradient).
- * A work-group of WGS x WGS work-items owns a BT x BT block of C; work-item
- * (x, y) keeps the RT x RT values of rows y, y + WGS, ... and columns x,
- * x + WGS, ... in registers. Per BK depths the group stages op(A)'s and
+ * A work-group of WGS x WGS work-items owns a BT x BT block of C, BT = 4
+ * WGS; work-item (x, y) keeps the 4 x 4 values of rows y, y + WGS, ... and
+ * columns x, x + WGS, ... in registers. Per BK depths the group stages op(A)'s and
  * op(B)'s slices in local memory, each read along its rows in memory so
  * that neighbouring work-items load neighbouring addresses, zero past M, N
  * and K. The row sums are made by the work-items of the first block column
  * with x = 0, from the staged slices of A. WGS (16 or 8) is a build option:
- * groups of 256 work-items, or of 64 where the device allows fewer. Float32
- * throughout; portable OpenCL C 1.2. */
+ * groups of 256 work-items and 64 x 64 blocks, or of 64 and 32 x 32 blocks
+ * (where the device allows fewer work-items, or a small C would leave
+ * compute units idle). Float32 throughout; portable OpenCL C 1.2. */
 #ifndef WGS
 #define WGS 16
 #endif
-#define BT 64
+#define RT 4
+#define BT (WGS * RT)
 #define BK 16
-#define RT (BT / WGS)
 #define ITEMS (WGS * WGS)
 
 #define F_BIAS 1
@@ -78,9 +79,10 @@ gemm_gpu_f32(int ta, int tb, ulong m, ulong n, ulong k, float alpha, __global co
             for (int s = 0; s < RT; s++) bv[s] = bs[p][x + s * WGS];
             for (int r = 0; r < RT; r++)
                 for (int s = 0; s < RT; s++) acc[r][s] = fma(av[r], bv[s], acc[r][s]);
-            if (sums)
-                for (int r = 0; r < RT; r++) rs[r] += av[r];
         }
+        if (sums)
+            for (int p = 0; p < BK; p++)
+                for (int r = 0; r < RT; r++) rs[r] += as[p][y + r * WGS];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (int r = 0; r < RT; r++) {

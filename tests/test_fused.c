@@ -451,7 +451,7 @@ START_TEST(test_resmlp_gpu_class)
     clt_device dev = clt_test_device();
     int slot;
     ck_assert_ok(clt__resolve(dev, &slot));
-    clt_test_skip_if(!clt__gemm_gpu_side(slot), "wide-work-groups", "work-groups of fewer than 64 work-items");
+    clt_test_skip_if(!clt__gemm_gpu_side(slot, 1, 1), "wide-work-groups", "work-groups of fewer than 64 work-items");
     ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
     const net a = {.B = 5, .in = 13, .h = 11, .out = 7, .blocks = 3, .head = 1, .tail = 1};
     const net wide = {.B = 33, .in = 20, .h = 257, .out = 3, .blocks = 2, .head = 1, .tail = 1};

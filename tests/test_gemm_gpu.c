@@ -102,7 +102,7 @@ static size_t num_sizes(void)
 /* Side 16 where the device allows 256 work-items (SHIM_MAXWG=64 does not). */
 static int skip_side(int w)
 {
-    return w == 0 && clt__gemm_gpu_side(test_slot()) != 16;
+    return w == 0 && clt__slot_get(test_slot())->max_work_group < 256;
 }
 
 START_TEST(test_transposes_and_edges)
@@ -143,24 +143,26 @@ START_TEST(test_against_clblast)
                            {0, 0, 256, 256, 256}, {0, 0, 256, 256, 10}, {0, 1, 17, 255, 257}, {1, 0, 3, 1, 255}};
     clt_device dev = clt_test_device();
     int slot = test_slot();
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int ta = (int)shapes[s][0], tb = (int)shapes[s][1];
-        int64_t m = shapes[s][2], n = shapes[s][3], k = shapes[s][4];
+    for (size_t s = 0; s < 2 * (sizeof shapes / sizeof shapes[0]); s++) {
+        int wgs = s % 2 ? 8 : 16;
+        if (skip_side(s % 2)) continue;
+        int ta = (int)shapes[s / 2][0], tb = (int)shapes[s / 2][1];
+        int64_t m = shapes[s / 2][2], n = shapes[s / 2][3], k = shapes[s / 2][4];
         float *a = clt_test_random_floats(m * k, 7), *b = clt_test_random_floats(k * n, 8);
         clt_tensor *tav = clt_test_upload(dev, a, ta ? k : m, ta ? m : k), *tbv = clt_test_upload(dev, b, tb ? n : k, tb ? k : n);
         clt_tensor *own, *lib;
         int64_t shape[] = {m, n};
         ck_assert_ok(clt_zeros(&own, dev, CLT_FLOAT32, 2, shape));
         ck_assert_ok(clt_zeros(&lib, dev, CLT_FLOAT32, 2, shape));
-        ck_assert_ok(clt__gemm_gpu(slot, clt__gemm_gpu_side(slot), ta, tb, (size_t)m, (size_t)n, (size_t)k, 1.0f, tav,
+        ck_assert_ok(clt__gemm_gpu(slot, wgs, ta, tb, (size_t)m, (size_t)n, (size_t)k, 1.0f, tav,
                                    (size_t)(ta ? m : k), tbv, (size_t)(tb ? k : n), 0.0f, own, (size_t)n, NULL));
         ck_assert_int_eq(setenv("CLT_DENSE", "clblast", 1), 0);
         ck_assert_ok(clt_gemm_(ta, tb, 1.0f, tav, tbv, 0.0f, lib));
         unsetenv("CLT_DENSE");
         float *x = clt_test_read(own), *y = clt_test_read(lib);
         double err = clt_test_max_rel_err(x, y, m * n);
-        ck_assert_msg(err < TOL, "ta=%d tb=%d m=%lld n=%lld k=%lld: kernel and CLBlast differ by %g", ta, tb,
-                      (long long)m, (long long)n, (long long)k, err);
+        ck_assert_msg(err < TOL, "wgs %d ta=%d tb=%d m=%lld n=%lld k=%lld: kernel and CLBlast differ by %g", wgs, ta,
+                      tb, (long long)m, (long long)n, (long long)k, err);
         free(x);
         free(y);
         free(a);
@@ -175,7 +177,8 @@ START_TEST(test_against_clblast)
 END_TEST
 
 /* Which products take the kernel: GPU-class devices, 0 < m n k <= 2^27,
- * work-groups of 64 or more; CLT_DENSE=clblast keeps CLBlast. */
+ * work-groups of 64 or more; CLT_DENSE=clblast keeps CLBlast. Which
+ * work-group shape: 64 x 64 blocks where C has enough of them. */
 START_TEST(test_choice)
 {
     ck_assert_int_eq(clt__gemm_gpu_fits(256, 256, 784), 1);
@@ -189,7 +192,7 @@ START_TEST(test_choice)
     char *class = was ? strdup(was) : NULL;
     ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
     ck_assert_ok(clt__dense_fuses_backward(slot, 256, 256, 784, &fused));
-    ck_assert_int_eq(fused, clt__gemm_gpu_side(slot) != 0);
+    ck_assert_int_eq(fused, clt__gemm_gpu_side(slot, 256, 256) != 0);
     ck_assert_ok(clt__dense_fuses_backward(slot, 1024, 1024, 1024, &fused));
     ck_assert_int_eq(fused, 0);
     ck_assert_int_eq(setenv("CLT_DENSE", "clblast", 1), 0);
@@ -202,7 +205,10 @@ START_TEST(test_choice)
     if (class) setenv("CLT_DEVICE_CLASS", class, 1);
     else unsetenv("CLT_DEVICE_CLASS");
     free(class);
-    ck_assert_int_eq(clt__gemm_gpu_side(slot), clt__slot_get(slot)->max_work_group >= 256 ? 16 : 8);
+    /* 32 x 32 blocks for a C of one block, 64 x 64 for one of more blocks than any device has units. */
+    size_t most = clt__slot_get(slot)->max_work_group;
+    ck_assert_int_eq(clt__gemm_gpu_side(slot, 1, 1), most >= 64 ? 8 : 0);
+    ck_assert_int_eq(clt__gemm_gpu_side(slot, (size_t)1 << 20, (size_t)1 << 20), most >= 256 ? 16 : most >= 64 ? 8 : 0);
 }
 END_TEST
 

@@ -144,7 +144,7 @@ static clt_status dense_impl(int slot, size_t m, size_t n, size_t k, int *out)
     }
     CLT_TRY(clt__gpu_class(slot, &gpu));
     if (!gpu) *out = DENSE_CPU;
-    else *out = clt__gemm_gpu_fits(m, n, k) && clt__gemm_gpu_side(slot) ? DENSE_GPU : DENSE_CLBLAST;
+    else *out = clt__gemm_gpu_fits(m, n, k) && clt__gemm_gpu_side(slot, m, n) ? DENSE_GPU : DENSE_CLBLAST;
     return CLT_OK;
 }
 
@@ -237,7 +237,7 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
     int impl = DENSE_CPU;
     CLT_TRY(dense_impl(slot, m, n, k, &impl));
     if (impl == DENSE_GPU)
-        return clt__gemm_gpu(slot, clt__gemm_gpu_side(slot), transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb,
+        return clt__gemm_gpu(slot, clt__gemm_gpu_side(slot, m, n), transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb,
                              beta, c, ldc, ep);
     if (ep->a_mask) {
         clt_tensor *masked;

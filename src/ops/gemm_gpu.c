@@ -10,8 +10,8 @@
 #include "../device/device_internal.h"
 #include "gemm_gpu.h"
 
-/* Must match cl/gemm_gpu.cl. */
-#define BT 64
+/* Must match cl/gemm_gpu.cl: a work-group of side wgs owns a block of C of side RT wgs. */
+#define RT 4
 #define F_BIAS 1
 #define F_RELU 2
 #define F_MASK 4
@@ -25,10 +25,15 @@ int clt__gemm_gpu_fits(size_t m, size_t n, size_t k)
     return mnk <= CLT__GEMM_GPU_MAX_MNK;
 }
 
-int clt__gemm_gpu_side(int slot)
+int clt__gemm_gpu_side(int slot, size_t m, size_t n)
 {
-    size_t most = clt__slot_get(slot)->max_work_group;
-    return most >= 256 ? 16 : most >= 64 ? 8 : 0;
+    const clt__slot *s = clt__slot_get(slot);
+    if (s->max_work_group < 64) return 0;
+    if (s->max_work_group < 256) return 8;
+    cl_uint units = 0; /* none known (a planning device): the large blocks */
+    if (clGetDeviceInfo(s->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL) != CL_SUCCESS) units = 0;
+    size_t blocks = (m + 16 * RT - 1) / (16 * RT) * ((n + 16 * RT - 1) / (16 * RT));
+    return blocks < units ? 8 : 16;
 }
 
 static int epilogue_flags(const clt__gemm_fusion *ep)
@@ -61,7 +66,8 @@ clt_status clt__gemm_gpu(int slot, int wgs, int transpose_a, int transpose_b, si
                        CLT_ARG(maskb.mem), CLT_ARG(maskb.off), CLT_ARG(rsb.mem), CLT_ARG(rsb.off),
                        CLT_ARG(amb.mem),   CLT_ARG(amb.off)};
     int nargs = (int)(sizeof args / sizeof args[0]);
-    size_t global[] = {(n + BT - 1) / BT * (size_t)wgs, (m + BT - 1) / BT * (size_t)wgs};
+    size_t bt = RT * (size_t)wgs;
+    size_t global[] = {(n + bt - 1) / bt * (size_t)wgs, (m + bt - 1) / bt * (size_t)wgs};
     size_t local[] = {(size_t)wgs, (size_t)wgs};
     clt_status s = wgs == 16 ? clt__launch(slot, "gemm_gpu", "gemm_gpu_f32", nargs, args, 2, global, local, c)
                              : clt__launch_opts(slot, "gemm_gpu", "-DWGS=8", "gemm_gpu_f32", nargs, args, 2, global,

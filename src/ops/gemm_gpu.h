@@ -27,9 +27,12 @@ typedef struct clt__gemm_fusion {
  * m n k at most CLT__GEMM_GPU_MAX_MNK. */
 int clt__gemm_gpu_fits(size_t m, size_t n, size_t k);
 
-/* The side of the kernel's square work-groups on slot: 16 (256 work-items)
- * where CL_DEVICE_MAX_WORK_GROUP_SIZE allows, else 8 (64); 0 below 64. */
-int clt__gemm_gpu_side(int slot);
+/* The side of the kernel's square work-groups for an (m, n) C on slot: 16
+ * (256 work-items, 64 x 64 blocks of C) where CL_DEVICE_MAX_WORK_GROUP_SIZE
+ * allows and C has at least as many such blocks as the device has compute
+ * units, else 8 (64 work-items, 32 x 32 blocks: four times the work-groups
+ * for a small C); 0 where work-groups of 64 are too many. */
+int clt__gemm_gpu_side(int slot, size_t m, size_t n);
 
 /* c = alpha op(a) op(b) + beta c with ep (may be NULL), as
  * clt__dense_gemm, in one launch of gemm_gpu_f32 with work-groups of side
