@@ -409,6 +409,36 @@ START_TEST(test_cli_caches)
 }
 END_TEST
 
+/* (i) A batch past the largest buffer: with a 128 MiB largest buffer the
+ * largest batches are bound by it, not by the 512 MiB; the report of a
+ * batch that fits still says how far checkpointing goes (planned up to the
+ * largest batch, not one past it), and one whose tensor is past the buffer
+ * has no table, names the tensor, does not fit (exit 1) and says what
+ * does. */
+START_TEST(test_cli_past_largest_buffer)
+{
+    const char *clt = clt_test_clt_path();
+    const char *spec = "cpu,memory=512M,width=16 --hiddens 256";
+    int rc = clt_test_shell(out, sizeof out, "%s train --plan-for %s 2>&1", clt, spec);
+    ck_assert_msg(rc == 0 && strstr(out, "\nfits: 512.0 MiB") && strstr(out, "\ncheckpointing goes "), "exit %d:\n%s",
+                  rc, out);
+    long plain = 0, ckpt = 0;
+    const char *at = strstr(out, "largest batch that fits: ");
+    ck_assert_ptr_nonnull(at);
+    ck_assert_int_eq(sscanf(at, "largest batch that fits: %ld without checkpointing, %ld with", &plain, &ckpt), 2);
+    /* Bound by the buffer: x of plain + 1 examples is past 128 MiB. */
+    ck_assert_msg(plain > 256 && (plain + 1) * 784 * 4 > (128 << 20) / 4, "largest batch %ld", plain);
+    rc = clt_test_shell(out, sizeof out, "%s train --plan-for %s --batch-size 65536 2>&1", clt, spec);
+    char lower[64];
+    snprintf(lower, sizeof lower, "  - lower the batch size to %ld\n", plain);
+    ck_assert_msg(rc == 1 && strstr(out, "  no figures: the step stops at any budget: tensor of ") &&
+                      strstr(out, "exceeds the largest single allocation of plan:cpu(512M) (128.0 MiB)") &&
+                      strstr(out, "\nDOES NOT FIT: 512.0 MiB available, and no budget is enough at this batch\n") &&
+                      strstr(out, lower) && !strstr(out, "  total "),
+                  "exit %d:\n%s", rc, out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan_described");
@@ -421,6 +451,7 @@ int main(void)
     tcase_add_test(tc, test_caches);
     tcase_add_test(tc, test_tile);
     tcase_add_test(tc, test_cli_caches);
+    tcase_add_test(tc, test_cli_past_largest_buffer);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -139,7 +139,10 @@ CLT_API clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, i
 
 /* Writes the plan as a table plus, when budget > 0, whether it fits in it,
  * the largest batch that fits with and without recompute (up to
- * max_batch), and what to change when it does not fit. */
+ * max_batch), and what to change when it does not fit. A batch that
+ * stops with no cap (a tensor past the device's largest buffer) has no
+ * table: the report names the request instead and, given a budget, says
+ * that it does not fit. */
 CLT_API clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch,
                            FILE *out);
 

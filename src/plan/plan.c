@@ -529,22 +529,40 @@ static clt_status peak_at(const clt_model *m, const clt_plan_options *o, const p
 
 /* Exercise 2's "why": what a step holds per example with and without
  * checkpointing (the slope of the allocated peak from batch 1 to the
- * largest that fits) beside what does not grow with the batch. */
+ * largest that fits, b_plain > 1, so that every batch planned runs on the
+ * device) beside what does not grow with the batch. */
 static clt_status why_further(const clt_model *m, const clt_plan_options *o, const plan_device *d, int64_t b_plain,
                               int64_t b_recompute, FILE *out)
 {
     int seg = o->recompute_blocks ? o->recompute_blocks : CLT_RECOMPUTE_AUTO;
     int64_t p1, pb, c1, cb;
     CLT_TRY(peak_at(m, o, d, 0, 1, &p1));
-    CLT_TRY(peak_at(m, o, d, 0, b_plain + 1, &pb));
+    CLT_TRY(peak_at(m, o, d, 0, b_plain, &pb));
     CLT_TRY(peak_at(m, o, d, seg, 1, &c1));
-    CLT_TRY(peak_at(m, o, d, seg, b_recompute + 1, &cb));
-    double per_plain = (double)(pb - p1) / (double)b_plain, per_recompute = (double)(cb - c1) / (double)b_recompute;
+    CLT_TRY(peak_at(m, o, d, seg, b_recompute, &cb));
+    double per_plain = (double)(pb - p1) / (double)(b_plain - 1),
+           per_recompute = (double)(cb - c1) / (double)(b_recompute - 1);
     fprintf(out, "checkpointing goes %.2fx as far: per example a step holds %.1f KiB without checkpointing, %.1f KiB "
                  "with (%.2fx less); %.1f MiB does not grow with the batch\n",
             (double)b_recompute / (double)b_plain, per_plain / 1024, per_recompute / 1024, per_plain / per_recompute,
             (double)(p1 - (int64_t)per_plain) / MIB);
     return CLT_OK;
+}
+
+/* The figures of a step that ran with no cap (runs > 0), else what
+ * stopped the step (0) or a whole run's evaluation (-1), why: a request
+ * past the device's largest buffer, which no budget makes fit. */
+static void print_figures(const clt_plan *p, int runs, const char *why, FILE *out)
+{
+    if (runs <= 0) {
+        fprintf(out, "  no figures: the %s stops at any budget: %s\n", runs < 0 ? "evaluation" : "step", why);
+        return;
+    }
+    fprintf(out, "  weights      %10.1f MiB\n  gradients    %10.1f MiB\n  optimizer    %10.1f MiB\n", p->weights / MIB,
+            p->gradients / MIB, p->optimizer / MIB);
+    fprintf(out, "  batch        %10.1f MiB\n  activations  %10.1f MiB (peak %.1f MiB)\n  temporaries  %10.1f MiB\n",
+            p->batch / MIB, p->activations / MIB, p->peak_activations / MIB, p->temporaries / MIB);
+    fprintf(out, "  total        %10.1f MiB\n", p->peak / MIB);
 }
 
 clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_t budget, int64_t max_batch_size,
@@ -554,7 +572,10 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     plan_device d;
     CLT_TRY(device_of(o, &d));
     clt_plan p;
-    CLT_TRY(plan_with(m, o, &d, 0, &p, NULL));
+    int runs;
+    char why[256] = "";
+    CLT_TRY(plan_with(m, o, &d, 0, &p, &runs));
+    if (runs <= 0) snprintf(why, sizeof why, "%s", clt_last_error());
     char dev[32];
     CLT_TRY(clt_device_name(o->device, dev, sizeof dev));
     int half = o->dtype == CLT_FLOAT16;
@@ -567,30 +588,30 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
         fprintf(out, "  (activation checkpointing: segments of %d block%s%s)\n", p.recompute_blocks,
                 p.recompute_blocks == 1 ? "" : "s",
                 o->recompute_blocks == CLT_RECOMPUTE_AUTO ? ", chosen by auto as about sqrt(blocks)" : "");
-    fprintf(out, "  weights      %10.1f MiB\n  gradients    %10.1f MiB\n  optimizer    %10.1f MiB\n", p.weights / MIB,
-            p.gradients / MIB, p.optimizer / MIB);
-    fprintf(out, "  batch        %10.1f MiB\n  activations  %10.1f MiB (peak %.1f MiB)\n  temporaries  %10.1f MiB\n",
-            p.batch / MIB, p.activations / MIB, p.peak_activations / MIB, p.temporaries / MIB);
-    fprintf(out, "  total        %10.1f MiB\n", p.peak / MIB);
+    print_figures(&p, runs, why, out);
     if (budget <= 0) {
-        fprintf(out, "  reserved     %10.1f MiB (the allocator's segments, from the model's creation on)\n",
-                p.reserved / MIB);
+        if (runs > 0)
+            fprintf(out, "  reserved     %10.1f MiB (the allocator's segments, from the model's creation on)\n",
+                    p.reserved / MIB);
         return CLT_OK;
     }
     /* Under the cap the allocator releases its cache on a miss: what it
      * reserves there is what counts, and what the table shows. */
     clt_plan capped;
-    int fits;
-    CLT_TRY(plan_with(m, o, &d, budget, &capped, &fits));
-    if (fits > 0)
+    int fits = 0;
+    if (runs > 0) CLT_TRY(plan_with(m, o, &d, budget, &capped, &fits));
+    if (runs <= 0)
+        fprintf(out, "DOES NOT FIT: %.1f MiB available, and no budget is enough at this batch\n", budget / MIB);
+    else if (fits > 0)
         fprintf(out, "  reserved     %10.1f MiB (the allocator's segments under the %.1f MiB cap, from the model's "
                 "creation on)\n", capped.reserved / MIB, budget / MIB);
     else
         fprintf(out, "  reserved     %10.1f MiB (the allocator's segments with no cap; under %.1f MiB a request "
                 "fails)\n", p.reserved / MIB, budget / MIB);
-    fprintf(out, "%s: %.1f MiB available (tensors %.0f%%, reserved %.0f%%)\n", fits > 0 ? "fits" : "DOES NOT FIT",
-            budget / MIB, 100.0 * (double)p.peak / (double)budget,
-            100.0 * (double)(fits > 0 ? capped.reserved : p.reserved) / (double)budget);
+    if (runs > 0)
+        fprintf(out, "%s: %.1f MiB available (tensors %.0f%%, reserved %.0f%%)\n", fits > 0 ? "fits" : "DOES NOT FIT",
+                budget / MIB, 100.0 * (double)p.peak / (double)budget,
+                100.0 * (double)(fits > 0 ? capped.reserved : p.reserved) / (double)budget);
     clt_plan_options plain = *o, recompute = *o;
     plain.recompute_blocks = 0;
     if (!recompute.recompute_blocks) recompute.recompute_blocks = CLT_RECOMPUTE_AUTO;
@@ -600,7 +621,7 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     const char *more = " (or more)";
     fprintf(out, "largest batch that fits: %lld without checkpointing%s, %lld with%s\n", (long long)b_plain,
             b_plain == max_batch_size ? more : "", (long long)b_recompute, b_recompute == max_batch_size ? more : "");
-    if (b_plain > 0 && b_recompute > b_plain && b_recompute < max_batch_size)
+    if (b_plain > 1 && b_recompute > b_plain && b_recompute < max_batch_size)
         CLT_TRY(why_further(m, o, &d, b_plain, b_recompute, out));
     if (fits > 0) return CLT_OK;
     fprintf(out, "to fit:\n");
@@ -627,10 +648,12 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
         clt_plan_options h = *o;
         h.dtype = CLT_FLOAT16;
         clt_plan ph;
-        CLT_TRY(plan_with(m, &h, &d, 0, &ph, NULL));
-        if (ph.peak < p.peak) fprintf(out, "  - train in float16 (--fp16): predicted peak %.1f MiB\n", ph.peak / MIB);
+        int half_runs;
+        CLT_TRY(plan_with(m, &h, &d, 0, &ph, &half_runs));
+        if (half_runs > 0 && (runs <= 0 || ph.peak < p.peak))
+            fprintf(out, "  - train in float16 (--fp16): predicted peak %.1f MiB\n", ph.peak / MIB);
     }
-    if (b_plain == 0 && b_recompute == 0)
+    if (b_plain == 0 && b_recompute == 0 && runs > 0)
         fprintf(out, "  - the weights, gradients and optimizer state alone need %.1f MiB: use a smaller model or a "
                      "larger device\n", (p.weights + p.gradients + p.optimizer) / MIB);
     return CLT_OK;
