@@ -258,6 +258,7 @@ START_TEST(test_linear_fold)
         if (i == 2 && clt_test_simulated()) break; /* CLBlast does not run on the simulator */
         check_linear_fold(impls[i], 5, 13, 7);
         check_linear_fold(impls[i], 33, 257, 65);
+        check_linear_fold(impls[i], 0, 3, 2); /* an empty batch: dw and db stay, dx is empty */
     }
     clt_test_assert_no_live_tensors();
 }
