@@ -15,10 +15,10 @@
  *              depth order (with ta: the column sums of A, a bias gradient).
  * A work-group of WGS x WGS work-items owns a BT x BT block of C, BT = 4
  * WGS; work-item (x, y) keeps the 4 x 4 values of rows y, y + WGS, ... and
- * columns x, x + WGS, ... in registers. Per BK depths the group stages op(A)'s and
- * op(B)'s slices in local memory, each read along its rows in memory so
- * that neighbouring work-items load neighbouring addresses, zero past M, N
- * and K. The row sums are made by the work-items of the first block column
+ * columns x, x + WGS, ... in registers. Per BK depths the group stages
+ * op(A)'s and op(B)'s slices in local memory, each read along its rows in
+ * memory so that neighbouring work-items load neighbouring addresses, zero
+ * past M, N and K. The row sums are made by the work-items of the first block column
  * with x = 0, from the staged slices of A. WGS (16 or 8) is a build option:
  * groups of 256 work-items and 64 x 64 blocks, or of 64 and 32 x 32 blocks
  * (where the device allows fewer work-items, or a small C would leave
