@@ -12,7 +12,6 @@
 
 #include "device/device_internal.h"
 #include "ops/gemm_cpu.h"
-#include "ops/ops_internal.h"
 #include "ops/tune.h"
 #include "support.h"
 
@@ -168,15 +167,6 @@ START_TEST(test_memory_honoured)
 }
 END_TEST
 
-/* 1 when dev's products run the CPU kernels, whose blocking follows the caches. */
-static int cpu_products(clt_device dev)
-{
-    int slot, cpu = 0;
-    ck_assert_ok(clt__resolve(dev, &slot));
-    ck_assert_ok(clt__dense_cpu(slot, &cpu));
-    return cpu;
-}
-
 /* A whole run of an MLP with one hidden layer of 512 at batch 256 on dev,
  * every product its default tile. Its first product, x w^T (256 x 784 ->
  * 512), is blocked with an L2 of 64 KiB (x, 784 KiB, is past twice that)
@@ -204,8 +194,8 @@ static void plan_wide(clt_device dev, clt_plan *p)
  * panels' bytes. */
 START_TEST(test_caches)
 {
-    clt_test_skip_if(!cpu_products(clt_test_device()), "the CPU GEMM kernels",
-                     "products on %s run CLBlast, which follows no cache sizes", clt_test_cpu_name());
+    /* The CPU kernels in either class (the GPU class's own products follow no caches). */
+    ck_assert_int_eq(setenv("CLT_DENSE", "cpu", 1), 0);
     clt_device_description d = describe_test_device();
     clt_device as_is, small;
     ck_assert_ok(clt_plan_device_describe(&d, &as_is));
@@ -227,6 +217,7 @@ START_TEST(test_caches)
     ck_assert_msg(described.peak > own.peak && described.peak - own.peak <= panels,
                   "peak %lld with a 64 KiB L2, %lld with this machine's; A's panels %lld bytes",
                   (long long)described.peak, (long long)own.peak, (long long)panels);
+    ck_assert_int_eq(unsetenv("CLT_DENSE"), 0);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -237,8 +228,7 @@ END_TEST
  * (whose tile that is), and not as the test device. */
 START_TEST(test_tile)
 {
-    clt_test_skip_if(!cpu_products(clt_test_device()), "the CPU GEMM kernels",
-                     "products on %s run CLBlast, which has no tile", clt_test_cpu_name());
+    ck_assert_int_eq(setenv("CLT_DENSE", "cpu", 1), 0); /* as in test_caches */
     int slot;
     ck_assert_ok(clt__resolve(clt_test_device(), &slot));
     clt__gemm_tile own = clt__cpu_tile_default(slot);
@@ -270,6 +260,7 @@ START_TEST(test_tile)
         ck_assert_msg(a.peak != b.peak || a.eval_peak != b.eval_peak, "a 6 x 8 tile planned as %d x %d", own.tm,
                       own.tn);
     }
+    ck_assert_int_eq(unsetenv("CLT_DENSE"), 0);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
