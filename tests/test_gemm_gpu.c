@@ -62,8 +62,11 @@ static void check_one(int wgs, int ta, int tb, int64_t m, int64_t n, int64_t k, 
     clt_tensor *tam = clt_test_upload(dev, amask, ta ? k : m, ta ? m : k);
     if (flags & AMASK)
         for (int64_t i = 0; i < m * k; i++) a[i] = amask[i] > 0.0f ? a[i] : 0.0f;
-    clt__gemm_fusion ep = {.a_mask = flags & AMASK ? tam : NULL, .bias = flags & BIAS ? tbias : NULL, .relu = (flags & RELU) != 0,
-                        .mask = flags & MASK ? tmask : NULL, .rowsum = flags & ROWSUM ? trs : NULL};
+    clt__gemm_fusion ep = {.a_mask = flags & AMASK ? tam : NULL,
+                           .bias = flags & BIAS ? tbias : NULL,
+                           .relu = (flags & RELU) != 0,
+                           .mask = flags & MASK ? tmask : NULL,
+                           .rowsum = flags & ROWSUM ? trs : NULL};
     ck_assert_ok(clt__gemm_gpu(test_slot(), wgs, ta, tb, (size_t)m, (size_t)n, (size_t)k, 0.75f, ta_,
                                (size_t)(ta ? m : k), tb_, (size_t)(tb ? k : n), beta, tc, (size_t)n, &ep));
     clt_test_ref_gemm(ta, tb, m, n, k, 0.75f, a, b, beta, c);
@@ -149,7 +152,8 @@ START_TEST(test_against_clblast)
         int ta = (int)shapes[s / 2][0], tb = (int)shapes[s / 2][1];
         int64_t m = shapes[s / 2][2], n = shapes[s / 2][3], k = shapes[s / 2][4];
         float *a = clt_test_random_floats(m * k, 7), *b = clt_test_random_floats(k * n, 8);
-        clt_tensor *tav = clt_test_upload(dev, a, ta ? k : m, ta ? m : k), *tbv = clt_test_upload(dev, b, tb ? n : k, tb ? k : n);
+        clt_tensor *tav = clt_test_upload(dev, a, ta ? k : m, ta ? m : k);
+        clt_tensor *tbv = clt_test_upload(dev, b, tb ? n : k, tb ? k : n);
         clt_tensor *own, *lib;
         int64_t shape[] = {m, n};
         ck_assert_ok(clt_zeros(&own, dev, CLT_FLOAT32, 2, shape));

@@ -21,7 +21,8 @@
 int clt__gemm_gpu_fits(size_t m, size_t n, size_t k)
 {
     int64_t mn, mnk;
-    if (m == 0 || n == 0 || k == 0 || clt__mul_i64((int64_t)m, (int64_t)n, &mn) || clt__mul_i64(mn, (int64_t)k, &mnk)) return 0;
+    if (m == 0 || n == 0 || k == 0 || clt__mul_i64((int64_t)m, (int64_t)n, &mn) || clt__mul_i64(mn, (int64_t)k, &mnk))
+        return 0;
     return mnk <= CLT__GEMM_GPU_MAX_MNK;
 }
 
@@ -48,8 +49,9 @@ clt_status clt__gemm_gpu(int slot, int wgs, int transpose_a, int transpose_b, si
                          clt_tensor *c, size_t ldc, const clt__gemm_fusion *ep)
 {
     if (wgs != 16 && wgs != 8)
-        return clt__fail(CLT_ERR_UNSUPPORTED, "gemm_gpu_f32 (m=%zu, n=%zu, k=%zu) on %s: work-groups of side %d, not 16 or 8",
-                         m, n, k, clt__slot_get(slot)->name, wgs);
+        return clt__fail(CLT_ERR_UNSUPPORTED,
+                         "gemm_gpu_f32 (m=%zu, n=%zu, k=%zu) on %s: work-groups of side %d, not 16 or 8", m, n, k,
+                         clt__slot_get(slot)->name, wgs);
     clt__buf ab = clt__tensor_buf(a), bb = clt__tensor_buf(b), cb = clt__tensor_buf(c);
     clt__buf biasb = ep && ep->bias ? clt__tensor_buf(ep->bias) : cb;
     clt__buf maskb = ep && ep->mask ? clt__tensor_buf(ep->mask) : cb;
