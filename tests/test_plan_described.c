@@ -14,6 +14,7 @@
 #include "ops/gemm_cpu.h"
 #include "ops/tune.h"
 #include "support.h"
+#include "trainer/step.h"
 
 static char out[1 << 16];
 
@@ -167,11 +168,11 @@ START_TEST(test_memory_honoured)
 }
 END_TEST
 
-/* A whole run of an MLP with one hidden layer of 512 at batch 256 on dev,
- * every product its default tile. Its first product, x w^T (256 x 784 ->
+/* A step (a whole run when whole) of an MLP with one hidden layer of 512
+ * at batch 256 on dev, every product its default tile. Its first product, x w^T (256 x 784 ->
  * 512), is blocked with an L2 of 64 KiB (x, 784 KiB, is past twice that)
  * and not with 1 MiB or more. */
-static void plan_wide(clt_device dev, clt_plan *p)
+static void plan_wide(clt_device dev, int whole, clt_plan *p)
 {
     ck_assert_int_eq(setenv("CLT_TUNE", "0", 1), 0);
     clt_model *m;
@@ -179,19 +180,49 @@ static void plan_wide(clt_device dev, clt_plan *p)
     ck_assert_ok(clt_model_create_mlp(&m, clt_test_device(), 784, 1, &width, 10, 1));
     clt_plan_options o = clt_plan_default_options();
     o.batch_size = 256;
-    o.whole_run = 1;
+    o.whole_run = whole;
     o.device = dev;
     ck_assert_ok(clt_plan_step(m, &o, p));
     clt_model_free(m);
 }
 
-/* (f) The caches reach the blocking: a described CPU with this machine's
- * L1 and an L2 of 64 KiB plans as the test device does under
+/* The allocated peak of the second of two real training steps of
+ * plan_wide's model on the test device, with SGD as plan_wide plans it. */
+static int64_t measured_wide_peak(void)
+{
+    clt_device dev = clt_test_device();
+    int64_t n = 256, xs[2] = {256, 784}, width = 512, one = 1;
+    clt_model *m;
+    ck_assert_ok(clt_model_create_mlp(&m, dev, xs[1], 1, &width, 10, 1));
+    clt_optimizer *opt;
+    ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.01f, 0.0f, 0.0f));
+    clt_tensor *loss_sum = NULL;
+    ck_assert_ok(clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one));
+    for (int step = 0; step < 2; step++) {
+        if (step == 1) ck_assert_ok(clt_memory_reset_peak(dev));
+        clt__step_tensors t = {0};
+        ck_assert_ok(clt_zeros(&t.x, dev, CLT_FLOAT32, 2, xs));
+        ck_assert_ok(clt_zeros(&t.y, dev, CLT_INT32, 1, &n));
+        clt__step_options so = {0};
+        ck_assert_ok(clt__train_step(m, opt, &t, loss_sum, 0, &so));
+        clt__step_tensors_release(&t);
+    }
+    int64_t peak = clt_memory_max_allocated(dev);
+    clt_tensor_release(loss_sum);
+    clt_optimizer_free(opt);
+    clt_model_free(m);
+    return peak;
+}
+
+/* (f) The caches reach the blocking: a described device as the test
+ * device (its class), with this machine's L1 and an L2 of 64 KiB, the
+ * products on the CPU kernels (CLT_DENSE=cpu), plans as the test device does under
  * clt__cpu_cache_sizes_override with the same caches (every figure, to the
- * byte), which is not as it does with its own: blocked, the first product
- * packs its A into panels of kc depths (kc = L1 / 16 floats, rounded down
- * to 16, at least 64), which raises the step's peak by at most those
- * panels' bytes. */
+ * byte), and its peak is what a real step allocates there then; which is
+ * not as it plans with its own caches: blocked, the first product
+ * packs its A into panels of kc depths (kc = L1 / min(TN, 16) floats,
+ * rounded down to 16, at least 64), which raises the whole run's peak by
+ * at most those panels' bytes. */
 START_TEST(test_caches)
 {
     /* The CPU kernels in either class (the GPU class's own products follow no caches). */
@@ -203,12 +234,16 @@ START_TEST(test_caches)
     ck_assert_ok(clt_plan_device_describe(&d, &small));
     ck_assert(!clt_device_equal(as_is, small)); /* another description, another device */
     clt_plan own, forced, described;
-    plan_wide(clt_test_device(), &own);
+    plan_wide(clt_test_device(), 1, &own);
     clt__cpu_cache_sizes_override((size_t)d.l1_cache_bytes, (size_t)d.l2_cache_bytes);
-    plan_wide(clt_test_device(), &forced);
+    plan_wide(clt_test_device(), 1, &forced);
+    int64_t measured = measured_wide_peak();
     clt__cpu_cache_sizes_override(0, 0);
-    plan_wide(small, &described);
+    plan_wide(small, 1, &described);
     assert_same_plan(&described, &forced, "a 64 KiB L2, described and forced");
+    clt_plan step; /* the step alone, as measured (a whole run may hold the training set too) */
+    plan_wide(small, 0, &step);
+    ck_assert_int_eq(step.peak, measured);
     int slot;
     ck_assert_ok(clt__resolve(small, &slot));
     clt__gemm_tile tile = clt__cpu_tile_default(slot);
@@ -255,8 +290,8 @@ START_TEST(test_tile)
     assert_plans_equal(narrow, width4, "the tile 6 x 8, given and from width 4");
     if (own.tn != 8) {
         clt_plan a, b;
-        plan_wide(narrow, &a);
-        plan_wide(clt_test_device(), &b);
+        plan_wide(narrow, 1, &a);
+        plan_wide(clt_test_device(), 1, &b);
         ck_assert_msg(a.peak != b.peak || a.eval_peak != b.eval_peak, "a 6 x 8 tile planned as %d x %d", own.tm,
                       own.tn);
     }
