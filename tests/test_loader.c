@@ -435,6 +435,102 @@ START_TEST(test_epoch_without_sync_points)
 }
 END_TEST
 
+/* The bytes of a tensor, read back (nbytes of them, +1 so a size of 0 mallocs). */
+static void *bytes_of(const clt_tensor *t)
+{
+    void *out = malloc(clt_tensor_nbytes(t) + 1);
+    ck_assert_ok(clt_to_host(t, out, clt_tensor_nbytes(t)));
+    return out;
+}
+
+static void same_tensor(const clt_tensor *a, const clt_tensor *b)
+{
+    ck_assert_int_eq(clt_tensor_dtype(a), clt_tensor_dtype(b));
+    ck_assert_int_eq(clt_tensor_ndim(a), clt_tensor_ndim(b));
+    for (int d = 0; d < clt_tensor_ndim(a); d++) ck_assert_int_eq(clt_tensor_dim(a, d), clt_tensor_dim(b, d));
+    void *x = bytes_of(a), *y = bytes_of(b);
+    ck_assert_msg(memcmp(x, y, clt_tensor_nbytes(a)) == 0, "the resident batch differs from the host loader's");
+    free(x);
+    free(y);
+}
+
+/* Two epochs of ds through a resident loader and a host one on a
+ * GPU-class device: the same batches to the bit, the resident one
+ * launching one kernel (cl/gather.cl) per batch. */
+static void resident_matches_host(const clt_dataset *ds, clt_loader_options o)
+{
+    clt_device dev = clt_try_gpu(0);
+    clt_loader *res, *host;
+    clt_loader_options h = o;
+    h.resident = 0;
+    o.resident = 1;
+    ck_assert_ok(clt_loader_create(&res, ds, dev, &o));
+    ck_assert_ok(clt_loader_create(&host, ds, dev, &h));
+    uint64_t kernels = 0, batches = 0;
+    for (int k = 0; k < 2 * (clt_loader_num_batches(res) + 1); k++) {
+        clt_tensor *x, *y, *hx, *hy;
+        clt_test_kernels_start();
+        ck_assert_ok(clt_loader_next(res, &x, &y));
+        kernels += clt_test_kernels_stop();
+        ck_assert_ok(clt_loader_next(host, &hx, &hy));
+        ck_assert((x == NULL) == (hx == NULL));
+        if (x) {
+            batches++;
+            same_tensor(x, hx);
+            same_tensor(y, hy);
+        }
+        clt_tensor_release(x);
+        clt_tensor_release(y);
+        clt_tensor_release(hx);
+        clt_tensor_release(hy);
+    }
+    ck_assert_int_eq(batches, 2 * clt_loader_num_batches(res));
+    ck_assert_int_eq(kernels, batches);
+    clt_loader_free(res);
+    clt_loader_free(host);
+    clt_test_assert_no_live_tensors();
+}
+
+/* On the GPU class (CLT_DEVICE_CLASS=gpu): images, a float32 table with
+ * int32 classes, and a regression's targets, shuffled, with a limit and a
+ * partial last batch, 4-D and flattened. */
+START_TEST(test_resident_matches_host)
+{
+    const char *was = getenv("CLT_DEVICE_CLASS");
+    char *old = was ? strdup(was) : NULL;
+    setenv("CLT_DEVICE_CLASS", "gpu", 1);
+    clt_dataset img = make_dataset(301, 5, 7);
+    clt_loader_options o = clt_loader_default_options();
+    o.batch_size = 64;
+    o.seed = 11;
+    resident_matches_host(&img, o);
+    o.flatten = 1;
+    o.limit = 200;
+    resident_matches_host(&img, o);
+    clt_dataset_free(&img);
+
+    enum { N = 97, W = 6, K = 3 };
+    clt_dataset tab = {.n = N, .rows = 1, .cols = W, .num_classes = 4};
+    tab.x = malloc(N * W * sizeof *tab.x);
+    tab.classes = malloc(N * sizeof *tab.classes);
+    tab.values = malloc(N * K * sizeof *tab.values);
+    for (int i = 0; i < N * W; i++) tab.x[i] = (float)i * 0.37f - 11.0f;
+    for (int i = 0; i < N; i++) tab.classes[i] = i % 4;
+    for (int i = 0; i < N * K; i++) tab.values[i] = (float)i / 7.0f;
+    o = clt_loader_default_options();
+    o.batch_size = 10;
+    resident_matches_host(&tab, o);
+    tab.task = CLT_TASK_REGRESS;
+    tab.outputs = K;
+    tab.num_classes = 0;
+    resident_matches_host(&tab, o);
+    clt_dataset_free(&tab);
+    if (old) setenv("CLT_DEVICE_CLASS", old, 1);
+    else unsetenv("CLT_DEVICE_CLASS");
+    free(old);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loader");
@@ -444,6 +540,7 @@ int main(void)
     tcase_add_test(tc, test_shards);
     tcase_add_test(tc, test_fashion_mnist_files);
     tcase_add_test(tc, test_epoch_without_sync_points);
+    tcase_add_test(tc, test_resident_matches_host);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -6,6 +6,7 @@
 #include "cltensor/async.h"
 #include "cltensor/data.h"
 #include "cltensor/memory.h"
+#include "resident.h"
 
 /* Batches are staged in pinned host buffers and copied to the device without
  * waiting. A buffer is reused once its copy has finished (asked without
@@ -21,7 +22,8 @@
 #define MAX_STAGING_BYTES ((int64_t)256 << 20)
 
 typedef struct staging {
-    clt_tensor *x, *y; /* pinned: (most, pixels) float32 and (most) int32 or (most, outputs) float32 */
+    clt_tensor *x, *y; /* pinned: (most, pixels) float32 and (most) int32 or (most, outputs) float32; with
+                          the set resident, x is (most) int32 example indices and y is NULL */
 } staging;
 
 struct clt_loader {
@@ -38,6 +40,7 @@ struct clt_loader {
     int64_t most;    /* rows of a staging buffer: the largest shard of a global batch (the batch itself
                         when world is 1) */
     float scale[256]; /* pixel value -> [0, 1] */
+    clt__resident *resident; /* the set on the device (resident.h), or NULL: the host path */
 };
 
 /* Appends a staging buffer to the ring, at next_stage (the next one used). */
@@ -49,13 +52,18 @@ static clt_status add_stage(clt_loader *l)
     int64_t xshape[2] = {l->most, l->pixels}, yshape[2] = {l->most, l->outputs};
     staging st = {NULL, NULL};
     clt_device pinned = clt__pinned_beside(l->dev);
-    clt_status s = clt_empty(&st.x, pinned, CLT_FLOAT32, 2, xshape);
-    if (s == CLT_OK)
-        s = l->outputs ? clt_empty(&st.y, pinned, CLT_FLOAT32, 2, yshape) : clt_empty(&st.y, pinned, CLT_INT32, 1, yshape);
-    if (s != CLT_OK) {
-        clt_tensor_release(st.x);
-        clt_tensor_release(st.y);
-        return s;
+    if (l->resident) {
+        clt_status s = clt_empty(&st.x, pinned, CLT_INT32, 1, &l->most);
+        if (s != CLT_OK) return s;
+    } else {
+        clt_status s = clt_empty(&st.x, pinned, CLT_FLOAT32, 2, xshape);
+        if (s == CLT_OK)
+            s = l->outputs ? clt_empty(&st.y, pinned, CLT_FLOAT32, 2, yshape) : clt_empty(&st.y, pinned, CLT_INT32, 1, yshape);
+        if (s != CLT_OK) {
+            clt_tensor_release(st.x);
+            clt_tensor_release(st.y);
+            return s;
+        }
     }
     memmove(&l->stage[l->next_stage + 1], &l->stage[l->next_stage],
             (size_t)(l->nstages - l->next_stage) * sizeof *l->stage);
@@ -96,7 +104,7 @@ static clt_status take_stage(clt_loader *l, staging **out)
     staging *st = &l->stage[l->next_stage];
     const char *api = "clt_loader_next (every pinned staging buffer in flight)";
     CLT_TRY(clt__pinned_writable(st->x, 1, api));
-    CLT_TRY(clt__pinned_writable(st->y, 1, api));
+    if (st->y) CLT_TRY(clt__pinned_writable(st->y, 1, api));
     *out = st;
     return CLT_OK;
 }
@@ -104,7 +112,7 @@ static clt_status take_stage(clt_loader *l, staging **out)
 clt_loader_options clt_loader_default_options(void)
 {
     clt_loader_options o = {.batch_size = 256, .shuffle = 1, .seed = 0, .limit = 0, .rank = 0, .world = 1,
-                            .flatten = 0};
+                            .flatten = 0, .resident = 1};
     return o;
 }
 
@@ -183,7 +191,13 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld examples", op, (long long)l->n);
     }
     l->most = most;
-    int64_t stage_bytes = most * (l->pixels + (l->outputs ? l->outputs : 1)) * 4;
+    for (int v = 0; v < 256; v++) l->scale[v] = (float)v / 255.0f;
+    clt_status made = opt->resident ? clt__resident_create(&l->resident, ds, l->n, opt->world, dev, l->scale) : CLT_OK;
+    if (made != CLT_OK) {
+        clt_loader_free(l);
+        return made;
+    }
+    int64_t stage_bytes = l->resident ? most * 4 : most * (l->pixels + (l->outputs ? l->outputs : 1)) * 4;
     int64_t max_stages = MAX_STAGING_BYTES / (stage_bytes ? stage_bytes : 1);
     l->max_stages = max_stages < FIRST_STAGES ? FIRST_STAGES : max_stages > 4096 ? 4096 : (int)max_stages;
     for (int i = 0; i < FIRST_STAGES; i++) {
@@ -193,7 +207,6 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
             return s;
         }
     }
-    for (int v = 0; v < 256; v++) l->scale[v] = (float)v / 255.0f;
     make_order(l);
     *out = l;
     return CLT_OK;
@@ -208,6 +221,7 @@ void clt_loader_free(clt_loader *l)
         clt_tensor_release(l->stage[i].y);
     }
     free(l->stage);
+    clt__resident_free(l->resident);
     free(l);
 }
 
@@ -235,18 +249,26 @@ clt_status clt_loader_set_position(clt_loader *l, int64_t epoch, int64_t batch)
     return CLT_OK;
 }
 
+/* This rank's share of global batch b: positions [*lo, *hi) of the epoch's order. */
+static void shard(const clt_loader *l, int64_t b, int64_t *lo, int64_t *hi)
+{
+    int64_t start = b * l->opt.batch_size;
+    int64_t len = l->n - start < l->opt.batch_size ? l->n - start : l->opt.batch_size;
+    *lo = start + len * l->opt.rank / l->opt.world;
+    *hi = start + len * (l->opt.rank + 1) / l->opt.world;
+}
+
 /* Fills xs/ys with this rank's share of global batch b and returns its
  * size. Reads only the loader's fixed state and the epoch's order. */
 static int64_t prepare(const clt_loader *l, int64_t b, float *xs, void *ys)
 {
     const clt_dataset *ds = l->ds;
-    int64_t start = b * l->opt.batch_size;
-    int64_t len = l->n - start < l->opt.batch_size ? l->n - start : l->opt.batch_size;
-    int64_t lo = len * l->opt.rank / l->opt.world, hi = len * (l->opt.rank + 1) / l->opt.world;
+    int64_t lo, hi;
+    shard(l, b, &lo, &hi);
     /* A planning device's staging has no storage, and no kernel reads values there. */
     if (l->dev.type == CLT_DEVICE_PLAN) return hi - lo;
     for (int64_t k = lo; k < hi; k++) {
-        int64_t idx = l->order[start + k];
+        int64_t idx = l->order[k];
         float *dst = xs + (k - lo) * l->pixels;
         if (ds->images) {
             const uint8_t *img = ds->images + idx * l->pixels;
@@ -260,6 +282,17 @@ static int64_t prepare(const clt_loader *l, int64_t b, float *xs, void *ys)
         else
             ((int32_t *)ys)[k - lo] = ds->labels ? ds->labels[idx] : ds->classes[idx];
     }
+    return hi - lo;
+}
+
+/* With the set resident: the example indices of this rank's share of
+ * global batch b into idx; returns its size. */
+static int64_t prepare_indices(const clt_loader *l, int64_t b, int32_t *idx)
+{
+    int64_t lo, hi;
+    shard(l, b, &lo, &hi);
+    if (l->dev.type != CLT_DEVICE_PLAN)
+        for (int64_t k = lo; k < hi; k++) idx[k - lo] = (int32_t)l->order[k];
     return hi - lo;
 }
 
@@ -277,6 +310,20 @@ static clt_status send(clt_tensor *pinned, int64_t count, int ndim, const int64_
     return s;
 }
 
+/* With the set resident: the count indices staged in idx go to the device
+ * without waiting, and one kernel there makes the batch, x in xshape. */
+static clt_status gather(const clt_loader *l, clt_tensor *idx, int64_t count, int xdims, const int64_t *xshape,
+                         clt_tensor **x, clt_tensor **y)
+{
+    clt_tensor *on_dev = NULL, *rows = NULL;
+    clt_status s = send(idx, count, 1, &count, l->dev, &on_dev);
+    if (s == CLT_OK) s = clt__resident_gather(l->resident, on_dev, count, &rows, y);
+    if (s == CLT_OK) s = clt_reshape(x, rows, xdims, xshape);
+    clt_tensor_release(rows);
+    clt_tensor_release(on_dev);
+    return s;
+}
+
 clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y)
 {
     const char *op = "clt_loader_next";
@@ -287,8 +334,8 @@ clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y)
     if (l->next_batch >= l->num_batches) return clt_loader_set_epoch(l, l->epoch + 1);
     staging *st;
     CLT_TRY(take_stage(l, &st));
-    void *xs = clt__pinned_ptr(st->x), *ys = clt__pinned_ptr(st->y);
-    int64_t count = prepare(l, l->next_batch, xs, ys);
+    int64_t count = l->resident ? prepare_indices(l, l->next_batch, clt__pinned_ptr(st->x))
+                                : prepare(l, l->next_batch, clt__pinned_ptr(st->x), clt__pinned_ptr(st->y));
     int64_t xshape[1 + CLT_DATASET_MAX_DIMS] = {count, 1, l->ds->rows, l->ds->cols}, flat[2] = {count, l->pixels};
     int xdims = 4;
     if (l->ds->example_ndim > 2 && l->ds->example_ndim <= CLT_DATASET_MAX_DIMS) {
@@ -296,9 +343,11 @@ clt_status clt_loader_next(clt_loader *l, clt_tensor **x, clt_tensor **y)
         memcpy(xshape + 1, l->ds->example_shape, (size_t)l->ds->example_ndim * sizeof *xshape);
     }
     int64_t yshape[2] = {count, l->outputs};
-    clt_status s = l->opt.flatten ? send(st->x, count, 2, flat, l->dev, x)
-                                  : send(st->x, count, xdims, xshape, l->dev, x);
-    if (s == CLT_OK) s = send(st->y, count, l->outputs ? 2 : 1, yshape, l->dev, y);
+    clt_status s = l->resident ? gather(l, st->x, count, l->opt.flatten ? 2 : xdims, l->opt.flatten ? flat : xshape,
+                                        x, y)
+                   : l->opt.flatten ? send(st->x, count, 2, flat, l->dev, x)
+                                    : send(st->x, count, xdims, xshape, l->dev, x);
+    if (s == CLT_OK && !l->resident) s = send(st->y, count, l->outputs ? 2 : 1, yshape, l->dev, y);
     if (s != CLT_OK) {
         clt_tensor_release(*x);
         clt_tensor_release(*y);

@@ -95,21 +95,26 @@ static int longest_segment(const clt_model *c)
 }
 
 /* The examples of a whole run (plan_internal.h): one batch, or two
- * evaluation batches when they are more. */
+ * evaluation batches when they are more, or the training set's examples
+ * when they are more still (the trainer's loader uses only train_examples
+ * of them: clt__plan_trainer_options' limit). */
 clt_status clt__plan_dataset(clt_dataset *ds, const clt_plan_options *o, int64_t eval, int64_t in, int64_t outputs)
 {
-    int regress = o->task == CLT_TASK_REGRESS;
+    int regress = o->task == CLT_TASK_REGRESS, floats = o->train_value_bytes == 4;
     int64_t n = o->batch_size > 2 * eval ? o->batch_size : 2 * eval, bytes, targets;
-    if (clt__mul_i64(n, in, &bytes) != 0 || (uint64_t)bytes > SIZE_MAX || clt__mul_i64(n, outputs, &targets) != 0 ||
+    if (o->train_examples > n) n = o->train_examples;
+    if (clt__mul_i64(n, in, &bytes) != 0 || clt__mul_i64(bytes, floats ? 4 : 1, &bytes) != 0 ||
+        (uint64_t)bytes > SIZE_MAX || clt__mul_i64(n, outputs, &targets) != 0 ||
         (uint64_t)targets > SIZE_MAX / sizeof(float) || outputs > INT32_MAX)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_plan_step: %lld examples of %lld values are too many to plan",
                          (long long)n, (long long)in);
     *ds = (clt_dataset){.n = n, .rows = 1, .cols = in, .num_classes = regress ? 0 : (int)outputs, .task = o->task,
                         .outputs = regress ? outputs : 0};
-    ds->images = calloc((size_t)bytes, 1);
+    if (floats) ds->x = calloc((size_t)bytes, 1);
+    else ds->images = calloc((size_t)bytes, 1);
     if (regress) ds->values = calloc((size_t)targets, sizeof(float));
     else ds->labels = calloc((size_t)n, 1);
-    if (ds->images && (ds->labels || ds->values)) return CLT_OK;
+    if ((ds->images || ds->x) && (ds->labels || ds->values)) return CLT_OK;
     clt_dataset_free(ds);
     return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_plan_step: out of host memory for %lld examples of %lld values",
                      (long long)n, (long long)in);
@@ -125,6 +130,7 @@ clt_trainer_options clt__plan_trainer_options(const clt_plan_options *o)
     to.fp16 = o->dtype == CLT_FLOAT16;
     to.recompute_blocks = o->recompute_blocks;
     to.shuffle = 0;
+    to.train_limit = o->whole_run ? o->train_examples : 0;
     return to;
 }
 

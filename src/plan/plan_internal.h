@@ -7,7 +7,8 @@
 #include "cltensor/plan.h"
 #include "cltensor/trainer.h"
 
-/* *ds: max(o->batch_size, 2 * eval) examples of `in` zero bytes each (a
+/* *ds: max(o->batch_size, 2 * eval, o->train_examples) examples of `in`
+ * zero values each, bytes or with o->train_value_bytes 4 float32 (a
  * planning device's loader writes no values: only the shapes count), with
  * o->task's targets for `outputs` outputs; clt_dataset_free releases it.
  * CLT_ERR_INVALID_ARGUMENT when the sizes overflow, CLT_ERR_OUT_OF_MEMORY. */

@@ -36,6 +36,7 @@ clt_status clt_trainer_evaluate_metrics(clt_model *model, const clt_dataset *ds,
     lo.shuffle = 0;
     lo.limit = limit;
     lo.flatten = 1;
+    lo.resident = 0; /* a new loader each evaluation: the host path, no upload of the whole set each time */
     clt_tensor *scale = NULL;
     CLT_TRY(target_scale(&scale, standardizer, ds, dev));
     clt_loader *loader = NULL;

@@ -197,10 +197,14 @@ static clt_status fit_gpus(const train_args *a, clt_model *model, const clt_plan
 /* --fit: the planner picks micro-batches, checkpointing (and with
  * --fit=any float16) for the batch on the training device, or with several
  * GPUs on every one of them; prints it. */
-static int fit_run(train_args *a, clt_model *model, clt_task task)
+static int fit_run(train_args *a, clt_model *model, const clt_dataset *train)
 {
-    clt_plan_options o = plan_options(a, task);
+    clt_plan_options o = plan_options(a, train->task);
     o.whole_run = 1; /* the loaders' staging and the evaluation too */
+    /* The examples the training loader uses and their stored type: a
+     * GPU-class device may hold them (docs/data.md), and the plan counts it. */
+    o.train_examples = a->train_limit > 0 && a->train_limit < train->n ? a->train_limit : train->n;
+    o.train_value_bytes = train->images ? 1 : 4;
     int64_t budget = 0;
     clt_plan_fit_result r;
     int used = gpus_used(a);
@@ -509,7 +513,7 @@ static int train_run(train_args a, const clt_collective *comm)
         rc = make_model("train", &a, train_device(&a, comm), clt_dataset_width(&d.train),
                         clt_dataset_num_outputs(&d.train), &model);
     if (rc == 0 && a.plan) rc = plan_run(&a, model, d.train.task);
-    else if (rc == 0 && a.fit) rc = fit_run(&a, model, d.train.task);
+    else if (rc == 0 && a.fit) rc = fit_run(&a, model, &d.train);
     if (rc == 0 && !a.plan) {
         clt_trainer_options o = clt_trainer_default_options();
         o.max_epochs = a.epochs;

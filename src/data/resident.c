@@ -1,0 +1,152 @@
+/* The data set resident on a GPU-class device (resident.h). */
+#include <stdlib.h>
+
+#include "../core/checked.h"
+#include "../core/error.h"
+#include "../device/device_internal.h"
+#include "../kernels/program.h"
+#include "../tensor/tensor_internal.h"
+#include "cltensor/memory.h"
+#include "resident.h"
+
+/* The copy is kept on the device when it takes at most this fraction of
+ * the device's budget: the rest is the model's and the step's. */
+#define RESIDENT_SHARE 16
+
+struct clt__resident {
+    clt_tensor *xs;    /* the examples: bytes packed in int32 words, or float32 features */
+    clt_tensor *ys;    /* int32 class ids, or (n, outputs) float32 targets */
+    clt_tensor *table; /* 256 float32: the host loader's byte scale */
+    int byte_pixels;   /* 1: xs holds bytes */
+    int64_t pixels, width; /* values per example in xs and ys */
+};
+
+/* ceil(bytes / 4) words, or -1 past int64. */
+static int64_t words(int64_t count, int64_t elem)
+{
+    int64_t bytes;
+    if (clt__mul_i64(count, elem, &bytes) != 0 || bytes > INT64_MAX - 3) return -1;
+    return (bytes + 3) / 4;
+}
+
+static int64_t pixels_of(const clt_dataset *ds) { return ds->rows * ds->cols; }
+static int64_t width_of(const clt_dataset *ds) { return ds->task == CLT_TASK_REGRESS ? ds->outputs : 1; }
+
+int64_t clt__resident_bytes(const clt_dataset *ds, int64_t n)
+{
+    int64_t values, x, y, total;
+    if (clt__mul_i64(n, pixels_of(ds), &values) != 0) return -1;
+    x = words(values, ds->images ? 1 : 4);
+    y = words(n, 4 * width_of(ds));
+    if (x < 0 || y < 0 || clt__add_i64(x, y, &total) != 0 || clt__add_i64(total, 256, &total) != 0 ||
+        clt__mul_i64(total, 4, &total) != 0)
+        return -1;
+    return total;
+}
+
+/* Whether the copy of n examples is kept on dev (resident.h's rule). */
+static clt_status wanted(const clt_dataset *ds, int64_t n, int world, clt_device dev, int *out)
+{
+    int slot, gpu;
+    int64_t free_bytes, total;
+    *out = 0;
+    CLT_TRY(clt__resolve(dev, &slot));
+    CLT_TRY(clt__gpu_class(slot, &gpu));
+    if (!gpu || world > 1 || n == 0) return CLT_OK;
+    clt_memory_stats st;
+    CLT_TRY(clt_memory_get_info(dev, &free_bytes, &total));
+    CLT_TRY(clt_memory_get_stats(dev, &st));
+    int64_t budget = st.cap > 0 ? st.cap : total, bytes = clt__resident_bytes(ds, n);
+    *out = bytes >= 0 && bytes <= budget / RESIDENT_SHARE;
+    return CLT_OK;
+}
+
+/* The labels as int32 (a byte label widened), on dev. */
+static clt_status upload_labels(clt__resident *r, const clt_dataset *ds, int64_t n, clt_device dev)
+{
+    if (ds->task == CLT_TASK_REGRESS) {
+        int64_t shape[2] = {n, ds->outputs};
+        return clt_from_host(&r->ys, dev, CLT_FLOAT32, 2, shape, ds->values);
+    }
+    if (ds->classes) return clt_from_host(&r->ys, dev, CLT_INT32, 1, &n, ds->classes);
+    int32_t *wide = malloc((size_t)n * sizeof *wide);
+    if (!wide) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_loader_create: out of host memory for %lld labels",
+                                (long long)n);
+    for (int64_t i = 0; i < n; i++) wide[i] = ds->labels[i];
+    clt_status s = clt_from_host(&r->ys, dev, CLT_INT32, 1, &n, wide);
+    free(wide);
+    return s;
+}
+
+/* The examples in their stored type: bytes in ceil(bytes / 4) int32 words. */
+static clt_status upload_examples(clt__resident *r, const clt_dataset *ds, int64_t n, clt_device dev)
+{
+    int64_t values = n * r->pixels;
+    if (!ds->images) {
+        int64_t shape[2] = {n, r->pixels};
+        return clt_from_host(&r->xs, dev, CLT_FLOAT32, 2, shape, ds->x);
+    }
+    int64_t w = words(values, 1);
+    CLT_TRY(clt_empty(&r->xs, dev, CLT_INT32, 1, &w));
+    return clt__write_host(r->xs, ds->images, (size_t)values);
+}
+
+clt_status clt__resident_create(clt__resident **out, const clt_dataset *ds, int64_t n, int world, clt_device dev,
+                                const float *scale)
+{
+    int keep;
+    *out = NULL;
+    CLT_TRY(wanted(ds, n, world, dev, &keep));
+    if (!keep) return CLT_OK;
+    clt__resident *r = calloc(1, sizeof *r);
+    if (!r) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_loader_create: out of host memory");
+    r->byte_pixels = ds->images != NULL;
+    r->pixels = pixels_of(ds);
+    r->width = width_of(ds);
+    int64_t entries = 256;
+    clt_status s = upload_examples(r, ds, n, dev);
+    if (s == CLT_OK) s = upload_labels(r, ds, n, dev);
+    if (s == CLT_OK) s = clt_from_host(&r->table, dev, CLT_FLOAT32, 1, &entries, scale);
+    if (s != CLT_OK) {
+        clt__resident_free(r);
+        return s;
+    }
+    *out = r;
+    return CLT_OK;
+}
+
+void clt__resident_free(clt__resident *r)
+{
+    if (!r) return;
+    clt_tensor_release(r->xs);
+    clt_tensor_release(r->ys);
+    clt_tensor_release(r->table);
+    free(r);
+}
+
+clt_status clt__resident_gather(const clt__resident *r, const clt_tensor *idx, int64_t count, clt_tensor **x,
+                                clt_tensor **y)
+{
+    clt_device dev = clt_tensor_device(r->xs);
+    int64_t xshape[2] = {count, r->pixels}, yshape[2] = {count, r->width};
+    int regress = clt_tensor_dtype(r->ys) == CLT_FLOAT32;
+    CLT_TRY(clt_empty(x, dev, CLT_FLOAT32, 2, xshape));
+    clt_status s = clt_empty(y, dev, clt_tensor_dtype(r->ys), regress ? 2 : 1, yshape);
+    clt__buf xs = clt__tensor_buf(r->xs), ys = clt__tensor_buf(r->ys), tb = clt__tensor_buf(r->table),
+             ib = clt__tensor_buf(idx), xb = clt__tensor_buf(*x), yb = clt__tensor_buf(*y);
+    cl_ulong xs_off = xs.off * 4, width = (cl_ulong)r->width, n = (cl_ulong)count, pixels = (cl_ulong)r->pixels;
+    cl_int bytes = r->byte_pixels;
+    clt__arg args[] = {CLT_ARG(xs.mem), CLT_ARG(xs_off), CLT_ARG(bytes),  CLT_ARG(tb.mem), CLT_ARG(tb.off),
+                       CLT_ARG(ys.mem), CLT_ARG(ys.off), CLT_ARG(width),  CLT_ARG(ib.mem), CLT_ARG(ib.off),
+                       CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n),
+                       CLT_ARG(pixels)};
+    size_t total = (size_t)(count * (r->pixels + r->width));
+    if (s == CLT_OK && total > 0)
+        s = clt__launch1(clt__tensor_slot(r->xs), "gather", "gather_batch", 16, args, total, *x);
+    if (s != CLT_OK) {
+        clt_tensor_release(*x);
+        clt_tensor_release(*y);
+        *x = *y = NULL;
+    }
+    return s;
+}
