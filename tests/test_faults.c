@@ -339,6 +339,43 @@ START_TEST(test_spec_parsing)
 }
 END_TEST
 
+/* A plan's search counts a configuration as not fitting only when a
+ * planning device runs out: a refused device allocation (CLT_FAULT=alloc:1)
+ * moves the search on to recompute, while the host running out
+ * (host:1, binding the planning model's parameter views) is the search's
+ * error, with the host's message, for one device and for data parallel. */
+START_TEST(test_plan_host_out_of_memory)
+{
+    clt_device dev = clt_test_cpu();
+    clt_model *m = NULL;
+    ck_assert_ok(clt_model_create_resmlp(&m, dev, IN_ROWS * IN_COLS, HIDDENS, 1, CLASSES, 11));
+    clt_plan_options o = clt_plan_default_options();
+    o.device = dev;
+    o.batch_size = 8;
+    int64_t budget = 256 << 20, peaks[1];
+    for (int parallel = 0; parallel < 2; parallel++) {
+        for (int host = 0; host < 2; host++) {
+            clt_plan_fit_result r;
+            ck_assert_int_eq(clt__fault_set(host ? "host:1" : "alloc:1"), 0);
+            clt_status s = parallel ? clt_parallel_plan_fit(m, &o, &dev, 1, &budget, 0, &r, peaks)
+                                    : clt_plan_fit(m, &o, budget, 0, &r);
+            ck_assert_int_eq(clt__fault_set(""), 0);
+            if (host) {
+                ck_assert_msg(s == CLT_ERR_OUT_OF_MEMORY, "%s: %s", clt_status_string(s), clt_last_error());
+                ck_assert_msg(strstr(clt_last_error(), "out of host memory binding parameter views"), "%s",
+                              clt_last_error());
+            } else {
+                ck_assert_msg(s == CLT_OK, "%s: %s", clt_status_string(s), clt_last_error());
+                ck_assert_int_eq(r.accumulate, 1);
+                ck_assert_int_eq(r.recompute_blocks, 1); /* without the fault: 0 */
+            }
+        }
+    }
+    clt_model_free(m);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -352,6 +389,7 @@ int main(void)
     tcase_add_test(tc, test_step_enqueue_sticky);
     tcase_add_test(tc, test_save_write);
     tcase_add_test(tc, test_save_write_sticky);
+    tcase_add_test(tc, test_plan_host_out_of_memory);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -125,7 +125,9 @@ CLT_API clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options 
  * primary's (its eval_peak and staging with whole_run), out->budget and
  * margin the primary's. Errors: clt_parallel_plan's, CLT_ERR_INVALID_ARGUMENT
  * for a budget <= 0, and clt_plan_fit's CLT_ERR_OUT_OF_MEMORY when nothing
- * fits, its message naming each device's budget. */
+ * fits, its message naming each device's budget. Only a planning device
+ * running out makes a configuration not fit: the host running out is
+ * CLT_ERR_OUT_OF_MEMORY at once, with the host's message. */
 CLT_API clt_status clt_parallel_plan_fit(const clt_model *m, const clt_plan_options *o, const clt_device *devices,
                                          int num_devices, const int64_t *budgets, int allow_fp16,
                                          clt_plan_fit_result *out, int64_t *peaks);

@@ -34,6 +34,7 @@ typedef struct clt__allocator {
     int64_t at_peak[CLT_MEM_CATEGORY_COUNT]; /* category_allocated when peak_allocated was reached */
     clt_memory_record *record; /* clt_memory_record_start's, else NULL */
     clt__alloc_sample_fn *sample; /* record.c's, called on record after every event */
+    atomic_uint_least64_t refused; /* requests clt__alloc failed (clt__alloc_refusals) */
 } clt__allocator;
 
 static clt__allocator **allocators;
@@ -250,13 +251,17 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_memory_category cat, clt__blo
     clt__allocator *a = get_allocator(slot);
     if (!a) return clt__fail(CLT_ERR_NO_DEVICE, "internal: no allocator for device slot %d", slot);
     const clt__slot *s = clt__slot_get(slot);
-    if (nbytes > s->max_alloc)
+    if (nbytes > s->max_alloc) {
+        atomic_fetch_add(&a->refused, 1);
         return clt__fail(CLT_ERR_OUT_OF_MEMORY,
                          "tensor of %.1f MiB exceeds the largest single allocation of %s (%.1f MiB)",
                          (double)nbytes / MIB, s->name, (double)s->max_alloc / MIB);
-    if (clt__fault(CLT__FAULT_ALLOC))
+    }
+    if (clt__fault(CLT__FAULT_ALLOC)) {
+        atomic_fetch_add(&a->refused, 1);
         return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes on %s (injected by CLT_FAULT)", nbytes,
                          s->name);
+    }
     pthread_mutex_lock(&a->lock);
     clt__block *b;
     clt_status st = within_cap(a, nbytes) ? clt__book_take(&a->book, nbytes, &b) : CLT_ERR_OUT_OF_MEMORY;
@@ -266,6 +271,7 @@ clt_status clt__alloc(int slot, size_t nbytes, clt_memory_category cat, clt__blo
         snprintf(reason, sizeof reason, "%s", a->stats.cap ? "over the memory cap" : why);
         st = oom(a, nbytes, reason);
     }
+    if (st != CLT_OK) atomic_fetch_add(&a->refused, 1);
     if (st == CLT_OK) {
         b->requested = nbytes;
         b->cat = cat;
@@ -384,6 +390,13 @@ clt_status clt__memory_at_peak(clt_device dev, int64_t *bytes)
     memcpy(bytes, a->at_peak, sizeof a->at_peak);
     pthread_mutex_unlock(&a->lock);
     return CLT_OK;
+}
+
+uint64_t clt__alloc_refusals(clt_device dev)
+{
+    clt_status st;
+    clt__allocator *a = allocator_for(dev, &st);
+    return a ? atomic_load(&a->refused) : 0;
 }
 
 static clt_memory_stats stats_of(clt_device dev)

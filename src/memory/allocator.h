@@ -40,6 +40,10 @@ void clt__alloc_with_record(int slot, void (*fn)(clt_memory_record *, const clt_
  * device's allocated peak (clt_memory_max_allocated, since the last
  * clt_memory_reset_peak) was reached. */
 clt_status clt__memory_at_peak(clt_device dev, int64_t *bytes);
+/* The requests clt__alloc has failed on dev's allocator so far, for any reason
+ * (over its cap, past its largest buffer, CLT_FAULT=alloc, the driver's or
+ * the host's memory for a segment); 0 for a device that has none. */
+uint64_t clt__alloc_refusals(clt_device dev);
 
 /* 1 under CLT_ALLOC_EXACT=1: every tensor its own driver buffer of exactly its size. */
 int clt__alloc_exact(void);

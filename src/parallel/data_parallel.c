@@ -474,7 +474,8 @@ static clt_status plan_check(const char *op, const clt_model *m, const clt_plan_
 
 /* Plans o on devices[0..k): with limits (NULL: no caps) each planning
  * device capped at its limit and pinned memory's at pinned memory's own
- * cap, *fits (may be NULL without limits) as clt__plan_try's. */
+ * cap, *fits (may be NULL without limits) as clt__plan_try's: only the
+ * planning devices running out is "does not fit", the host's is an error. */
 static clt_status plan_parallel(const char *op, const clt_model *m, const clt_plan_options *o,
                                 const clt_device *devices, int k, const int64_t *limits, int64_t *peaks, clt_plan *p,
                                 int *fits)
@@ -486,8 +487,8 @@ static clt_status plan_parallel(const char *op, const clt_model *m, const clt_pl
     CLT_TRY(plan_devices(op, devices, k, twins));
     twins[k] = clt_plan_device(clt_pinned());
     CLT_TRY(clt__plan_idle(twins[k]));
-    clt_memory_stats pinned;
-    CLT_TRY(clt_memory_get_stats(clt_pinned(), &pinned));
+    int64_t pinned_cap;
+    CLT_TRY(clt__plan_pinned_cap(&pinned_cap));
     /* Each planning device under its limit, or uncapped (a planning device takes its device's cap): the peaks
      * are what the run would take. Restored in reverse, so that a device listed twice gets its own cap back last. */
     int64_t caps[CLT__MAX_REPLICAS + 1];
@@ -496,30 +497,32 @@ static clt_status plan_parallel(const char *op, const clt_model *m, const clt_pl
         CLT_TRY(clt_memory_get_stats(twins[i], &st));
         caps[i] = st.cap;
     }
-    for (int i = 0; i < k; i++) CLT_TRY(clt_memory_set_cap(twins[i], limits ? limits[i] : 0));
-    CLT_TRY(clt_memory_set_cap(twins[k], limits ? pinned.cap : 0));
-    CLT_TRY(clt_memory_empty_cache(twins[k]));
-    CLT_TRY(clt_memory_reset_peak(twins[k]));
+    clt_status s = CLT_OK;
+    for (int i = 0; s == CLT_OK && i < k; i++) s = clt_memory_set_cap(twins[i], limits ? limits[i] : 0);
+    if (s == CLT_OK) s = clt_memory_set_cap(twins[k], limits ? pinned_cap : 0);
+    if (s == CLT_OK) s = clt_memory_empty_cache(twins[k]);
+    if (s == CLT_OK) s = clt_memory_reset_peak(twins[k]);
     plan_run_args a = {.m = m, .o = o, .twins = twins, .k = k, .peaks = peaks, .p = p};
     a.eval = o->eval_batch_size > 0 ? o->eval_batch_size : largest_micro(o, k);
-    clt_dataset ds;
-    clt_status s = clt__plan_dataset(&ds, o, o->whole_run ? a.eval : 1, clt_model_num_inputs(m),
-                                     clt_model_num_outputs(m));
+    uint64_t refused = clt__plan_refusals(twins, k + 1);
+    clt_dataset ds = {0}; /* freed whether made or not */
+    if (s == CLT_OK) s = clt__plan_dataset(&ds, o, o->whole_run ? a.eval : 1, clt_model_num_inputs(m),
+                                           clt_model_num_outputs(m));
     dp_state *d = s == CLT_OK ? calloc(1, sizeof *d) : NULL;
     if (s == CLT_OK && !d) s = clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
     if (s == CLT_OK) {
         d->k = k;
         d->world = 1;
         s = plan_run(d, &ds, &a);
-        clt_dataset_free(&ds);
     }
     free(d);
+    clt_dataset_free(&ds);
     for (int i = k; i >= 0; i--) {
         clt_memory_empty_cache(twins[i]);
         clt_memory_set_cap(twins[i], caps[i]);
     }
-    if (limits && s == CLT_ERR_OUT_OF_MEMORY) {
-        /* Out of memory under a limit: that configuration does not fit. */
+    if (limits && clt__plan_ran_out(s, twins, k + 1, refused)) {
+        /* A planning device out of memory under its limit: that configuration does not fit. */
         for (int i = 0; i < k; i++) peaks[i] = 0;
         p->peak = 0;
         *fits = a.in_evaluation ? -1 : 0;

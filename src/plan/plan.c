@@ -52,10 +52,7 @@ clt_status clt__plan_idle(clt_device dev)
                      "plan at a time per device", name, (long long)clt_memory_allocated(dev));
 }
 
-/* Pinned memory's own cap (CLT_MEMORY_CAP's pinned=), which a whole run's
- * staging plans under: none on a machine without pinned memory (no OpenCL
- * platform), where described devices (clt_plan_device_describe) still plan. */
-static clt_status pinned_cap(int64_t *cap)
+clt_status clt__plan_pinned_cap(int64_t *cap)
 {
     clt_memory_stats st;
     *cap = 0;
@@ -63,6 +60,18 @@ static clt_status pinned_cap(int64_t *cap)
     CLT_TRY(clt_memory_get_stats(clt_pinned(), &st));
     *cap = st.cap;
     return CLT_OK;
+}
+
+uint64_t clt__plan_refusals(const clt_device *devs, int n)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) sum += clt__alloc_refusals(devs[i]);
+    return sum;
+}
+
+int clt__plan_ran_out(clt_status s, const clt_device *devs, int n, uint64_t before)
+{
+    return s == CLT_ERR_OUT_OF_MEMORY && clt__plan_refusals(devs, n) != before;
 }
 
 /* Pinned memory's planning twin is one for every device: only a whole run
@@ -286,7 +295,7 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
     int64_t pinned_real_cap;
     CLT_TRY(clt_memory_get_stats(d->dev, &before));
     CLT_TRY(clt_memory_get_stats(d->pinned, &pinned_before));
-    CLT_TRY(pinned_cap(&pinned_real_cap));
+    CLT_TRY(clt__plan_pinned_cap(&pinned_real_cap));
     /* From empty allocators, as devices no program has used yet; pinned
      * memory (a whole run's) under its own cap when the plan has a budget. */
     int pinned = q.whole_run != 0;
@@ -297,13 +306,15 @@ static clt_status plan_with(const clt_model *m, const clt_plan_options *o, const
     if (s == CLT_OK && pinned) s = clt_memory_empty_cache(d->pinned);
     if (s == CLT_OK && pinned) s = clt_memory_reset_peak(d->pinned);
     int in_evaluation = 0;
+    clt_device devs[2] = {d->dev, d->pinned};
+    uint64_t refused = clt__plan_refusals(devs, 2);
     if (s == CLT_OK) s = run_steps(m, &q, d, in, p, &in_evaluation);
     clt_memory_empty_cache(d->dev);
     clt_memory_set_cap(d->dev, before.cap);
     if (pinned) clt_memory_empty_cache(d->pinned);
     if (pinned) clt_memory_set_cap(d->pinned, pinned_before.cap);
-    if (fits && s == CLT_ERR_OUT_OF_MEMORY) {
-        /* Out of memory under the cap, or past the device's largest buffer. */
+    if (fits && clt__plan_ran_out(s, devs, 2, refused)) {
+        /* Out of memory under the cap, or past the device's largest buffer; the host's is an error. */
         p->peak = 0;
         *fits = in_evaluation ? -1 : 0;
         return CLT_OK;
@@ -430,7 +441,7 @@ static clt_status fit_dtype(const clt_model *m, clt_plan_options q, clt__plan_tr
 static clt_status check_staging(const clt_plan_options *o, clt__plan_try try_plan, void *ctx)
 {
     int64_t cap;
-    CLT_TRY(pinned_cap(&cap));
+    CLT_TRY(clt__plan_pinned_cap(&cap));
     if (!o->whole_run || !cap) return CLT_OK;
     clt_plan_options q = *o;
     q.accumulate = q.recompute_blocks = q.drop_packed = 0;

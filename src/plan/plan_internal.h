@@ -36,6 +36,20 @@ clt_status clt__plan_read(clt_device dev, int64_t batch, int64_t reserved, clt_p
 clt_status clt__plan_evaluate(clt_model *c, const clt_dataset *ds, int64_t eval, clt_device dev, clt_device pinned,
                               clt_plan *p);
 
+/* Pinned memory's own cap (CLT_MEMORY_CAP's pinned=), which a whole run's
+ * staging plans under: 0 on a machine without pinned memory (no OpenCL
+ * platform), where described devices (clt_plan_device_describe) still plan. */
+clt_status clt__plan_pinned_cap(int64_t *cap);
+
+/* A planning run under caps ends out of memory for one of two reasons: one
+ * of its planning devices ran out (the configuration does not fit) or the
+ * host did (an error). clt__plan_refusals: the requests the allocators of
+ * devs[0..n) (which exist) have refused so far; clt__plan_ran_out: 1 when s
+ * is CLT_ERR_OUT_OF_MEMORY and they refused one since `before` was read,
+ * else 0. */
+uint64_t clt__plan_refusals(const clt_device *devs, int n);
+int clt__plan_ran_out(clt_status s, const clt_device *devs, int n, uint64_t before);
+
 /* The part of a budget clt_plan_fit keeps free: 2 MiB plus 1/32 of it. */
 int64_t clt__plan_margin(int64_t budget);
 
