@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "parallel/parallel_internal.h"
+#include "trainer/engine.h"
 #include "support.h"
 
 static clt_trainer_options quiet_options(clt_optimizer_kind kind)
@@ -484,6 +485,71 @@ START_TEST(test_ranks_agree_on_divergence)
 }
 END_TEST
 
+/* Three ranks, one real and two simulated by the collective: every sum
+ * is the real rank's buffer times three (the others' the same), except the
+ * end of an epoch's verdict, where each simulated rank adds its own vote
+ * (clt__fit_vote) of the status it failed with, or CLT_OK. */
+typedef struct simulated_ranks {
+    int real;              /* the real rank's number */
+    clt_status status[3];  /* each simulated rank's at the epoch's end */
+} simulated_ranks;
+
+static clt_status simulated_allreduce(void *ctx, float *buf, int64_t n)
+{
+    const simulated_ranks *w = ctx;
+    if (n != CLT__VERDICT_FLOATS) {
+        for (int64_t i = 0; i < n; i++) buf[i] *= 3;
+        return CLT_OK;
+    }
+    for (int r = 0; r < 3; r++) {
+        if (r == w->real) continue;
+        float v[CLT__VERDICT_FLOATS];
+        clt__fit_vote(v, r == 0, w->status[r]);
+        for (int64_t i = 0; i < n; i++) buf[i] += v[i];
+    }
+    return CLT_OK;
+}
+
+/* Non-lead ranks that fail at an epoch's end stop every rank after it, with
+ * their status when they agree on one, else the most common, and a message
+ * counting the ranks of each (docs/multi-device.md). */
+START_TEST(test_ranks_agree_on_other_failures)
+{
+    static const struct {
+        int real;
+        clt_status status[3], want;
+        const char *counts;
+    } cases[] = {
+        {0, {CLT_OK, CLT_ERR_FORMAT, CLT_ERR_FORMAT}, CLT_ERR_FORMAT, "2 other ranks failed at the end of epoch 1 "
+                                                                      "(2 with CLT_ERR_FORMAT; "},
+        {0, {CLT_OK, CLT_ERR_FORMAT, CLT_ERR_IO}, CLT_ERR_IO, "(1 with CLT_ERR_IO, 1 with CLT_ERR_FORMAT; their "},
+        {0, {CLT_OK, CLT_ERR_FORMAT, CLT_ERR_SHAPE}, CLT_ERR_SHAPE, "stopped with CLT_ERR_SHAPE, the most common"},
+        {1, {CLT_OK, CLT_OK, CLT_ERR_UNSUPPORTED}, CLT_ERR_UNSUPPORTED, "1 other rank failed at the end of epoch 1 "
+                                                                        "(1 with CLT_ERR_UNSUPPORTED; its own"},
+        {2, {CLT_OK, CLT_OK, CLT_OK}, CLT_OK, NULL},
+    };
+    ck_assert_int_eq(CLT__VERDICT_FLOATS, 303); /* docs/multi-device.md */
+    clt_dataset train = clt_test_make_dataset(96, 1);
+    clt_trainer_options o = quiet_options(CLT_OPTIMIZER_SGD);
+    o.max_epochs = 2;
+    clt_device dev = clt_test_cpu();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        simulated_ranks w = {cases[c].real, {cases[c].status[0], cases[c].status[1], cases[c].status[2]}};
+        clt_collective comm = {w.real, 3, simulated_allreduce, &w};
+        clt_model *m = resmlp();
+        clt_trainer_result r;
+        clt_status s = clt_parallel_fit(m, &train, NULL, &o, &dev, 1, &comm, &r);
+        ck_assert_msg(s == cases[c].want, "case %zu: %s: %s", c, clt_status_string(s), clt_last_error());
+        ck_assert_int_eq(r.epochs, s == CLT_OK ? 2 : 1);
+        if (cases[c].counts)
+            ck_assert_msg(strstr(clt_last_error(), cases[c].counts), "case %zu: %s", c, clt_last_error());
+        clt_model_free(m);
+    }
+    clt_dataset_free(&train);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* Validation, logging and the result on the primary (rank 0). */
 START_TEST(test_fit_reports)
 {
@@ -758,6 +824,7 @@ int main(void)
     tcase_add_test(tc, test_half_overflow_skips_everywhere);
     tcase_add_test(tc, test_collective_of_one);
     tcase_add_test(tc, test_ranks_agree_on_divergence);
+    tcase_add_test(tc, test_ranks_agree_on_other_failures);
     tcase_add_test(tc, test_fit_reports);
     tcase_add_test(tc, test_steps_do_not_wait);
     tcase_add_test(tc, test_replicate);

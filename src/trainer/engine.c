@@ -375,30 +375,66 @@ static clt_status end_epoch(engine *e, int64_t epoch, const epoch_end *end)
     return s;
 }
 
+/* The epoch's verdict (engine.h): slot 0 the lead's status, then one count per status. */
+#define FIRST_STATUS CLT_ERR_INVALID_ARGUMENT
+#define STATUS_SLOTS (CLT_ERR_DIVERGED - FIRST_STATUS + 1)
+
+void clt__fit_vote(float *v, int lead, clt_status s)
+{
+    for (int i = 0; i < CLT__VERDICT_FLOATS; i++) v[i] = 0.0f;
+    if (lead) v[0] = (float)s;
+    if (s == CLT_OK) return;
+    int slot = s >= FIRST_STATUS && s <= CLT_ERR_DIVERGED ? (int)s - FIRST_STATUS : STATUS_SLOTS; /* or another */
+    v[1 + slot] = 1.0f;
+}
+
 /* With ranks, one verdict on an epoch's end for all: the lead alone evaluates, checks the model
  * and writes files, so its failure (a diverged model, above all) goes to every rank through the
  * backend's agree, as does any other rank's, and no rank goes on to the next epoch's collectives
- * without the others. A rank that failed keeps its own status and message. */
+ * without the others. A rank that failed keeps its own status and message; the others stop with
+ * the lead's status when it failed, else the one status of the ranks that failed, or when they
+ * failed with several, the most common (the first in status.h's order on a tie), their message
+ * counting the ranks of each. */
 static clt_status agree_on(engine *e, int64_t epoch, clt_status s)
 {
     const clt__fit_backend *b = e->b;
     if (!b->collective || !b->agree) return s;
     char why[1024];
     snprintf(why, sizeof why, "%s", clt_last_error());
-    /* The lead's status; how many ranks failed; the sum of their statuses. */
-    float v[3] = {b->lead ? (float)s : 0.0f, s != CLT_OK ? 1.0f : 0.0f, (float)s};
-    clt_status a = b->agree(b->ctx, v, 3);
+    float v[CLT__VERDICT_FLOATS];
+    clt__fit_vote(v, b->lead, s);
+    clt_status a = b->agree(b->ctx, v, CLT__VERDICT_FLOATS);
     if (s != CLT_OK) return clt__fail(s, "%s", why);
     if (a != CLT_OK) return a;
-    if (v[1] < 1) return CLT_OK;
     if (v[0] == (float)CLT_ERR_DIVERGED)
         return clt__fail(CLT_ERR_DIVERGED, "%s: training diverged: rank 0 found the model broken after epoch %lld "
                          "(step %lld); stopped without saving, as every rank did", b->op, (long long)epoch,
                          (long long)e->r.steps);
-    clt_status theirs = v[0] != 0 ? (clt_status)(int)v[0] : v[1] == 1 ? (clt_status)(int)v[2] : CLT_ERR_IO;
-    return clt__fail(theirs, "%s: %.0f other rank%s failed at the end of epoch %lld (%s; %s own message says why); "
-                     "stopped with %s", b->op, v[1], v[1] == 1 ? "" : "s", (long long)epoch, clt_status_string(theirs),
-                     v[1] == 1 ? "its" : "their", v[1] == 1 ? "it" : "them");
+    double failed = 0, most = 0;
+    int kinds = 0;
+    clt_status theirs = CLT_ERR_IO; /* when every failed rank's status is outside status.h's */
+    char counts[512] = "";
+    size_t used = 0;
+    for (int i = 0; i <= STATUS_SLOTS; i++) {
+        if (v[1 + i] < 1) continue;
+        clt_status si = i < STATUS_SLOTS ? (clt_status)(FIRST_STATUS + i) : CLT_ERR_IO;
+        failed += v[1 + i];
+        kinds++;
+        if (i < STATUS_SLOTS && v[1 + i] > most) {
+            most = v[1 + i];
+            theirs = si;
+        }
+        if (used < sizeof counts)
+            used += (size_t)snprintf(counts + used, sizeof counts - used, "%s%.0f with %s", kinds > 1 ? ", " : "",
+                                     v[1 + i], i < STATUS_SLOTS ? clt_status_string(si) : "another status");
+    }
+    if (failed < 1) return CLT_OK;
+    if (v[0] != 0) theirs = (clt_status)(int)v[0];
+    return clt__fail(theirs, "%s: %.0f other rank%s failed at the end of epoch %lld (%s; %s own message%s say%s why); "
+                     "stopped with %s%s", b->op, failed, failed == 1 ? "" : "s", (long long)epoch, counts,
+                     failed == 1 ? "its" : "their", failed == 1 ? "" : "s", failed == 1 ? "s" : "",
+                     clt_status_string(theirs),
+                     v[0] != 0 ? ", rank 0's" : kinds > 1 ? ", the most common" : "");
 }
 
 static clt_status finish_epoch(engine *e, int64_t epoch, const epoch_end *end)

@@ -47,6 +47,13 @@ typedef struct clt__fit_backend {
     int64_t shard;
 } clt__fit_backend;
 
+/* The end of an epoch's verdict over ranks, summed by the backend's agree: each rank's vote is
+ * CLT__VERDICT_FLOATS floats, the lead's status (0 from the other ranks, and when the lead did
+ * not fail) and one count per status from CLT_ERR_INVALID_ARGUMENT to CLT_ERR_DIVERGED, then
+ * one for any other, 1 in the slot of this rank's status when it failed. */
+#define CLT__VERDICT_FLOATS (1 + (CLT_ERR_DIVERGED - CLT_ERR_INVALID_ARGUMENT + 1) + 1)
+void clt__fit_vote(float *v, int lead, clt_status s);
+
 /* Checks what every backend needs of the options and the data (op names the
  * message); lead (the process that writes files) also checks the output paths,
  * so that a bad one is refused before any work instead of failing an epoch. */
