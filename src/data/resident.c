@@ -143,6 +143,7 @@ clt_status clt__resident_gather(const clt__resident *r, const clt_tensor *idx, i
     size_t total = (size_t)(count * (r->pixels + r->width));
     if (s == CLT_OK && total > 0)
         s = clt__launch1(clt__tensor_slot(r->xs), "gather", "gather_batch", 16, args, total, *x);
+    if (s == CLT_OK) clt__tensor_set_write(*y, (*x)->st->last_write); /* the same launch wrote y */
     if (s != CLT_OK) {
         clt_tensor_release(*x);
         clt_tensor_release(*y);
