@@ -514,6 +514,13 @@ START_TEST(test_fit_each_gpu_budget)
     ck_assert_msg(strstr(out, " MiB of 64.0 MiB, gpu:1 ") && strstr(out, " MiB of 32.0 MiB\n"), "%s", out);
     ck_assert_msg(strstr(out, "MiB reserved, of 64.0 MiB on gpu:0 (") && strstr(out, "in shards of up to 2048"), "%s",
                   out);
+    /* Each shard's micro-batch: ceil(2048 / N) rows for N micro-batches. */
+    int n = 0;
+    long long rows = 0;
+    const char *each = strstr(out, "in shards of up to 2048, each as ");
+    ck_assert_msg(each && sscanf(each, "in shards of up to 2048, each as %d micro-batch%*[es] of up to %lld", &n,
+                                 &rows) == 2, "%s", out);
+    ck_assert_int_eq(rows, (2048 + n - 1) / n);
     /* Under the sanitizers, LeakSanitizer's tracer crashes (signal 11, "Tracer caught signal") at the exit of
      * this one run, also with slow unwinding and at commits before this test: its leak scan is left out here
      * (AddressSanitizer still checks it); test_fit_trains_where_plain_fails scans the same --fit path. */
