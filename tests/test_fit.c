@@ -163,6 +163,43 @@ START_TEST(test_accumulated_plan_exact)
 }
 END_TEST
 
+/* A whole run as the plan runs it, measured on the device: the trainer's
+ * loader over ds at batch n (reset pinned memory's peak first), two steps
+ * of n in `accumulate` micro-batches, the second's peak, then with the
+ * loader still alive an evaluation of two batches of eval: its peak, the
+ * examples it saw, and pinned memory's peak over the run (staging). */
+static void measure_whole_run(clt_model *m, clt_optimizer *opt, const clt_dataset *ds, clt_device dev, int64_t n,
+                              int accumulate, int64_t eval, clt_plan *measured, int64_t *examples)
+{
+    ck_assert_ok(clt_memory_reset_peak(clt_pinned()));
+    clt_loader_options lo = clt_loader_default_options();
+    lo.batch_size = n;
+    lo.flatten = 1;
+    clt_loader *loader;
+    ck_assert_ok(clt_loader_create(&loader, ds, dev, &lo));
+    int64_t one = 1;
+    clt_tensor *loss_sum = NULL;
+    ck_assert_ok(clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one));
+    for (int step = 0; step < 2; step++) {
+        if (step == 1) ck_assert_ok(clt_memory_reset_peak(dev));
+        clt__step_tensors t = {0};
+        ck_assert_ok(clt_loader_set_epoch(loader, step));
+        ck_assert_ok(clt_loader_next(loader, &t.x, &t.y));
+        clt__step_options so = {.loss = clt__loss_for(ds), .accumulate = accumulate};
+        ck_assert_ok(clt__train_step(m, opt, &t, loss_sum, 0, &so));
+        clt__step_tensors_release(&t);
+    }
+    measured->peak = clt_memory_max_allocated(dev);
+    ck_assert_ok(clt_memory_reset_peak(dev));
+    clt_evaluation ev;
+    ck_assert_ok(clt_trainer_evaluate_metrics(m, ds, eval, 2 * eval, NULL, &ev));
+    *examples = ev.examples;
+    measured->eval_peak = clt_memory_max_allocated(dev);
+    measured->staging = clt_memory_max_allocated(clt_pinned());
+    clt_loader_free(loader);
+    clt_tensor_release(loss_sum);
+}
+
 /* A whole run (whole_run: the trainer's loader and an evaluation after the
  * steps) predicted as measured: the evaluation's peak on the device and the
  * loaders' staging in pinned memory, for classes and for a regression, with
@@ -199,41 +236,20 @@ START_TEST(test_whole_run_plan_exact)
         free(xs);
         free(ys);
         free(labels);
-        ck_assert_ok(clt_memory_reset_peak(clt_pinned()));
         clt_optimizer *opt;
         ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0));
-        clt_loader_options lo = clt_loader_default_options();
-        lo.batch_size = n;
-        lo.flatten = 1;
-        clt_loader *loader;
-        ck_assert_ok(clt_loader_create(&loader, &ds, dev, &lo));
-        int64_t one = 1;
-        clt_tensor *loss_sum = NULL;
-        ck_assert_ok(clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one));
-        for (int step = 0; step < 2; step++) {
-            if (step == 1) ck_assert_ok(clt_memory_reset_peak(dev));
-            clt__step_tensors t = {0};
-            ck_assert_ok(clt_loader_set_epoch(loader, step));
-            ck_assert_ok(clt_loader_next(loader, &t.x, &t.y));
-            clt__step_options so = {.loss = clt__loss_for(&ds), .accumulate = 4};
-            ck_assert_ok(clt__train_step(m, opt, &t, loss_sum, 0, &so));
-            clt__step_tensors_release(&t);
-        }
-        ck_assert_int_eq(clt_memory_max_allocated(dev), p.peak);
-        ck_assert_ok(clt_memory_reset_peak(dev));
-        clt_evaluation ev;
-        ck_assert_ok(clt_trainer_evaluate_metrics(m, &ds, micro, 2 * micro, NULL, &ev));
-        ck_assert_int_eq(ev.examples, 2 * micro);
-        int64_t measured = clt_memory_max_allocated(dev);
-        ck_assert_msg(measured == p.eval_peak, "regress %d keep %d: evaluation measured %lld, predicted %lld", regress,
-                      keep, (long long)measured, (long long)p.eval_peak);
-        ck_assert_int_eq(clt_memory_max_allocated(clt_pinned()), p.staging);
+        clt_plan got;
+        int64_t seen;
+        measure_whole_run(m, opt, &ds, dev, n, 4, micro, &got, &seen);
+        ck_assert_int_eq(got.peak, p.peak);
+        ck_assert_int_eq(seen, 2 * micro);
+        ck_assert_msg(got.eval_peak == p.eval_peak, "regress %d keep %d: evaluation measured %lld, predicted %lld",
+                      regress, keep, (long long)got.eval_peak, (long long)p.eval_peak);
+        ck_assert_int_eq(got.staging, p.staging);
         int slot, gpu;
         ck_assert_ok(clt__resolve(dev, &slot));
         ck_assert_ok(clt__gpu_class(slot, &gpu));
         if (!gpu) ck_assert_int_gt(p.staging, 2 * n * in * 4); /* else the set is resident: indices staged */
-        clt_loader_free(loader);
-        clt_tensor_release(loss_sum);
         clt_optimizer_free(opt);
         clt_dataset_free(&ds);
         clt_model_free(m);
@@ -271,33 +287,14 @@ START_TEST(test_resident_set_counted)
     ds.labels = malloc(N);
     for (int i = 0; i < N * IN; i++) ds.images[i] = (uint8_t)(i * 13);
     for (int i = 0; i < N; i++) ds.labels[i] = (uint8_t)(i % 10);
-    ck_assert_ok(clt_memory_reset_peak(clt_pinned()));
     clt_optimizer *opt;
     ck_assert_ok(clt_optimizer_create_sgd(&opt, m, 0.1f, 0, 0));
-    clt_loader_options lo = clt_loader_default_options();
-    lo.batch_size = BATCH;
-    lo.flatten = 1;
-    clt_loader *loader;
-    ck_assert_ok(clt_loader_create(&loader, &ds, dev, &lo));
-    int64_t nought = 1;
-    clt_tensor *loss_sum = NULL;
-    ck_assert_ok(clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &nought));
-    for (int step = 0; step < 2; step++) {
-        if (step == 1) ck_assert_ok(clt_memory_reset_peak(dev));
-        clt__step_tensors t = {0};
-        ck_assert_ok(clt_loader_next(loader, &t.x, &t.y));
-        clt__step_options so = {.loss = clt__loss_for(&ds)};
-        ck_assert_ok(clt__train_step(m, opt, &t, loss_sum, 0, &so));
-        clt__step_tensors_release(&t);
-    }
-    ck_assert_int_eq(clt_memory_max_allocated(dev), p.peak);
-    ck_assert_ok(clt_memory_reset_peak(dev));
-    clt_evaluation ev;
-    ck_assert_ok(clt_trainer_evaluate_metrics(m, &ds, BATCH, 2 * BATCH, NULL, &ev));
-    ck_assert_int_eq(clt_memory_max_allocated(dev), p.eval_peak);
-    ck_assert_int_eq(clt_memory_max_allocated(clt_pinned()), p.staging);
-    clt_loader_free(loader);
-    clt_tensor_release(loss_sum);
+    clt_plan got;
+    int64_t seen;
+    measure_whole_run(m, opt, &ds, dev, BATCH, 0, BATCH, &got, &seen);
+    ck_assert_int_eq(got.peak, p.peak);
+    ck_assert_int_eq(got.eval_peak, p.eval_peak);
+    ck_assert_int_eq(got.staging, p.staging);
     clt_optimizer_free(opt);
     clt_dataset_free(&ds);
     clt_model_free(m);
