@@ -5,8 +5,12 @@
  * made while the others make theirs: the locks are per device). Run under
  * ThreadSanitizer by scripts/test --tsan. And (the "clblast" entry) first
  * CLBlast products on every device at once, in fresh processes, since
- * CLBlast's first calls are not thread-safe (src/ops/dense.c). */
+ * CLBlast's first calls are not thread-safe (src/ops/dense.c). And
+ * described planning devices made while another thread loops over every
+ * device. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +139,50 @@ START_TEST(test_threads_on_every_device_from_cold)
 }
 END_TEST
 
+static atomic_int reading, described_all;
+
+/* Synchronizes every device in use and reads the test device's figures,
+ * over and over until the described devices are all made: the loops over
+ * every slot (clt_synchronize_all, the records clt smi reads) beside
+ * clt_plan_device_describe filling the pool's slots. */
+static void *read_devices(void *arg)
+{
+    (void)arg;
+    clt_memory_stats st;
+    while (!atomic_load(&described_all)) {
+        if (clt_synchronize_all() != CLT_OK || clt_memory_get_stats(clt_test_device(), &st) != CLT_OK) break;
+        atomic_store(&reading, 1);
+    }
+    return NULL;
+}
+
+/* Described devices made while another thread loops over every device: a
+ * slot is written only before it is published, and read only after (under
+ * ThreadSanitizer a race fails the test). */
+START_TEST(test_describe_beside_readers)
+{
+    pthread_t reader;
+    ck_assert_int_eq(pthread_create(&reader, NULL, read_devices, NULL), 0);
+    while (!atomic_load(&reading)) sched_yield();
+    clt_device_description d = clt_device_description_default(CLT_DEVICE_GPU);
+    clt_status s = CLT_OK;
+    int made = 0;
+    for (unsigned long long mib = 1; s == CLT_OK && mib <= CLT_PLAN_MAX_DESCRIBED; mib++) {
+        d.global_mem_bytes = d.max_alloc_bytes = (777 + mib) << 20;
+        clt_device dev;
+        s = clt_plan_device_describe(&d, &dev);
+        if (s == CLT_OK) ck_assert_ok(clt_synchronize(dev));
+        made += s == CLT_OK;
+        sched_yield();
+    }
+    atomic_store(&described_all, 1);
+    ck_assert_int_eq(pthread_join(reader, NULL), 0);
+    ck_assert_msg(s == CLT_OK || s == CLT_ERR_UNSUPPORTED, "%s", clt_last_error());
+    ck_assert_int_gt(made, 0);
+    ck_assert_ok(clt_synchronize_all());
+}
+END_TEST
+
 /* The child's side of test_first_clblast_products_at_once: a product per
  * device, each thread's the first CLBlast call in the process, all released
  * at one moment; each checked against the C reference. Exits 0; 1 when a
@@ -257,6 +305,7 @@ int main(int argc, char **argv)
     TCase *tc = clt_test_tcase("training");
     tcase_add_test(tc, test_two_threads_two_models);
     tcase_add_test(tc, test_threads_on_every_device_from_cold);
+    tcase_add_test(tc, test_describe_beside_readers);
     suite_add_tcase(s, tc);
     TCase *clblast = clt_test_tcase("clblast"); /* a ctest entry of its own, which may skip */
     tcase_set_tags(clblast, "clblast");

@@ -173,7 +173,9 @@ static void add_twins(slot_table *t)
     }
 }
 
-/* A described device's slot: no OpenCL device, its own planning slot. */
+/* A described device's slot, at enumeration only: no OpenCL device, its
+ * own planning slot. These fields never change after; describe_slot writes
+ * only the description's. */
 static void init_described(clt__slot *s, int self, clt_device_type type, int index)
 {
     memset(s, 0, sizeof *s);
@@ -701,7 +703,10 @@ static int slot_defined(int slot)
 
 int clt__slot_in_use(int slot)
 {
-    if (clt__slot_plans(slot)) return slot_defined(slot); /* no queue, always ready to be synchronized (for nothing) */
+    /* The published flag first (acquire): an undescribed slot's fields are
+     * being written by clt_plan_device_describe. */
+    if (!slot_defined(slot)) return 0;
+    if (clt__slot_plans(slot)) return 1; /* no queue, always ready to be synchronized (for nothing) */
     return clt__slot_queue_made(slot) != NULL;
 }
 
@@ -833,11 +838,15 @@ static int name_taken(const char *name)
     return 0;
 }
 
-/* Fills described slot i with d, named name. described_lock held. */
+/* Fills described slot i with d, named name, then publishes it. described_lock
+ * held. Only the description's fields are written: those init_described set
+ * at enumeration (plans_for, described, context_group) are read without the
+ * lock by loops over every slot (clt__slot_in_use, clt__slot_plans,
+ * clt__same_context), and the description's only once published. */
 static void describe_slot(int i, const clt_device_description *d, const char *name)
 {
     clt__slot *s = &slots[described_base + i];
-    init_described(s, described_base + i, d->type, i);
+    s->type = d->type;
     s->global_mem = d->global_mem_bytes;
     s->max_alloc = d->max_alloc_bytes;
     s->max_work_group = (size_t)d->max_work_group;

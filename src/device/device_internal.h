@@ -1,5 +1,10 @@
 /* Internal: the table of devices ("slots") behind clt_device values, with
- * their lazily created OpenCL contexts and in-order queues. */
+ * their lazily created OpenCL contexts and in-order queues. The table is
+ * made once (clt__slot_count) and its fields never change after, except
+ * the description's fields of a described device's slot, written once by
+ * clt_plan_device_describe before the slot is published: a loop over every
+ * slot reads them only where clt__slot_in_use (or a device value that
+ * resolves) says the slot is published. */
 #ifndef CLT_DEVICE_INTERNAL_H
 #define CLT_DEVICE_INTERNAL_H
 
