@@ -39,12 +39,13 @@ __kernel void softmax_xent_f32(__global const float *logits, ulong lo, __global 
     loss[losso + r] = xent_row(logits, lo, labels, labo, rows, cols, r, dlogits, dlo, want_grad);
 }
 
-/* The GPU-class form for batches of at most WG_ROWS rows (src/ops/loss.c):
+/* The GPU-class form for batches of at most WG_ROWS rows (src/ops/loss.c,
+ * whose CLT__XENT_WG_ROWS must equal it: test_loss checks):
  * one work-group, work-item l takes row l, and the rows' losses are added
  * pairwise in a fixed tree (t[l] += t[l + h] for h = WG_ROWS / 2, ..., 1),
  * then mean[mo] = the total / rows: the order of cl/reduce.cl's
  * sum_partial_wg_f32 and sum_final_wg_f32 over the per-row losses, in one
- * launch instead of three. */
+ * launch instead of three, and the same bits (test_loss compares them). */
 #define WG_ROWS 256
 __kernel __attribute__((reqd_work_group_size(WG_ROWS, 1, 1))) void
 softmax_xent_mean_wg_f32(__global const float *logits, ulong lo, __global const int *labels, ulong labo, ulong rows,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device/device_internal.h"
+#include "ops/ops_internal.h"
 #include "support.h"
 
 /* Mean loss over rows; grad = (softmax - onehot) / rows. */
@@ -123,12 +124,43 @@ START_TEST(test_gpu_class_one_launch)
         ck_assert_double_lt(clt_test_max_rel_err(gpu, want, rows * cols), 1e-6);
         ck_assert_msg(memcmp(gpu, cpu, (size_t)(rows * cols) * sizeof *gpu) == 0, "(%lld, %lld): gradients differ",
                       (long long)rows, (long long)cols);
+        if (expect == 1) {
+            /* The one launch has the bits of the GPU class's three: the per-row losses (each row's alone, as a
+             * batch of one on the CPU class, is exactly its loss), then the mean of cl/reduce.cl's two passes. */
+            float *per_row = malloc((size_t)rows * sizeof *per_row);
+            setenv("CLT_DEVICE_CLASS", "cpu", 1);
+            for (int64_t r = 0; r < rows; r++) {
+                double one;
+                run(x + r * cols, labels + r, 1, cols, 0, &one, NULL);
+                per_row[r] = (float)one;
+            }
+            setenv("CLT_DEVICE_CLASS", "gpu", 1);
+            clt_tensor *t = NULL, *mean = NULL;
+            ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_FLOAT32, 1, &rows, per_row));
+            ck_assert_ok(clt_mean(&mean, t));
+            unsetenv("CLT_DEVICE_CLASS");
+            double three;
+            ck_assert_ok(clt_item(mean, &three));
+            float a = (float)on_gpu, b = (float)three;
+            ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "(%lld, %lld): one launch %.9g, three %.9g", (long long)rows,
+                          (long long)cols, on_gpu, three);
+            clt_tensor_release(mean);
+            clt_tensor_release(t);
+            free(per_row);
+        }
         free(x);
         free(want);
         free(cpu);
         free(gpu);
         free(labels);
     }
+    /* The work-group cl/loss.cl compiles its one-group loss for is the one src/ops/loss.c launches. */
+    cl_kernel k;
+    size_t wg[3] = {0};
+    ck_assert_ok(clt__kernel(slot, "loss", "softmax_xent_mean_wg_f32", &k));
+    ck_assert_int_eq(clGetKernelWorkGroupInfo(k, clt__slot_get(slot)->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                                              sizeof wg, wg, NULL), CL_SUCCESS);
+    ck_assert_int_eq(wg[0], CLT__XENT_WG_ROWS);
     /* A label outside [0, cols) still makes the mean NaN in one group. */
     float x[3 * 4] = {0};
     int32_t bad[3] = {1, 4, 0};

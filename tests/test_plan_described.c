@@ -4,7 +4,11 @@
  * memory, largest buffer and cap are the ones honoured, and its caches and
  * tile the ones the CPU products' blocking and packing follow; bad descriptions and
  * a full pool are refused by name; `clt train --plan-for` prints the plan
- * for hardware this machine does not have, with no OpenCL platform too. */
+ * for hardware this machine does not have, with no OpenCL platform too.
+ * Under CK_FORK=no (scripts/test --valgrind) the tests share one process
+ * and its pool of CLT_PLAN_MAX_DESCRIBED described devices, which they
+ * describe at most between them (the same description is the same device);
+ * the pool's end is tested in a process of its own (test_pool). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,14 +304,15 @@ START_TEST(test_tile)
 }
 END_TEST
 
-/* (d) Each field out of range, named; the same description twice, one
- * device; a label; the pool's end. */
+/* (d) Each field out of range, named: a cap past the memory too, and the
+ * labels that would name a built-in device's planning twin (plan:pinned is
+ * pinned memory's, whatever is described). */
 START_TEST(test_refused)
 {
     static const char *const fields[] = {"type", "global_mem_bytes", "max_alloc_bytes", "max_work_group",
                                          "float_width", "cap_bytes", "label", "l1_cache_bytes",
-                                         "l2_cache_bytes", "tile_m x tile_n"};
-    for (int f = 0; f < 10; f++) {
+                                         "l2_cache_bytes", "tile_m x tile_n", "cap_bytes"};
+    for (int f = 0; f < 11; f++) {
         clt_device_description d = clt_device_description_default(CLT_DEVICE_CPU);
         clt_device dev;
         if (f == 0) d.type = CLT_DEVICE_PINNED;
@@ -320,10 +325,43 @@ START_TEST(test_refused)
         if (f == 7) d.l1_cache_bytes = 1023;
         if (f == 8) d.l2_cache_bytes = (1ull << 30) + 1;
         if (f == 9) d.tile_n = 16; /* rows 0 */
+        if (f == 10) d.cap_bytes = (long long)d.global_mem_bytes + 1;
         ck_assert_status(clt_plan_device_describe(&d, &dev), CLT_ERR_INVALID_ARGUMENT);
         ck_assert_msg(strstr(clt_last_error(), fields[f]) != NULL, "field %s: %s", fields[f], clt_last_error());
     }
+    clt_device dev;
+    static const char *const reserved[] = {"pinned", "Pinned", "cpu", "GPU"};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+        clt_device_description d = clt_device_description_default(CLT_DEVICE_GPU);
+        snprintf(d.label, sizeof d.label, "%s", reserved[i]);
+        ck_assert_status(clt_plan_device_describe(&d, &dev), CLT_ERR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(clt_last_error(), "is reserved"), "%s: %s", reserved[i], clt_last_error());
+    }
+    char name[32];
+    ck_assert_ok(clt_device_name(clt_plan_device(clt_pinned()), name, sizeof name));
+    ck_assert_str_eq(name, "plan:pinned");
     ck_assert_status(clt_plan_device_describe(NULL, NULL), CLT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* The described devices this process holds: the numbers that exist. */
+static int described_held(void)
+{
+    int n = 0;
+    for (int i = 0; i < CLT_PLAN_MAX_DESCRIBED; i++)
+        n += clt_device_exists((clt_device){CLT_DEVICE_PLAN, i, CLT_DEVICE_PLAN});
+    return n;
+}
+
+/* (d) A device never described; the same description twice, one device;
+ * a label, and another description under it refused; the pool's end (its
+ * devices capped at all their memory, which a cap may be). In a process of
+ * its own (test_pool), so that no other test's devices fill it first; any
+ * it held before are counted all the same. */
+START_TEST(test_pool_end)
+{
+    int held = described_held();
+    ck_assert_int_lt(held, CLT_PLAN_MAX_DESCRIBED - 1);
     clt_device undescribed = {CLT_DEVICE_PLAN, CLT_PLAN_MAX_DESCRIBED - 1, CLT_DEVICE_PLAN};
     ck_assert(!clt_device_exists(undescribed));
     clt_memory_stats st;
@@ -338,22 +376,26 @@ START_TEST(test_refused)
     char name[32];
     ck_assert_ok(clt_device_name(first, name, sizeof name));
     ck_assert_str_eq(name, "plan:box-1");
+    ck_assert_int_eq(described_held(), held + 1);
     d.float_width = 16;
     ck_assert_status(clt_plan_device_describe(&d, &again), CLT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "plan:box-1"));
     /* The pool: one more than it holds is refused, and the ones held still work. */
     d.label[0] = '\0';
-    int held = 1;
+    int added = 1;
     clt_status s = CLT_OK;
-    for (unsigned long long mib = 1; s == CLT_OK && mib < 100; mib++, held += s == CLT_OK) {
+    for (unsigned long long mib = 1; s == CLT_OK && mib < 100; mib++, added += s == CLT_OK) {
         d.global_mem_bytes = mib << 20;
         d.max_alloc_bytes = d.global_mem_bytes;
+        d.cap_bytes = (long long)d.global_mem_bytes;
         s = clt_plan_device_describe(&d, &again);
     }
     ck_assert_status(s, CLT_ERR_UNSUPPORTED);
-    ck_assert_int_eq(held, CLT_PLAN_MAX_DESCRIBED);
+    ck_assert_int_eq(held + added, CLT_PLAN_MAX_DESCRIBED);
+    ck_assert_int_eq(described_held(), CLT_PLAN_MAX_DESCRIBED);
     ck_assert_ptr_nonnull(strstr(clt_last_error(), "8"));
     d.global_mem_bytes = d.max_alloc_bytes = 1 << 20;
+    d.cap_bytes = 1 << 20;
     ck_assert_ok(clt_plan_device_describe(&d, &again));
     ck_assert_ok(clt_device_name(again, name, sizeof name));
     ck_assert_str_eq(name, "plan:cpu(1M)");
@@ -361,9 +403,22 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* test_pool_end in a new process (this binary with --pool), whose pool
+ * the other tests have not used. */
+START_TEST(test_pool)
+{
+    const char *const none[] = {NULL};
+    char **env = clt_test_environ_with(none);
+    int code = clt_test_run_self("--pool", env, NULL, 300);
+    free(env);
+    ck_assert_int_eq(code, 0);
+}
+END_TEST
+
 /* (e) The tool: --plan-for prints the plan for an 80 GiB GPU, and its exit
  * says whether the batch fits; with no OpenCL platform too; a malformed
- * value is refused with exit 2. */
+ * value (a cap past a long long's range too) is refused with exit 2, a cap
+ * past the memory with exit 1, naming it. */
 START_TEST(test_cli)
 {
     const char *clt = clt_test_clt_path();
@@ -379,7 +434,7 @@ START_TEST(test_cli)
                   "exit %d:\n%s", rc, out);
     static const char *const bad[] = {"tpu", "gpu,", "gpu,memory=", "gpu,memory=80X",
                                       "gpu,memory=99999999999999999999G", "gpu,width=8K", "gpu,colour=red",
-                                      "gpu,memory=80G,,width=8"};
+                                      "gpu,memory=80G,,width=8", "gpu,cap=9223372036854775808"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rc = clt_test_shell(out, sizeof out, "%s train --plan-for '%s' 2>&1", clt, bad[i]);
         ck_assert_msg(rc == 2 && strstr(out, "--plan-for needs cpu or gpu"), "%s: exit %d:\n%s", bad[i], rc, out);
@@ -387,6 +442,11 @@ START_TEST(test_cli)
     rc = clt_test_shell(out, sizeof out, "%s train --plan-for gpu,memory=512K 2>&1", clt);
     ck_assert_msg(rc == 1 && strstr(out, "global_mem_bytes 524288 is not between 1 MiB and 1 PiB"), "exit %d:\n%s",
                   rc, out);
+    /* A cap past the memory is refused, not planned under. */
+    rc = clt_test_shell(out, sizeof out, "%s train --plan-for gpu,memory=1G,cap=1T 2>&1", clt);
+    ck_assert_msg(rc == 1 && strstr(out, "cap_bytes 1099511627776 is not between 0 (none) and global_mem_bytes "
+                                         "(1073741824)") && !strstr(out, "fits"),
+                  "exit %d:\n%s", rc, out);
     char dir[] = "/tmp/clt-noicd-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     rc = clt_test_shell(out, sizeof out,

@@ -74,7 +74,8 @@ typedef struct clt_device_description {
     unsigned long long max_work_group;   /* work-items per work-group, 1 to 65536 */
     unsigned float_width;                /* native float vector width: 0 (unknown), 1, 2, 4, 8 or 16; it
                                             picks the CPU products' default tile unless tile_m is given */
-    long long cap_bytes;                 /* memory cap, 0 for none (CLT_MEMORY_CAP does not apply) */
+    long long cap_bytes;                 /* memory cap, 0 for none, at most global_mem_bytes (CLT_MEMORY_CAP
+                                            does not apply) */
     unsigned long long l1_cache_bytes;   /* the level 1 data cache, 1 KiB to 1 GiB */
     unsigned long long l2_cache_bytes;   /* the level 2 data cache, 1 KiB to 1 GiB: the two caches the CPU
                                             products' cache blocking and packing follow, and so the size of
@@ -83,8 +84,10 @@ typedef struct clt_device_description {
                                             one work-item computes: 1 to 32 rows by 8, 16 or 32 columns;
                                             0, 0 for the one float_width picks */
     char label[11];                      /* its name is "plan:" + label: up to 10 letters, digits, '-', '_'
-                                            or '.'; "" for "plan:gpu(80G)", its type and memory (or
-                                            "plan:gpu#N", its number N, where that is taken or too long) */
+                                            or '.', not pinned, cpu or gpu in any case (reserved: plan:pinned
+                                            is pinned memory's planning device); "" for "plan:gpu(80G)", its
+                                            type and memory (or "plan:gpu#N", its number N, where that is
+                                            taken or too long) */
 } clt_device_description;
 
 /* The most described devices a process holds (clt_plan_device_describe). */

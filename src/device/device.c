@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 typedef struct clt__context_group {
@@ -767,6 +768,18 @@ static clt_status description_check_cpu(const clt_device_description *d, const c
     return CLT_OK;
 }
 
+/* 1 when "plan:" + label would read as a built-in device's planning twin:
+ * "pinned" (plan:pinned), "cpu" or "gpu" (which name cpu:0 and gpu:0, as
+ * clt_device_parse reads them), in any case. The twins' other names have a
+ * ':' and the unlabelled described ones a '(' or '#', which no label has. */
+static int label_reserved(const char *label)
+{
+    static const char *const words[] = {"pinned", "cpu", "gpu"};
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++)
+        if (strcasecmp(label, words[w]) == 0) return 1;
+    return 0;
+}
+
 static int label_ok(const char *label, size_t size)
 {
     size_t n = strnlen(label, size);
@@ -799,12 +812,16 @@ static clt_status description_check(const clt_device_description *d)
                          d->max_work_group);
     if (w > 16 || (w & (w - 1)) != 0)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: float_width %u is not 0, 1, 2, 4, 8 or 16", pre, w);
-    if (d->cap_bytes < 0)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: cap_bytes %lld is negative", pre, d->cap_bytes);
+    if (d->cap_bytes < 0 || (unsigned long long)d->cap_bytes > d->global_mem_bytes)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: cap_bytes %lld is not between 0 (none) and "
+                         "global_mem_bytes (%llu)", pre, d->cap_bytes, d->global_mem_bytes);
     CLT_TRY(description_check_cpu(d, pre));
     if (!label_ok(d->label, sizeof d->label))
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: label \"%.*s\" is not up to %zu letters, digits, '-', '_' "
                          "or '.'", pre, (int)strnlen(d->label, sizeof d->label), d->label, sizeof d->label - 1);
+    if (label_reserved(d->label))
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: label \"%s\" is reserved: plan:%s reads as the planning "
+                         "device of the built-in %s", pre, d->label, d->label, d->label);
     return CLT_OK;
 }
 

@@ -2,18 +2,14 @@
  * mean squared error (with the mean absolute error as a metric). */
 #include "ops_internal.h"
 
-/* The rows of a batch that the GPU-class loss (softmax_xent_mean_wg_f32 of
- * cl/loss.cl) takes in its one work-group. */
-#define WG_ROWS 256
-
 /* Whether the loss of `rows` rows runs as one work-group that also takes
- * the mean (GPU-class devices whose work-groups hold WG_ROWS work-items,
- * clt__reduce_wg, and batches of 1 to WG_ROWS rows): one launch instead of
+ * the mean (GPU-class devices whose work-groups hold CLT__XENT_WG_ROWS work-items,
+ * clt__reduce_wg, and batches of 1 to CLT__XENT_WG_ROWS rows): one launch instead of
  * the per-row kernel and the two passes of the mean. */
 static clt_status xent_one_group(int slot, cl_ulong rows, int *out)
 {
     CLT_TRY(clt__reduce_wg(slot, out));
-    *out = *out && rows >= 1 && rows <= WG_ROWS;
+    *out = *out && rows >= 1 && rows <= CLT__XENT_WG_ROWS;
     return CLT_OK;
 }
 
@@ -32,7 +28,7 @@ static clt_status xent_launch(clt_tensor *out, clt_tensor *grad, const clt_tenso
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(lb.mem), CLT_ARG(lb.off), CLT_ARG(rows),
                        CLT_ARG(cols), CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(gb.mem), CLT_ARG(gb.off),
                        CLT_ARG(want)};
-    size_t size = WG_ROWS;
+    size_t size = CLT__XENT_WG_ROWS;
     int slot = out->st->slot;
     if (one_group) CLT_TRY(clt__launch(slot, "loss", "softmax_xent_mean_wg_f32", 11, args, 1, &size, &size, out));
     else CLT_TRY(clt__launch1(slot, "loss", "softmax_xent_f32", 11, args, (size_t)rows, out));

@@ -9,6 +9,12 @@
 #include "../tensor/check.h"
 #include "cltensor/ops.h"
 
+/* The rows the GPU-class cross-entropy (softmax_xent_mean_wg_f32) takes in
+ * its one work-group: cl/loss.cl's WG_ROWS, its reqd_work_group_size, which
+ * is the source (test_loss's test_gpu_class_one_launch reads the compiled
+ * kernel's and fails when the two differ). */
+#define CLT__XENT_WG_ROWS 256
+
 /* How many partial sums a whole-tensor sum of n elements makes (its scratch). */
 cl_ulong clt__sum_parts(int64_t n);
 /* *out = 1 when the slot's reductions take the work-group tree kernels (the

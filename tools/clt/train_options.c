@@ -463,7 +463,8 @@ static int plan_for_field(const char *item, const char *end, clt_device_descript
         if (k >= 5 ? !parse_count(item + n, end, UINT_MAX, &v) : !parse_bytes(item + n, end, &v)) return 0;
         if (k == 0) d->global_mem_bytes = v;
         if (k == 1) d->max_alloc_bytes = v, *max_alloc_given = 1;
-        if (k == 2) d->cap_bytes = v > LLONG_MAX ? -1 : (long long)v;
+        if (k == 2 && v > LLONG_MAX) return 0; /* past cap_bytes' range: a malformed value */
+        if (k == 2) d->cap_bytes = (long long)v;
         if (k == 3) d->l1_cache_bytes = v;
         if (k == 4) d->l2_cache_bytes = v;
         if (k == 5) d->max_work_group = v;
