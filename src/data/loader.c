@@ -17,7 +17,10 @@
  * the oldest copy instead (a synchronization point of clt_loader_next). It
  * does not grow at all while pinned memory has a cap (clt_memory_set_cap,
  * CLT_MEMORY_CAP), so that under a cap it holds what the memory planner
- * counts (FIRST_STAGES buffers), nor once a new buffer found no memory. */
+ * counts (FIRST_STAGES buffers), nor once a new buffer found no memory.
+ * Where the data set is resident on the device (resident.h), a buffer holds
+ * only the batch's int32 example indices, and one kernel there makes the
+ * batch from them. */
 #define FIRST_STAGES 2
 #define MAX_STAGING_BYTES ((int64_t)256 << 20)
 
@@ -43,27 +46,30 @@ struct clt_loader {
     clt__resident *resident; /* the set on the device (resident.h), or NULL: the host path */
 };
 
+/* A staging buffer's pinned tensors: the batch's indices with the set
+ * resident, else its x and y. */
+static clt_status stage_tensors(const clt_loader *l, staging *st)
+{
+    clt_device pinned = clt__pinned_beside(l->dev);
+    if (l->resident) return clt_empty(&st->x, pinned, CLT_INT32, 1, &l->most);
+    int64_t xshape[2] = {l->most, l->pixels}, yshape[2] = {l->most, l->outputs};
+    CLT_TRY(clt_empty(&st->x, pinned, CLT_FLOAT32, 2, xshape));
+    return l->outputs ? clt_empty(&st->y, pinned, CLT_FLOAT32, 2, yshape)
+                      : clt_empty(&st->y, pinned, CLT_INT32, 1, yshape);
+}
+
 /* Appends a staging buffer to the ring, at next_stage (the next one used). */
 static clt_status add_stage(clt_loader *l)
 {
     staging *grown = realloc(l->stage, (size_t)(l->nstages + 1) * sizeof *grown);
     if (!grown) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_loader_next: out of host memory for a staging buffer");
     l->stage = grown;
-    int64_t xshape[2] = {l->most, l->pixels}, yshape[2] = {l->most, l->outputs};
     staging st = {NULL, NULL};
-    clt_device pinned = clt__pinned_beside(l->dev);
-    if (l->resident) {
-        clt_status s = clt_empty(&st.x, pinned, CLT_INT32, 1, &l->most);
-        if (s != CLT_OK) return s;
-    } else {
-        clt_status s = clt_empty(&st.x, pinned, CLT_FLOAT32, 2, xshape);
-        if (s == CLT_OK)
-            s = l->outputs ? clt_empty(&st.y, pinned, CLT_FLOAT32, 2, yshape) : clt_empty(&st.y, pinned, CLT_INT32, 1, yshape);
-        if (s != CLT_OK) {
-            clt_tensor_release(st.x);
-            clt_tensor_release(st.y);
-            return s;
-        }
+    clt_status s = stage_tensors(l, &st);
+    if (s != CLT_OK) {
+        clt_tensor_release(st.x);
+        clt_tensor_release(st.y);
+        return s;
     }
     memmove(&l->stage[l->next_stage + 1], &l->stage[l->next_stage],
             (size_t)(l->nstages - l->next_stage) * sizeof *l->stage);
