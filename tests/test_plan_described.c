@@ -525,14 +525,22 @@ START_TEST(test_cli_past_largest_buffer)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--pool") == 0) {
+        Suite *s = suite_create("plan_described pool");
+        TCase *tc = clt_test_tcase("pool");
+        tcase_add_test(tc, test_pool_end);
+        suite_add_tcase(s, tc);
+        return clt_test_run(s);
+    }
     Suite *s = suite_create("plan_described");
     TCase *tc = clt_test_tcase("plan_described");
     tcase_add_test(tc, test_as_the_device);
     tcase_add_test(tc, test_gpu_class);
     tcase_add_test(tc, test_memory_honoured);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_pool);
     tcase_add_test(tc, test_cli);
     tcase_add_test(tc, test_caches);
     tcase_add_test(tc, test_tile);
