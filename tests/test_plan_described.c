@@ -500,7 +500,7 @@ END_TEST
  * batch that fits still says how far checkpointing goes (planned up to the
  * largest batch, not one past it), and one whose tensor is past the buffer
  * has no table, names the tensor, does not fit (exit 1) and says what
- * does. */
+ * does. A model whose weights are past it is reported so too. */
 START_TEST(test_cli_past_largest_buffer)
 {
     const char *clt = clt_test_clt_path();
@@ -522,6 +522,22 @@ START_TEST(test_cli_past_largest_buffer)
                       strstr(out, "\nDOES NOT FIT: 512.0 MiB available, and no budget is enough at this batch\n") &&
                       strstr(out, lower) && !strstr(out, "  total "),
                   "exit %d:\n%s", rc, out);
+    /* The model's weights (1.8 MiB) past a largest buffer of 1 MiB, a
+     * quarter of 4 MiB or given: the model is built all the same (on the
+     * tool's own device, plan:clt-model, which holds any model), and the
+     * plan for the device asked for says so: no figures, does not fit,
+     * and no batch does. */
+    static const char *const small[][2] = {{"gpu,memory=4M", "plan:gpu(4M) (1.0 MiB)"},
+                                           {"gpu,memory=80G,max-alloc=1M", "plan:gpu(80G) (1.0 MiB)"}};
+    for (int i = 0; i < 2; i++) {
+        rc = clt_test_shell(out, sizeof out, "%s train --plan-for %s 2>&1", clt, small[i][0]);
+        ck_assert_msg(rc == 1 && strstr(out, "  no figures: the step stops at any budget: tensor of 1.8 MiB exceeds "
+                                             "the largest single allocation of ") &&
+                          strstr(out, small[i][1]) && strstr(out, "\nDOES NOT FIT: ") && !strstr(out, "clt-model") &&
+                          strstr(out, "\nto fit:\n  - no batch fits, not even 1: use a smaller model or a larger "
+                                      "device\n"),
+                      "%s: exit %d:\n%s", small[i][0], rc, out);
+    }
 }
 END_TEST
 

@@ -69,7 +69,8 @@ typedef struct clt_device_description {
     clt_device_type type;               /* CLT_DEVICE_CPU or CLT_DEVICE_GPU: the class of every choice that
                                            depends on the kind of device (CLT_DEVICE_CLASS does not change
                                            it; CLT_DENSE still picks the products' implementation) */
-    unsigned long long global_mem_bytes; /* the device's memory, >= 1 MiB: the default budget */
+    unsigned long long global_mem_bytes; /* the device's memory, 1 MiB to CLT_PLAN_MAX_DESCRIBED_BYTES:
+                                            the default budget */
     unsigned long long max_alloc_bytes;  /* the largest single buffer, 1 MiB to global_mem_bytes */
     unsigned long long max_work_group;   /* work-items per work-group, 1 to 65536 */
     unsigned float_width;                /* native float vector width: 0 (unknown), 1, 2, 4, 8 or 16; it
@@ -92,6 +93,8 @@ typedef struct clt_device_description {
 
 /* The most described devices a process holds (clt_plan_device_describe). */
 #define CLT_PLAN_MAX_DESCRIBED 8
+/* The most memory a described device has: 1 PiB. */
+#define CLT_PLAN_MAX_DESCRIBED_BYTES (1ull << 50)
 
 /* A described device of `type` (CLT_DEVICE_CPU, else CLT_DEVICE_GPU): 16 GiB
  * (a GPU) or 8 GiB (a CPU) of memory, a quarter of it the largest buffer,

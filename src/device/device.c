@@ -731,7 +731,6 @@ clt_status clt__gpu_class(int slot, int *out)
 /* ---- described devices (clt_plan_device_describe) ---- */
 
 #define MIB_BYTES (1024ull * 1024)
-#define MAX_DESCRIBED_MEM (1ull << 50) /* 1 PiB */
 
 clt_device_description clt_device_description_default(clt_device_type type)
 {
@@ -801,7 +800,7 @@ static clt_status description_check(const clt_device_description *d)
     if (d->type != CLT_DEVICE_CPU && d->type != CLT_DEVICE_GPU)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: type %d is neither CLT_DEVICE_CPU nor CLT_DEVICE_GPU", pre,
                          (int)d->type);
-    if (d->global_mem_bytes < MIB_BYTES || d->global_mem_bytes > MAX_DESCRIBED_MEM)
+    if (d->global_mem_bytes < MIB_BYTES || d->global_mem_bytes > CLT_PLAN_MAX_DESCRIBED_BYTES)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: global_mem_bytes %llu is not between 1 MiB and 1 PiB", pre,
                          d->global_mem_bytes);
     if (d->max_alloc_bytes < MIB_BYTES || d->max_alloc_bytes > d->global_mem_bytes)

@@ -673,5 +673,7 @@ clt_status clt_plan_report(const clt_model *m, const clt_plan_options *o, int64_
     if (b_plain == 0 && b_recompute == 0 && runs > 0)
         fprintf(out, "  - the weights, gradients and optimizer state alone need %.1f MiB: use a smaller model or a "
                      "larger device\n", (p.weights + p.gradients + p.optimizer) / MIB);
+    else if (b_plain == 0 && b_recompute == 0) /* no figures either: a list with nothing to try */
+        fprintf(out, "  - no batch fits, not even 1: use a smaller model or a larger device\n");
     return CLT_OK;
 }

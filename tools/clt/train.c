@@ -135,13 +135,16 @@ static clt_status plan_replicas(const train_args *a, const clt_model *model, con
     return CLT_OK;
 }
 
-/* --plan-for: the described device planned for, and a second one, as it
- * but uncapped, that the model is built on: no device of this machine is
- * needed. */
+/* --plan-for: the described device planned for, and a second one that the
+ * model is built on, so that no device of this machine is needed: of the
+ * same class, caches and tile, with the most memory and the largest buffer
+ * a description may have and no cap, so that only the planner judges
+ * whether the model fits the target (its report says what does not). */
 static clt_status plan_for_devices(const train_args *a, clt_device *target, clt_device *model_dev)
 {
     clt_device_description m = a->plan_for_device;
     clt_status s = clt_plan_device_describe(&a->plan_for_device, target);
+    m.global_mem_bytes = m.max_alloc_bytes = CLT_PLAN_MAX_DESCRIBED_BYTES;
     m.cap_bytes = 0;
     snprintf(m.label, sizeof m.label, "clt-model");
     return s == CLT_OK ? clt_plan_device_describe(&m, model_dev) : s;
