@@ -44,19 +44,34 @@ int64_t clt__resident_bytes(const clt_dataset *ds, int64_t n)
     return total;
 }
 
+/* The budget the rule judges by: the device's memory cap, else its global
+ * memory. A planning twin judges by the device it plans for, so that a
+ * plan decides as the run will (the cap a plan's search puts on the twin
+ * is not the run's); a described device by its description. */
+static clt_status budget_of(int slot, int64_t *out)
+{
+    const clt__slot *s = clt__slot_get(slot);
+    if (s->described) {
+        *out = s->described_cap ? s->described_cap : (int64_t)s->global_mem;
+        return CLT_OK;
+    }
+    clt_memory_stats st;
+    CLT_TRY(clt_memory_get_stats(clt__slot_device(s->plans_for >= 0 ? s->plans_for : slot), &st));
+    *out = st.cap ? st.cap : (int64_t)s->global_mem;
+    return CLT_OK;
+}
+
 /* Whether the copy of n examples is kept on dev (resident.h's rule). */
 static clt_status wanted(const clt_dataset *ds, int64_t n, int world, clt_device dev, int *out)
 {
     int slot, gpu;
-    int64_t free_bytes, total;
+    int64_t budget;
     *out = 0;
     CLT_TRY(clt__resolve(dev, &slot));
     CLT_TRY(clt__gpu_class(slot, &gpu));
     if (!gpu || world > 1 || n == 0) return CLT_OK;
-    clt_memory_stats st;
-    CLT_TRY(clt_memory_get_info(dev, &free_bytes, &total));
-    CLT_TRY(clt_memory_get_stats(dev, &st));
-    int64_t budget = st.cap > 0 ? st.cap : total, bytes = clt__resident_bytes(ds, n);
+    CLT_TRY(budget_of(slot, &budget));
+    int64_t bytes = clt__resident_bytes(ds, n);
     *out = bytes >= 0 && bytes <= budget / RESIDENT_SHARE;
     return CLT_OK;
 }

@@ -14,7 +14,9 @@ typedef struct clt__resident clt__resident;
  * *out when the loader keeps to the host path there: a CPU-class device,
  * world > 1 (data parallel), or a copy (clt__resident_bytes) past a
  * sixteenth of the device's budget: its memory cap when it has one, else
- * its global memory. scale is the host loader's 256 byte-to-float values. */
+ * its global memory (on a planning device, those of the device it plans
+ * for, or its description's). scale is the host loader's 256 byte-to-float
+ * values. */
 clt_status clt__resident_create(clt__resident **out, const clt_dataset *ds, int64_t n, int world, clt_device dev,
                                 const float *scale);
 void clt__resident_free(clt__resident *r);
