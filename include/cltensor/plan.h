@@ -139,7 +139,9 @@ typedef struct clt_plan_fit_result {
  * with whole_run, before any search, when the loaders' staging alone (the
  * training batch's and an evaluation batch of one example's) is past
  * pinned memory's cap, its message naming pinned memory, its cap and the
- * staging's size. */
+ * staging's size. Only the planning device (or pinned memory's) running
+ * out makes a configuration not fit: the host running out is
+ * CLT_ERR_OUT_OF_MEMORY at once, with the host's message. */
 CLT_API clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t budget, int allow_fp16,
                         clt_plan_fit_result *out);
 
