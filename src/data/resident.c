@@ -122,6 +122,8 @@ clt_status clt__resident_create(clt__resident **out, const clt_dataset *ds, int6
     clt_status s = upload_examples(r, ds, n, dev);
     if (s == CLT_OK) s = upload_labels(r, ds, n, dev);
     if (s == CLT_OK) s = clt_from_host(&r->table, dev, CLT_FLOAT32, 1, &entries, scale);
+    /* The program built now, before a run's clock starts, as the model's are (clt_model_warmup). */
+    if (s == CLT_OK) s = clt__program_prepare(clt__tensor_slot(r->xs), "gather", 0);
     if (s != CLT_OK) {
         clt__resident_free(r);
         return s;
