@@ -26,6 +26,16 @@
 #ifndef WGS
 #define WGS 16
 #endif
+/* Each shape's kernel has a name of its own, so that a program of one shape
+ * served for the other (a damaged cache entry) lacks the kernel asked of it
+ * and is built again, instead of launched with groups it was not built for. */
+#if WGS == 16
+#define GEMM_GPU_KERNEL gemm_gpu_f32
+#elif WGS == 8
+#define GEMM_GPU_KERNEL gemm_gpu_f32_wg8
+#else
+#error "WGS is 16 or 8"
+#endif
 #define RT 4
 #define BT (WGS * RT)
 #define BK 16
@@ -54,7 +64,7 @@ static void stage(__local float (*as)[BT + 1], __local float (*bs)[BT + 1], int 
 }
 
 __kernel __attribute__((reqd_work_group_size(WGS, WGS, 1))) void
-gemm_gpu_f32(int ta, int tb, ulong m, ulong n, ulong k, float alpha, __global const float *a, ulong ao, ulong lda,
+GEMM_GPU_KERNEL(int ta, int tb, ulong m, ulong n, ulong k, float alpha, __global const float *a, ulong ao, ulong lda,
              __global const float *b, ulong bo, ulong ldb, float beta, __global float *c, ulong co, ulong ldc,
              int flags, __global const float *bias, ulong biaso, __global const float *mask, ulong masko,
              __global float *rowsum, ulong rso, __global const float *amask, ulong amasko)

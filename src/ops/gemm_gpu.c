@@ -73,8 +73,8 @@ clt_status clt__gemm_gpu(int slot, int wgs, int transpose_a, int transpose_b, si
     size_t global[] = {(n + bt - 1) / bt * (size_t)wgs, (m + bt - 1) / bt * (size_t)wgs};
     size_t local[] = {(size_t)wgs, (size_t)wgs};
     clt_status s = wgs == 16 ? clt__launch(slot, "gemm_gpu", "gemm_gpu_f32", nargs, args, 2, global, local, c)
-                             : clt__launch_opts(slot, "gemm_gpu", "-DWGS=8", "gemm_gpu_f32", nargs, args, 2, global,
-                                                local, c);
+                             : clt__launch_opts(slot, "gemm_gpu", "-DWGS=8", "gemm_gpu_f32_wg8", nargs, args, 2,
+                                                global, local, c);
     if (s == CLT_OK && ep && ep->rowsum) clt__same_write(ep->rowsum, c);
     return s;
 }

@@ -35,7 +35,7 @@ int clt__gemm_gpu_fits(size_t m, size_t n, size_t k);
 int clt__gemm_gpu_side(int slot, size_t m, size_t n);
 
 /* c = alpha op(a) op(b) + beta c with ep (may be NULL), as
- * clt__dense_gemm, in one launch of gemm_gpu_f32 with work-groups of side
+ * clt__dense_gemm, in one launch of gemm_gpu_f32 (gemm_gpu_f32_wg8 for side 8) with work-groups of side
  * wgs (16 or 8; tests choose, clt__gemm_gpu_side otherwise). Records the
  * launch as c's and ep->rowsum's last write. */
 clt_status clt__gemm_gpu(int slot, int wgs, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
