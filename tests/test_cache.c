@@ -498,7 +498,9 @@ START_TEST(test_failed_saves_counted_once)
                              &t, &loaded, &saved) == 4, "unexpected output:\n%s", out);
         ck_assert_msg(built >= 2 && loaded == 0 && saved == 0, "warmup %s: %d built, %d loaded, %d saved:\n%s",
                       modes[m], built, loaded, saved, out);
-        if (m) ck_assert_int_eq(built, clt__program_count());
+        /* --all: every program, besides the variants the step built with
+         * options of their own (the GPU class's 8 x 8 GEMM). */
+        if (m) ck_assert_int_ge(built, clt__program_count());
         char want[128];
         snprintf(want, sizeof want, ": %d program binaries were not saved to the cache (0 saved)", built);
         ck_assert_msg(strstr(out, want), "warmup %s: not \"%s\" in:\n%s", modes[m], want, out);

@@ -34,10 +34,11 @@ START_TEST(test_warmup_runs_the_datas_loss)
     ck_assert_ok(clt_to_host(clt_model_parameters(m), before, (size_t)n * sizeof *before));
     char *trace = traced_warmup(m, CLT_WARMUP_REGRESSION);
     ck_assert_msg(strstr(trace, "\"mse_f32\""), "no MSE kernel in the regression's warm-up");
-    ck_assert_msg(!strstr(trace, "\"softmax_xent_f32\""), "a cross-entropy in the regression's warm-up");
+    ck_assert_msg(!strstr(trace, "\"softmax_xent_"), "a cross-entropy in the regression's warm-up");
     free(trace);
     trace = traced_warmup(m, 0);
-    ck_assert_msg(strstr(trace, "\"softmax_xent_f32\""), "no cross-entropy kernel in the classifier's warm-up");
+    /* softmax_xent_f32, or on a GPU-class device its one-work-group form. */
+    ck_assert_msg(strstr(trace, "\"softmax_xent_"), "no cross-entropy kernel in the classifier's warm-up");
     ck_assert_msg(!strstr(trace, "\"mse_f32\""), "an MSE in the classifier's warm-up");
     free(trace);
     /* The model is untouched: its parameters as they were, no gradients. */
