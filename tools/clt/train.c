@@ -217,7 +217,9 @@ static int fit_run(train_args *a, clt_model *model, const clt_dataset *train)
     if (s != CLT_OK) return fail("train", "--fit");
     char dev[32] = "";
     clt_device_name(o.device, dev, sizeof dev);
-    int64_t micro = (a->batch_size + r.accumulate - 1) / r.accumulate, shard = (a->batch_size + used - 1) / used;
+    /* used: the GPUs the run trains on, 0 without any: shards only with several. */
+    int64_t micro = (a->batch_size + r.accumulate - 1) / r.accumulate;
+    int64_t shard = used > 1 ? (a->batch_size + used - 1) / used : a->batch_size;
     if (used > 1) /* each GPU's shard in micro-batches */
         printf("fit: batch %lld in shards of up to %lld, each as %d micro-batch%s of up to %lld, ",
                (long long)a->batch_size, (long long)shard, r.accumulate, r.accumulate == 1 ? "" : "es",
