@@ -5,10 +5,12 @@
  * threads, not of the thread that waits for them; OpenBLAS: of the process),
  * which a loaded machine moves less, when both run one thread
  * (POCL_MAX_PTHREAD_COUNT=1 OPENBLAS_NUM_THREADS=1).
- * Usage: bench_shape ta tb m n k [reps] [device]   (reps default 5) */
+ * Usage: bench_shape ta tb m n k [reps] [device]   (reps default 5)
+ *        bench_shape --openblas-core   prints the kernels OpenBLAS chose */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define BENCH_NAME "bench_shape"
 #include "bench.h"
@@ -26,8 +28,14 @@ static double workers_now(void)
     return clock_s(CLOCK_PROCESS_CPUTIME_ID) - clock_s(CLOCK_THREAD_CPUTIME_ID);
 }
 
+char *openblas_get_corename(void); /* OpenBLAS's own, not in cblas.h */
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--openblas-core") == 0) {
+        puts(openblas_get_corename());
+        return 0;
+    }
     if (argc < 6) {
         fprintf(stderr, "usage: bench_shape ta tb m n k [reps] [device]\n");
         return 2;
