@@ -78,6 +78,21 @@ START_TEST(test_size_grammar)
         ck_assert_msg(clt__parse_size(bad[i], total, &v) != 0, "\"%s\" accepted as %lld", bad[i], (long long)v);
         ck_assert_int_eq(v, -1);
     }
+    /* The public form: the same byte counts, no share of a device. */
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int64_t v = -1;
+        int fraction = strchr(ok[i].text, '.') && !strpbrk(ok[i].text, "KMGTkmgt");
+        ck_assert_int_eq(clt_size_parse(ok[i].text, &v), fraction ? CLT_ERR_INVALID_ARGUMENT : CLT_OK);
+        ck_assert_msg(v == (fraction ? 0 : ok[i].bytes), "%s gave %lld", ok[i].text, (long long)v);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t v = -1;
+        ck_assert_int_eq(clt_size_parse(bad[i], &v), CLT_ERR_INVALID_ARGUMENT);
+        ck_assert_int_eq(v, 0);
+        ck_assert_ptr_nonnull(strstr(clt_last_error(), "is not a byte count"));
+    }
+    ck_assert_int_eq(clt_size_parse(NULL, &(int64_t){0}), CLT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(clt_size_parse("1G", NULL), CLT_ERR_INVALID_ARGUMENT);
     /* A fraction too small to be a byte is 1 byte, never "no cap". */
     int64_t v = -1;
     ck_assert_int_eq(clt__parse_size("0.0000000001", 1024, &v), 0);

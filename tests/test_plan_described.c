@@ -439,6 +439,9 @@ START_TEST(test_cli)
         rc = clt_test_shell(out, sizeof out, "%s train --plan-for '%s' 2>&1", clt, bad[i]);
         ck_assert_msg(rc == 2 && strstr(out, "--plan-for needs cpu or gpu"), "%s: exit %d:\n%s", bad[i], rc, out);
     }
+    /* Sizes as CLT_MEMORY_CAP writes them (clt_size_parse): 1.5GiB is 1536 MiB. */
+    rc = clt_test_shell(out, sizeof out, "%s train --plan-for gpu,memory=1.5GiB 2>&1", clt);
+    ck_assert_msg(rc == 0 && strstr(out, "plan:gpu(1536M)"), "exit %d:\n%s", rc, out);
     rc = clt_test_shell(out, sizeof out, "%s train --plan-for gpu,memory=512K 2>&1", clt);
     ck_assert_msg(rc == 1 && strstr(out, "global_mem_bytes 524288 is not between 1 MiB and 1 PiB"), "exit %d:\n%s",
                   rc, out);

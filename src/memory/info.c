@@ -1,7 +1,9 @@
-/* Device-wide memory and the printed report. */
+/* Device-wide memory, the printed report and byte counts as text. */
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/env.h"
+#include "../core/error.h"
 #include "../device/device_internal.h"
 #include "cltensor/memory.h"
 
@@ -64,5 +66,19 @@ clt_status clt_memory_report(clt_device dev, FILE *out)
                 s.category_allocated[c] / MIB, s.category_peak[c] / MIB);
     fprintf(out, "  %-18s %10.1f %10.1f\n", "reserved", s.reserved / MIB, s.peak_reserved / MIB);
     if (s.cap) fprintf(out, "  %-18s %10.1f\n", "cap", s.cap / MIB);
+    return CLT_OK;
+}
+
+clt_status clt_size_parse(const char *text, int64_t *bytes)
+{
+    if (!bytes) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_size_parse: bytes is NULL");
+    *bytes = 0;
+    /* No total: a bare fraction, a share of a device, is refused. */
+    if (!text || clt__parse_size(text, 0, bytes) != 0) {
+        *bytes = 0;
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
+                         "clt_size_parse: \"%.40s\" is not a byte count (digits, then K, M, G or T)",
+                         text ? text : "(null)");
+    }
     return CLT_OK;
 }

@@ -71,7 +71,7 @@ static const char *train_usage =
     "  --plan-for SPEC         --plan for a device this machine need not have: SPEC is cpu or gpu,\n"
     "                          then ,memory=SIZE ,max-alloc=SIZE ,cap=SIZE ,workgroup=N ,width=N\n"
     "                          ,l1=SIZE ,l2=SIZE (its caches) ,tile=TMxTN (the CPU products' tile)\n"
-    "                          (SIZE in bytes or with K, M, G, T: gpu,memory=80G); the rest as\n"
+    "                          (SIZE as CLT_MEMORY_CAP: 80G, 1.5GiB, 4096); the rest as\n"
     "                          clt_device_description_default gives (docs/planner.md)\n"
     "  --fp16                  float16 weights and activations, float32 master weights\n"
     "  --accumulate N          gradient accumulation: each step sums N micro-batches of about\n"
@@ -411,31 +411,26 @@ static int opt_val_limit(train_args *a, const char *c, const char *o, const char
 
 static int opt_distributed(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->distributed = 1; return 1; }
 static int opt_plan(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->plan = 1; return 1; }
-/* A size: digits, then K, M, G or T (powers of 1024), ending at end. */
+/* A byte count as clt_size_parse reads one ("80G", "1.5GiB"), ending at end. */
 static int parse_bytes(const char *p, const char *end, unsigned long long *out)
 {
-    unsigned long long v = 0;
-    const char *units = "KMGT", *u;
-    if (p == end || *p < '0' || *p > '9') return 0;
-    for (; p < end && *p >= '0' && *p <= '9'; p++) {
-        if (v > (ULLONG_MAX - 9) / 10) return 0;
-        v = v * 10 + (unsigned long long)(*p - '0');
-    }
-    if (p < end && *p != '\0' && (u = strchr(units, toupper((unsigned char)*p))) != NULL) {
-        for (long i = 0; i <= u - units; i++) {
-            if (v > ULLONG_MAX / 1024) return 0;
-            v *= 1024;
-        }
-        p++;
-    }
-    *out = v;
-    return p == end;
+    char text[64];
+    int64_t v;
+    size_t n = (size_t)(end - p);
+    if (n >= sizeof text) return 0;
+    memcpy(text, p, n);
+    text[n] = '\0';
+    if (clt_size_parse(text, &v) != CLT_OK) return 0;
+    *out = (unsigned long long)v;
+    return 1;
 }
 
-/* A plain number (no unit) up to max, ending at end. */
+/* A plain number (no unit, no fraction) up to max, ending at end. */
 static int parse_count(const char *p, const char *end, unsigned long long max, unsigned long long *out)
 {
-    return parse_bytes(p, end, out) && end[-1] >= '0' && end[-1] <= '9' && *out <= max;
+    for (const char *q = p; q < end; q++)
+        if (*q < '0' || *q > '9') return 0;
+    return parse_bytes(p, end, out) && *out <= max;
 }
 
 /* "TMxTN": two plain numbers; their ranges are clt_plan_device_describe's. */
@@ -486,7 +481,7 @@ static int opt_plan_for(train_args *a, const char *c, const char *o, const char 
         ok = plan_for_field(p + 1, p + 1 + strcspn(p + 1, ","), &d, &max_alloc_given);
     if (!ok) {
         fprintf(stderr, "clt %s: %s needs cpu or gpu, then ,memory=SIZE ,max-alloc=SIZE ,cap=SIZE ,l1=SIZE "
-                ",l2=SIZE ,workgroup=N ,width=N or ,tile=TMxTN (SIZE in bytes or with K, M, G, T), not '%s'\n",
+                ",l2=SIZE ,workgroup=N ,width=N or ,tile=TMxTN (SIZE as CLT_MEMORY_CAP: 80G, 1.5GiB, 4096), not '%s'\n",
                 c, o, v);
         return 0;
     }
