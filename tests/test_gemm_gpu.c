@@ -1,7 +1,9 @@
 /* The GPU-class devices' own GEMM (cl/gemm_gpu.cl, src/ops/gemm_gpu.c):
  * every transpose, odd edges, work-groups of side 16 and 8 (256 and 64
  * work-items), a mask on a's reads and each epilogue alone and together,
- * against the plain C reference and against CLBlast; which products take
+ * against the plain C reference and against CLBlast; its float16 form
+ * (gemm_gpu_f16) bit for bit against the float32 kernel on the widened
+ * operands, rounded once, and near the C reference; which products take
  * it; and a Linear's backward with both ReLU masks folded in
  * (clt__linear_backward_fold) on it, the CPU kernels and CLBlast alike. */
 #include <math.h>
@@ -14,7 +16,7 @@
 
 #define TOL 1e-4
 
-enum { BIAS = 1, RELU = 2, MASK = 4, ROWSUM = 8, AMASK = 16 };
+enum { BIAS = 1, RELU = 2, MASK = 4, ROWSUM = 8, AMASK = 16, ROUND = 32, RESID = 64 };
 
 static int test_slot(void)
 {
@@ -132,6 +134,145 @@ START_TEST(test_epilogues)
             for (size_t s = 0; s < num_sizes(); s++)
                 check_one(w ? 8 : 16, combos[e][0], combos[e][1], sizes[s][0], sizes[s][1], sizes[s][2],
                           combos[e][2]);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* n random values in [-1, 1) that float16 holds exactly. */
+static float *half_values(int64_t n, uint64_t seed)
+{
+    float *x = clt_test_random_floats(n, seed);
+    for (int64_t i = 0; i < n; i++) x[i] = clt_half_to_float(clt_float_to_half(x[i]));
+    return x;
+}
+
+/* The float16 copy of a float32 tensor, and a view of it at rows [pad, pad + rows) when pad >= 0. */
+static clt_tensor *to_half(clt_tensor *t, int64_t pad, int64_t rows, clt_tensor **base)
+{
+    clt_tensor *h, *v;
+    ck_assert_ok(clt_to_dtype(&h, t, CLT_FLOAT16));
+    if (pad < 0) return h;
+    ck_assert_ok(clt_narrow(&v, h, pad, rows));
+    *base = h;
+    return v;
+}
+
+static uint16_t *read_half(const clt_tensor *t)
+{
+    size_t n = clt_tensor_nbytes(t);
+    uint16_t *x = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ok(clt_to_host(t, x, n));
+    return x;
+}
+
+/* One product by gemm_gpu_f16 (alpha 1, beta 0 with a bias or ReLU, else
+ * 1, as the layers make them), a, b and c views at nonzero offsets: c, the
+ * row sums and the residual sum bit for bit the float32 kernel's on the
+ * same values, rounded once to float16; with ROUND c is half(half(the
+ * product) + c), with RESID the sum half(c's float16 + res); and c within
+ * float16's precision of the C reference. The rows around c's view stay. */
+static void check_half(int wgs, int ta, int tb, int64_t m, int64_t n, int64_t k, int flags)
+{
+    float beta = flags & (BIAS | RELU) ? 0.0f : 1.0f;
+    float *a = half_values(m * k, 1 + (uint64_t)m), *b = half_values(k * n, 2 + (uint64_t)n);
+    float *c = half_values(m * n, 3 + (uint64_t)k), *bias = half_values(n, 4), *mask = half_values(m * n, 5);
+    float *rowsum = half_values(m, 6), *amask = half_values(m * k, 7), *res = half_values(m * n, 8);
+    clt_device dev = clt_test_device();
+    int slot = test_slot();
+    clt_tensor *ab, *bb, *cb, *hab, *hbb, *hcb;
+    clt_tensor *ta32 = clt_test_upload_view(dev, a, ta ? k : m, ta ? m : k, 2, 9.0f, &ab);
+    clt_tensor *tb32 = clt_test_upload_view(dev, b, tb ? n : k, tb ? k : n, 1, 9.0f, &bb);
+    clt_tensor *tc32 = clt_test_upload_view(dev, c, m, n, 3, 7.0f, &cb);
+    clt_tensor *ta16 = to_half(ab, 2, ta ? k : m, &hab), *tb16 = to_half(bb, 1, tb ? n : k, &hbb);
+    clt_tensor *tc16 = to_half(cb, 3, m, &hcb);
+    clt_tensor *t32[] = {clt_test_upload(dev, bias, 1, n), clt_test_upload(dev, mask, m, n),
+                         clt_test_upload(dev, rowsum, 1, m), clt_test_upload(dev, amask, ta ? k : m, ta ? m : k),
+                         clt_test_upload(dev, res, m, n), clt_test_upload(dev, c, m, n)};
+    clt_tensor *t16[6];
+    for (int i = 0; i < 6; i++) t16[i] = to_half(t32[i], -1, 0, NULL);
+    clt_tensor *sum16;
+    int64_t shape[] = {m, n};
+    ck_assert_ok(clt_zeros(&sum16, dev, CLT_FLOAT16, 2, shape));
+    clt__gemm_fusion ep16 = {.a_mask = flags & AMASK ? t16[3] : NULL,
+                             .round = (flags & ROUND) != 0,
+                             .bias = flags & BIAS ? t16[0] : NULL,
+                             .relu = (flags & RELU) != 0,
+                             .mask = flags & MASK ? t16[1] : NULL,
+                             .rowsum = flags & ROWSUM ? t16[2] : NULL,
+                             .residual = flags & RESID ? t16[4] : NULL,
+                             .sum = sum16};
+    ck_assert_ok(clt__gemm_gpu(slot, wgs, ta, tb, (size_t)m, (size_t)n, (size_t)k, 1.0f, ta16, (size_t)(ta ? m : k),
+                               tb16, (size_t)(tb ? k : n), beta, tc16, (size_t)n, &ep16));
+    /* The float32 kernel on the same values; with ROUND its bare product (t32[5] is a scratch c). */
+    clt__gemm_fusion ep32 = ep16;
+    ep32.a_mask = flags & AMASK ? t32[3] : NULL;
+    ep32.bias = flags & BIAS ? t32[0] : NULL;
+    ep32.mask = flags & MASK && !(flags & ROUND) ? t32[1] : NULL;
+    ep32.rowsum = flags & ROWSUM ? t32[2] : NULL;
+    ep32.round = 0;
+    ep32.residual = NULL;
+    clt_tensor *out32 = flags & ROUND ? t32[5] : tc32;
+    ck_assert_ok(clt__gemm_gpu(slot, wgs, ta, tb, (size_t)m, (size_t)n, (size_t)k, 1.0f, ta32, (size_t)(ta ? m : k),
+                               tb32, (size_t)(tb ? k : n), flags & ROUND ? 0.0f : beta, out32, (size_t)n, &ep32));
+    float *p = clt_test_read(out32), *rs32 = clt_test_read(t32[2]);
+    uint16_t *got = read_half(tc16), *all = read_half(hcb), *rs16 = read_half(t16[2]), *sum = read_half(sum16);
+    for (int64_t i = 0; i < m * n; i++) {
+        float v = p[i];
+        if (flags & ROUND) {
+            v = clt_half_to_float(clt_float_to_half(v)) + c[i];
+            if ((flags & MASK) && !(mask[i] > 0.0f)) v = 0.0f;
+        }
+        uint16_t want = clt_float_to_half(v);
+        ck_assert_msg(got[i] == want, "wgs %d ta=%d tb=%d m=%lld n=%lld k=%lld flags %d: c[%lld] %#x, expected %#x",
+                      wgs, ta, tb, (long long)m, (long long)n, (long long)k, flags, (long long)i, got[i], want);
+        uint16_t want_sum = clt_float_to_half(clt_half_to_float(want) + res[i]);
+        ck_assert_msg(!(flags & RESID) || sum[i] == want_sum, "flags %d: sum[%lld] %#x, expected %#x", flags,
+                      (long long)i, sum[i], want_sum);
+    }
+    for (int64_t i = 0; i < m; i++)
+        ck_assert_msg(rs16[i] == clt_float_to_half(rs32[i]), "flags %d: row sum %lld %#x, expected %#x", flags,
+                      (long long)i, rs16[i], clt_float_to_half(rs32[i]));
+    for (int64_t i = 0; i < 3 * n; i++) ck_assert_int_eq(all[i], clt_float_to_half(7.0f));
+    for (int64_t i = (m + 3) * n; i < (m + 6) * n; i++) ck_assert_int_eq(all[i], clt_float_to_half(7.0f));
+    /* Near the C reference. */
+    if (flags & AMASK)
+        for (int64_t i = 0; i < m * k; i++) a[i] = amask[i] > 0.0f ? a[i] : 0.0f;
+    float *ref = malloc((size_t)(m * n) * sizeof *ref), *gotf = malloc((size_t)(m * n) * sizeof *gotf);
+    memcpy(ref, c, (size_t)(m * n) * sizeof *ref);
+    clt_test_ref_gemm(ta, tb, m, n, k, 1.0f, a, b, beta, ref);
+    ref_epilogue(flags, ta, m, n, k, a, bias, mask, ref, rowsum);
+    for (int64_t i = 0; i < m * n; i++) gotf[i] = clt_half_to_float(got[i]);
+    double err = clt_test_max_rel_err(gotf, ref, m * n);
+    ck_assert_msg(err < 2e-3, "flags %d: %g from the C reference", flags, err);
+    free(ref);
+    free(gotf);
+    void *bufs[] = {a, b, c, bias, mask, rowsum, amask, res, p, rs32, got, all, rs16, sum};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    clt_tensor *ts[] = {ta32, tb32, tc32, ab, bb, cb, ta16, tb16, tc16, hab, hbb, hcb, sum16};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
+    for (int i = 0; i < 6; i++) {
+        clt_tensor_release(t32[i]);
+        clt_tensor_release(t16[i]);
+    }
+}
+
+/* The float16 form: every transpose plain (beta 1: a gradient's
+ * accumulation), then what the float16 layers fuse: forward NT with bias
+ * and ReLU, and the residual sum; input gradient NN with the masks, and
+ * rounded before a residual gradient is added; weight gradient TN with a
+ * mask on a and row sums; and all together. */
+START_TEST(test_half_form)
+{
+    int combos[][3] = {{0, 0, 0},           {1, 0, 0},          {0, 1, 0},
+                       {1, 1, 0},           {0, 1, BIAS | RELU}, {0, 1, BIAS | RELU | RESID},
+                       {0, 0, MASK | AMASK}, {0, 0, ROUND},      {0, 0, ROUND | MASK | AMASK},
+                       {1, 0, ROWSUM | AMASK}, {1, 1, BIAS | RELU | MASK | ROWSUM | AMASK | RESID}};
+    for (int w = skip_side(0); w < 2; w++)
+        for (size_t e = 0; e < sizeof combos / sizeof combos[0]; e++)
+            for (size_t s = 0; s < num_sizes(); s++)
+                check_half(w ? 8 : 16, combos[e][0], combos[e][1], sizes[s][0], sizes[s][1], sizes[s][2],
+                           combos[e][2]);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -275,6 +416,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_transposes_and_edges);
     tcase_add_test(tc, test_epilogues);
+    tcase_add_test(tc, test_half_form);
     tcase_add_test(tc, test_against_clblast);
     tcase_add_test(tc, test_choice);
     tcase_add_test(tc, test_linear_fold);

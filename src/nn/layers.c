@@ -2,12 +2,14 @@
  * needs (Linear its input, ReLU its output, Flatten only the input shape on
  * the host), and each backward consumes and frees it. Float32 layers fuse
  * (CLT_FUSE=0 turns it off): a Linear followed by a ReLU runs as one
- * product with bias and ReLU in its store; backward folds the ReLU mask and
- * the Linear's bias gradient into one pass, or, where the dense op fuses
- * them (GPU-class devices, clt__dense_fuses_backward), into the products of
- * the Linears next to the ReLU; a residual block's first Linear accumulates
- * its input gradient into the block's dy instead of adding the two
- * afterwards. */
+ * product with bias and ReLU in its store, and a residual block's last
+ * Linear and ReLU add the block's input there too; backward folds the ReLU
+ * mask and the Linear's bias gradient into one pass, or, where the dense op
+ * fuses them (GPU-class devices, clt__dense_fuses_backward), into the
+ * products of the Linears next to the ReLU; a residual block's first Linear
+ * accumulates its input gradient into the block's dy instead of adding the
+ * two afterwards. Float16 layers fuse the same way where their products
+ * take cl/gemm_gpu.cl, and make passes of their own elsewhere. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -66,6 +68,22 @@ static int is_f32_linear(const clt__layer *l)
     return l->kind == CLT__LINEAR && clt_tensor_dtype(l->w) == CLT_FLOAT32;
 }
 
+/* 1 when the Linear l folds its neighbours' passes into its products for a
+ * batch of rows: float32 (where cl/gemm_gpu.cl does not take them, the
+ * dense op makes the passes), or float16 whose products take cl/gemm_gpu.cl
+ * (clt__dense_fuses_backward). */
+static int folds(const clt__layer *l, int64_t rows)
+{
+    int slot, fused = 0;
+    if (l->kind != CLT__LINEAR || !l->w) return 0;
+    if (clt_tensor_dtype(l->w) == CLT_FLOAT32) return 1;
+    /* A failure here is the product's own to report. */
+    if (clt__resolve(clt_tensor_device(l->w), &slot) != CLT_OK ||
+        clt__dense_fuses_backward(slot, (size_t)rows, (size_t)l->out, (size_t)l->in, &fused) != CLT_OK)
+        return 0;
+    return fused;
+}
+
 /* Where a Linear's forward keeps w^T's panels: in evaluation mode only, and
  * not after clt_model_set_keep_packed(m, 0).
  * In training the optimizer rewrites w every step, so kept panels would be
@@ -86,16 +104,27 @@ static clt_status linear_forward(clt_model *m, clt__layer *l, clt_tensor *x, int
     return CLT_OK;
 }
 
-// Linear then ReLU in one product; each keeps what its own backward needs
+// Linear then ReLU in one product, and with res (not NULL) y = ReLU's
+// output + res in it too; each keeps what its own backward needs
 static clt_status linear_relu_forward(clt_model *m, clt__layer *lin, clt__layer *relu, clt_tensor *x, int internal,
-                                      clt_tensor **y)
+                                      const clt_tensor *res, clt_tensor **y)
 {
-    clt_status s = clt__linear_forward_packed(y, x, lin->w, lin->b, 1, kept_panels(m, lin));
+    clt_tensor *r = NULL, *sum = NULL;
+    clt_status s;
+    if (clt_tensor_dtype(lin->w) == CLT_FLOAT16) s = clt__linear_relu_forward_f16(&r, &sum, x, lin->w, lin->b, res);
+    else if (res) s = clt__linear_relu_residual_forward(&r, &sum, x, lin->w, lin->b, res, kept_panels(m, lin));
+    else s = clt__linear_forward_packed(&r, x, lin->w, lin->b, 1, kept_panels(m, lin));
     if (s != CLT_OK) return layer_fail(lin, s);
     if (m->training) {
         keep(&lin->saved, x, internal);
-        keep(&relu->saved, *y, 1);
+        keep(&relu->saved, r, 1);
     }
+    if (!res) {
+        *y = r;
+        return CLT_OK;
+    }
+    clt_tensor_release(r);
+    *y = sum;
     return CLT_OK;
 }
 
@@ -120,13 +149,22 @@ static clt_status flatten_forward(clt__layer *l, clt_tensor *x, clt_tensor **y)
     return s == CLT_OK ? s : layer_fail(l, s);
 }
 
-// x and y are (B,h)
+// x and y are (B,h); a body that ends in a Linear and a ReLU that fold adds
+// x in their product's store
 static clt_status residual_forward(clt_model *m, clt__layer *l, clt_tensor *x, int internal, clt_tensor **y)
 {
     clt_tensor *h;
-    int h_internal;
-    CLT_TRY(clt__seq_forward(m, l->body, l->nbody, x, internal, &h, &h_internal));
-    clt_status s = clt_add(y, x, h);
+    int h_internal, n = l->nbody;
+    int fold = clt__fuse_enabled() && n >= 2 && l->body[n - 1].kind == CLT__RELU &&
+               folds(&l->body[n - 2], clt_tensor_dim(x, 0));
+    CLT_TRY(clt__seq_forward(m, l->body, fold ? n - 2 : n, x, internal, &h, &h_internal));
+    clt_status s;
+    if (fold) {
+        s = linear_relu_forward(m, &l->body[n - 2], &l->body[n - 1], h, h_internal, x, y);
+        clt_tensor_release(h);
+        return s;
+    }
+    s = clt_add(y, x, h);
     clt_tensor_release(h);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -206,8 +244,8 @@ clt_status clt__seq_forward(clt_model *m, clt__layer *layers, int n, clt_tensor 
         clt_status s;
         if (!recomputing && clt__record_active() && top_level(m, &layers[i]))
             mark_layers(m, "forward", &layers[i], &layers[i]);
-        if (fuse && i + 1 < n && is_f32_linear(&layers[i]) && layers[i + 1].kind == CLT__RELU) {
-            s = linear_relu_forward(m, &layers[i], &layers[i + 1], cur, cur_internal, &next);
+        if (fuse && i + 1 < n && layers[i + 1].kind == CLT__RELU && folds(&layers[i], clt_tensor_dim(cur, 0))) {
+            s = linear_relu_forward(m, &layers[i], &layers[i + 1], cur, cur_internal, NULL, &next);
             i++;
         } else {
             s = layer_forward(m, &layers[i], cur, cur_internal, &next, &next_internal);
@@ -227,7 +265,8 @@ static clt_status missing(const clt__layer *l)
     return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: backward without a kept forward", l->name);
 }
 
-/* What a layer's backward folds in with its neighbours' (float32 only). */
+/* What a layer's backward folds in with its neighbours' (float32, and
+ * float16 where folds says so). */
 typedef struct fold {
     int fuse;              /* CLT_FUSE is not 0 */
     int bias_done;         /* Linear: the ReLU above it accumulated its bias gradient */
@@ -243,13 +282,11 @@ static clt_status linear_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx
 {
     if (!l->saved) return missing(l);
     clt_tensor *db = f->bias_done ? NULL : l->db;
-    clt_status s;
-    if (clt_tensor_dtype(l->w) == CLT_FLOAT16) s = clt__linear_backward_f16(dx, l->dw, db, dy, l->saved, l->w);
-    else {
-        clt__linear_fold lin = f->lin;
-        if (!dx) lin.base = NULL, lin.dx_mask = NULL;
-        s = clt__linear_backward_fold(dx, &lin, l->dw, db, dy, l->saved, l->w);
-    }
+    clt__linear_fold lin = f->lin;
+    if (!dx) lin.base = NULL, lin.dx_mask = NULL;
+    clt_status s = clt_tensor_dtype(l->w) == CLT_FLOAT16
+                       ? clt__linear_backward_fold_f16(dx, &lin, l->dw, db, dy, l->saved, l->w)
+                       : clt__linear_backward_fold(dx, &lin, l->dw, db, dy, l->saved, l->w);
     drop(&l->saved);
     return s == CLT_OK ? s : layer_fail(l, s);
 }
@@ -277,7 +314,7 @@ static clt_status relu_bias_backward(clt__layer *l, clt__layer *lin, clt_tensor 
 static clt_status residual_backward(clt__layer *l, clt_tensor *dy, clt_tensor **dx, const fold *f)
 {
     if (!dx) return seq_backward(NULL, l->body, l->nbody, clt_tensor_retain(dy), NULL, NULL, 0);
-    if (f->fuse && is_f32_linear(&l->body[0])) {
+    if (f->fuse && folds(&l->body[0], clt_tensor_dim(dy, 0))) {
         /* The body's first product adds into dy itself when the caller's
          * reference is the only one, so nothing reads it later. */
         int in_place = atomic_load(&dy->refs) == 1 && atomic_load(&dy->st->refs) == 1;
@@ -399,13 +436,13 @@ static clt_status segment_backward(clt_model *m, clt__layer *layers, int j, clt_
     return seq_backward(NULL, first, first->seg_len, dy, dx, NULL, 0);
 }
 
-/* 1 when the products of the float32 Linear l's backward, for dy, take
- * the dense op's fused kernel (clt__dense_fuses_backward), so that a ReLU's
- * mask costs no pass of its own there. */
+/* 1 when the products of the Linear l's backward, for dy, take the dense
+ * op's fused kernel (clt__dense_fuses_backward), so that a ReLU's mask
+ * costs no pass of its own there. */
 static int products_fuse(const clt__layer *l, const clt_tensor *dy, const fold *f)
 {
     int slot, fused = 0;
-    if (!f->fuse || !is_f32_linear(l) || !l->saved) return 0;
+    if (!f->fuse || l->kind != CLT__LINEAR || !l->saved) return 0;
     size_t rows = (size_t)clt_tensor_dim(dy, 0), in = (size_t)clt_tensor_dim(l->saved, 1);
     /* A failure here is the product's own to report. */
     if (clt__resolve(clt_tensor_device(dy), &slot) != CLT_OK ||
@@ -428,13 +465,13 @@ static const clt_tensor *mask_above(const clt__layer *layers, int i, const clt_t
  * of relu_bias_backward), else NULL. */
 static const clt_tensor *mask_below(const clt__layer *layers, int lin, const clt_tensor *dy, const fold *f)
 {
-    if (lin < 2 || layers[lin - 1].kind != CLT__RELU || !layers[lin - 1].saved || !is_f32_linear(&layers[lin - 2]) ||
+    if (lin < 2 || layers[lin - 1].kind != CLT__RELU || !layers[lin - 1].saved || layers[lin - 2].kind != CLT__LINEAR ||
         !layers[lin - 2].db)
         return NULL;
     return products_fuse(&layers[lin], dy, f) ? layers[lin - 1].saved : NULL;
 }
 
-/* Backward of the float32 Linear at lin with f->lin.dy_mask (the ReLU at
+/* Backward of the Linear at lin with f->lin.dy_mask (the ReLU at
  * lin + 1, or none) and the ReLU below folded into its products where
  * mask_below allows; *low is the lowest layer done. */
 static clt_status fused_linear_backward(clt__layer *layers, int lin, clt_tensor *dy, clt_tensor **dx, fold *f,

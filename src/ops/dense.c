@@ -213,18 +213,21 @@ static clt_status mask_pass(int slot, const clt_tensor *src, const clt_tensor *m
 }
 
 /* What the store leaves to passes of their own on the CPU kernels and
- * CLBlast: the row sums of op(a) (a is (k, m), transposed) and the mask. */
+ * CLBlast: the row sums of op(a) (a is (k, m), transposed), the mask and
+ * the residual sum. */
 static clt_status epilogue_passes(int slot, const clt_tensor *a, clt_tensor *c, size_t m, size_t n, size_t k,
                                   const clt__gemm_fusion *ep)
 {
     if (ep->rowsum && m > 0 && k > 0) CLT_TRY(clt__sum_rows_into(ep->rowsum, a, 1));
-    if (!ep->mask || m == 0 || n == 0) return CLT_OK;
-    return mask_pass(slot, c, ep->mask, c, (cl_ulong)(m * n));
+    if (m == 0 || n == 0) return CLT_OK;
+    if (ep->mask) CLT_TRY(mask_pass(slot, c, ep->mask, c, (cl_ulong)(m * n)));
+    return ep->residual ? clt__add_into(ep->sum, c, ep->residual) : CLT_OK;
 }
 
 /* clt__dense_gemm with ep (may be NULL; see clt__gemm_fusion: a bias or
- * ReLU needs beta = 0 and ldc = n, a mask ldc = n, row sums transpose_a
- * with a of shape (k, m), a mask on a an a that is its whole tensor).
+ * ReLU needs beta = 0 and ldc = n, a mask or a residual ldc = n, row sums
+ * transpose_a with a of shape (k, m), a mask on a an a that is its whole
+ * tensor; round is for float16).
  * cl/gemm_gpu.cl fuses all of it; elsewhere a masked copy of a is made
  * first, dense_gemm_fused takes the bias and ReLU and epilogue_passes the
  * rest. */
@@ -258,18 +261,25 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
 
 clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                                const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                               clt_tensor *c, size_t ldc, const clt_tensor *bias)
+                               clt_tensor *c, size_t ldc, const clt__gemm_fusion *ep)
 {
-    int cpu = 0;
-    CLT_TRY(clt__dense_cpu(slot, &cpu));
-    if (!cpu || k == 0)
+    static const clt__gemm_fusion none = {0};
+    if (!ep) ep = &none;
+    int impl;
+    CLT_TRY(dense_impl(slot, m, n, k, &impl));
+    int cpu_can = impl == DENSE_CPU && !ep->a_mask && !ep->relu && !ep->mask && !ep->rowsum && !ep->residual;
+    if (k == 0 || (impl != DENSE_GPU && !cpu_can))
         return clt__fail(CLT_ERR_UNSUPPORTED,
-                         "float16 GEMM (m=%zu, n=%zu, k=%zu) on %s: needs the CPU kernels and k > 0", m, n, k,
-                         clt__slot_get(slot)->name);
+                         "float16 GEMM (m=%zu, n=%zu, k=%zu) on %s: needs k > 0 and cl/gemm_gpu.cl, or the CPU "
+                         "kernels with at most a bias fused", m, n, k, clt__slot_get(slot)->name);
     if (m == 0 || n == 0) return CLT_OK;
+    if (impl == DENSE_GPU)
+        return clt__gemm_gpu(slot, clt__gemm_gpu_side(slot, m, n), transpose_a, transpose_b, m, n, k, alpha, a, lda,
+                             b, ldb, beta, c, ldc, ep);
     clt__gemm_tile tile;
     CLT_TRY(clt__gemm_tile_for(slot, transpose_a, transpose_b, m, n, k, lda, 1, &tile));
-    return clt__cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, 0);
+    return clt__cpu_gemm(slot, tile, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ep->bias,
+                         0);
 }
 
 clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
@@ -327,8 +337,10 @@ clt_status clt_matmul(clt_tensor **out, const clt_tensor *a, const clt_tensor *b
     return clt__finish(s, y, out);
 }
 
+/* y = x w^T + b (ReLU when relu); with res (y's shape) also *sum = y + res. */
 static clt_status linear_forward(const char *op, clt_tensor **y, const clt_tensor *x, const clt_tensor *w,
-                                 const clt_tensor *b, int relu, clt__packed_weight *pw)
+                                 const clt_tensor *b, int relu, clt__packed_weight *pw, const clt_tensor *res,
+                                 clt_tensor **sum)
 {
     CLT_TRY(clt__need(op, "y", y));
     *y = NULL;
@@ -345,28 +357,51 @@ static clt_status linear_forward(const char *op, clt_tensor **y, const clt_tenso
     int slot = x->st->slot;
     cl_ulong rows = (cl_ulong)x->shape[0], cols = (cl_ulong)w->shape[0];
     int64_t shape[] = {x->shape[0], w->shape[0]};
-    clt_tensor *out;
-    CLT_TRY(clt__tensor_new(&out, slot, CLT_FLOAT32, 2, shape));
-    clt__gemm_fusion ep = {.bias = b, .relu = relu};
-    clt_status s = dense_gemm(slot, 0, 1, (size_t)rows, (size_t)cols, (size_t)x->shape[1], 1.0f, x,
-                              (size_t)x->shape[1], w, (size_t)w->shape[1], 0.0f, out, (size_t)cols, &ep, pw);
+    if (res) {
+        CLT_TRY(clt__need_f32(op, "res", res));
+        CLT_TRY(clt__same_device(op, x, res));
+        if (res->ndim != 2 || res->shape[0] != shape[0] || res->shape[1] != shape[1])
+            return shape_fail(op, "res must be (B,OC) for x (B,C) and w (OC,C)", res, x, w);
+        CLT_TRY(clt__tensor_new(sum, slot, CLT_FLOAT32, 2, shape));
+    }
+    clt_tensor *out = NULL;
+    clt_status s = clt__tensor_new(&out, slot, CLT_FLOAT32, 2, shape);
+    clt__gemm_fusion ep = {.bias = b, .relu = relu, .residual = res, .sum = res ? *sum : NULL};
+    if (s == CLT_OK)
+        s = dense_gemm(slot, 0, 1, (size_t)rows, (size_t)cols, (size_t)x->shape[1], 1.0f, x, (size_t)x->shape[1], w,
+                       (size_t)w->shape[1], 0.0f, out, (size_t)cols, &ep, pw);
+    if (s != CLT_OK && res) {
+        clt_tensor_release(*sum);
+        *sum = NULL;
+    }
     return clt__finish(s, out, y);
 }
 
 clt_status clt_linear_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
 {
-    return linear_forward("clt_linear_forward", y, x, w, b, 0, NULL);
+    return linear_forward("clt_linear_forward", y, x, w, b, 0, NULL, NULL, NULL);
 }
 
 clt_status clt_linear_relu_forward(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b)
 {
-    return linear_forward("clt_linear_relu_forward", y, x, w, b, 1, NULL);
+    return linear_forward("clt_linear_relu_forward", y, x, w, b, 1, NULL, NULL, NULL);
 }
 
 clt_status clt__linear_forward_packed(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b,
                                       int relu, clt__packed_weight *pw)
 {
-    return linear_forward(relu ? "clt_linear_relu_forward" : "clt_linear_forward", y, x, w, b, relu, pw);
+    return linear_forward(relu ? "clt_linear_relu_forward" : "clt_linear_forward", y, x, w, b, relu, pw, NULL, NULL);
+}
+
+clt_status clt__linear_relu_residual_forward(clt_tensor **y, clt_tensor **sum, const clt_tensor *x,
+                                             const clt_tensor *w, const clt_tensor *b, const clt_tensor *res,
+                                             clt__packed_weight *pw)
+{
+    const char *op = "clt__linear_relu_residual_forward";
+    CLT_TRY(clt__need(op, "sum", sum));
+    *sum = NULL;
+    CLT_TRY(clt__need(op, "res", res));
+    return linear_forward(op, y, x, w, b, 1, pw, res, sum);
 }
 
 /* A fold's mask (may be NULL): float32, like's shape, on dy's device. */

@@ -2,6 +2,17 @@
 #include "half.h"
 #include "ops_internal.h"
 
+clt_status clt__add_into(clt_tensor *y, const clt_tensor *a, const clt_tensor *b)
+{
+    clt__buf ab = clt__tensor_buf(a), bb = clt__tensor_buf(b), yb = clt__tensor_buf(y);
+    cl_ulong n = (cl_ulong)a->numel;
+    clt__arg args[] = {CLT_ARG(ab.mem), CLT_ARG(ab.off), CLT_ARG(bb.mem), CLT_ARG(bb.off),
+                       CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n)};
+    /* float16 storage, float32 arithmetic: cl/half.cl */
+    return a->dtype == CLT_FLOAT16 ? clt__launch_half16(a->st->slot, "add_f16", 7, args, n, y)
+                                   : clt__launch1(a->st->slot, "elementwise", "add_f32", 7, args, (size_t)n, y);
+}
+
 clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
 {
     CLT_TRY(clt__need("clt_add", "out", out));
@@ -11,20 +22,7 @@ clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
     CLT_TRY(clt__same_shape("clt_add", a, b));
     clt_tensor *y;
     CLT_TRY(clt__tensor_new(&y, a->st->slot, a->dtype, a->ndim, a->shape));
-    clt__buf ab = clt__tensor_buf(a), bb = clt__tensor_buf(b), yb = clt__tensor_buf(y);
-    cl_ulong n = (cl_ulong)a->numel;
-    clt__arg args[] = {CLT_ARG(ab.mem), CLT_ARG(ab.off), CLT_ARG(bb.mem), CLT_ARG(bb.off),
-                       CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n)};
-    /* float16 storage, float32 arithmetic: cl/half.cl */
-    int half = a->dtype == CLT_FLOAT16;
-    clt_status s = half ? clt__launch_half16(a->st->slot, "add_f16", 7, args, n, y)
-                        : clt__launch1(a->st->slot, "elementwise", "add_f32", 7, args, (size_t)n, y);
-    if (s != CLT_OK) {
-        clt_tensor_release(y);
-        return s;
-    }
-    *out = y;
-    return CLT_OK;
+    return clt__finish(clt__add_into(y, a, b), y, out);
 }
 
 clt_status clt_fill_(clt_tensor *t, double value)

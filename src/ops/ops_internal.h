@@ -33,6 +33,10 @@ clt_status clt__wait_foreign_read(int slot, clt_tensor *t);
 /* Records t's storage as written by the last write of `by` (the same launch). */
 void clt__same_write(clt_tensor *t, const clt_tensor *by);
 
+/* y = a + b into an existing y, all of one dtype (float32 or float16),
+ * shape and device, as clt_add. */
+clt_status clt__add_into(clt_tensor *y, const clt_tensor *a, const clt_tensor *b);
+
 /* Releases t and returns s when s is a failure, else stores t in *out. */
 clt_status clt__finish(clt_status s, clt_tensor *t, clt_tensor **out);
 
@@ -53,12 +57,16 @@ clt_status clt__dense_cpu(int slot, int *out);
 clt_status clt__bias_relu_epilogue(int slot, clt_tensor *c, const clt_tensor *bias, size_t rows, size_t cols,
                                    int relu);
 
-/* clt__dense_gemm on float16 a, b and c, plus bias (n, float16, may be
- * NULL) on every row: float32 accumulation, c rounded once. Only on the CPU
- * kernels and for k > 0, else CLT_ERR_UNSUPPORTED. */
+/* What a product fuses (src/ops/gemm_gpu.h). */
+typedef struct clt__gemm_fusion clt__gemm_fusion;
+
+/* clt__dense_gemm on float16 a, b and c with ep (may be NULL; its tensors
+ * float16 too): float32 accumulation, c rounded once. On cl/gemm_gpu.cl
+ * (clt__dense_fuses_backward) with all of ep; on the CPU kernels with its
+ * bias only; for k > 0. Else CLT_ERR_UNSUPPORTED. */
 clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,
                                const clt_tensor *a, size_t lda, const clt_tensor *b, size_t ldb, float beta,
-                               clt_tensor *c, size_t ldc, const clt_tensor *bias);
+                               clt_tensor *c, size_t ldc, const clt__gemm_fusion *ep);
 
 /* What clt__linear_backward_fold folds into a Linear's backward. */
 typedef struct clt__linear_fold {
@@ -108,6 +116,13 @@ void clt__packed_weight_drop(clt__packed_weight *pw);
  * kept in pw on CPU devices (pw unused elsewhere). */
 clt_status clt__linear_forward_packed(clt_tensor **y, const clt_tensor *x, const clt_tensor *w, const clt_tensor *b,
                                       int relu, clt__packed_weight *pw);
+/* clt_linear_relu_forward with a residual: *y = ReLU(x w^T + b) (kept for
+ * the ReLU's backward) and *sum = *y + res (res (B,OC), float32), in the
+ * product's store on cl/gemm_gpu.cl, else with one add pass (add_f32);
+ * w^T's panels kept in pw as clt__linear_forward_packed. */
+clt_status clt__linear_relu_residual_forward(clt_tensor **y, clt_tensor **sum, const clt_tensor *x,
+                                             const clt_tensor *w, const clt_tensor *b, const clt_tensor *res,
+                                             clt__packed_weight *pw);
 
 /* out[0] = (sum of x's n float32 elements) / divisor, on x's device, in
  * two passes (partial sums, then one work-item over the partials, or one
