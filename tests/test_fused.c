@@ -6,7 +6,9 @@
  * it replaces; and whole-model gradients of ResMLPs and residual stacks,
  * fused and with CLT_FUSE=0, checkpointed or not, against a plain C
  * forward and backward in double precision, also on a GPU-class device,
- * where a traced step shows which passes cl/gemm_gpu.cl's store replaced. */
+ * where a traced step shows which passes cl/gemm_gpu.cl's store replaced;
+ * and a float16 ResMLP there, fused as float32 is, against its unfused
+ * passes and the CPU class. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -444,8 +446,9 @@ static int count(const char *text, const char *word)
 /* On a GPU-class device the products take cl/gemm_gpu.cl with every
  * epilogue in their store: the gradients match the reference, and a traced
  * step of the ResMLP (3 blocks, dx asked for) makes its 24 products as
- * gemm_gpu_f32 (or its 8 x 8 shape) and no bias, ReLU, mask or column-sum pass: each ReLU's
- * backward is in the products of a Linear next to it. */
+ * gemm_gpu_f32 (or its 8 x 8 shape) and no bias, ReLU, mask, column-sum or
+ * add pass: each ReLU's backward is in the products of a Linear next to it,
+ * each residual sum in its block's last product. */
 START_TEST(test_resmlp_gpu_class)
 {
     clt_device dev = clt_test_device();
@@ -467,12 +470,101 @@ START_TEST(test_resmlp_gpu_class)
     char *trace = clt_test_read_file(path);
     /* gemm_gpu_f32, or gemm_gpu_f32_wg8 for so small a C: either shape. */
     ck_assert_int_eq(count(trace, "\"gemm_gpu_f32\"") + count(trace, "\"gemm_gpu_f32_wg8\""), 24);
-    const char *gone[] = {"bias_relu_f32", "sum_rows", "relu_backward", "relu_f32", "CLBlast"};
+    const char *gone[] = {"bias_relu_f32", "sum_rows", "relu_backward", "relu_f32", "\"add_f32\"", "CLBlast"};
     for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
         ck_assert_msg(!strstr(trace, gone[i]), "%s ran in a GPU-class step", gone[i]);
     free(trace);
     clt_test_remove_dir(dir);
     unsetenv("CLT_DEVICE_CLASS");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* One forward and backward of the float16 form of `a` (x and dy given in
+ * float16, so that no conversion runs on the way in) on the device class
+ * cls, fused or not, traced into trace when not NULL: the gradients and dx
+ * as float32. */
+static void half_grads(const net *a, const char *cls, int fused, const char *trace, float **grads, float **dx)
+{
+    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", cls, 1), 0);
+    ck_assert_int_eq(setenv("CLT_FUSE", fused ? "1" : "0", 1), 0);
+    clt_model *m = build(a, 5);
+    ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+    int64_t n0 = a->head ? a->in : a->h, nout = a->tail ? a->out : a->h;
+    float *x = clt_test_random_floats(a->B * n0, 3), *dy = clt_test_random_floats(a->B * nout, 4);
+    clt_tensor *tx = clt_test_upload(clt_test_device(), x, a->B, n0);
+    clt_tensor *tdy = clt_test_upload(clt_test_device(), dy, a->B, nout), *hx, *hdy, *ty, *tdx, *g;
+    ck_assert_ok(clt_to_dtype(&hx, tx, CLT_FLOAT16));
+    ck_assert_ok(clt_to_dtype(&hdy, tdy, CLT_FLOAT16));
+    if (trace) ck_assert_ok(clt_trace_start(trace));
+    ck_assert_ok(clt_model_forward(m, hx, &ty));
+    ck_assert_ok(clt_model_backward(m, hdy, &tdx));
+    if (trace) ck_assert_ok(clt_trace_stop());
+    ck_assert_ok(clt_to_dtype(&g, clt_model_gradients(m), CLT_FLOAT32));
+    *grads = clt_test_read(g);
+    *dx = clt_test_read(tdx);
+    clt_tensor *ts[] = {tx, tdy, hx, hdy, ty, tdx, g};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
+    free(x);
+    free(dy);
+    clt_model_free(m);
+    unsetenv("CLT_FUSE");
+    unsetenv("CLT_DEVICE_CLASS");
+}
+
+/* A float16 ResMLP on a GPU-class device: its products take gemm_gpu_f16
+ * with what float32 fuses, and since each fused store rounds where the
+ * pass it replaces would (the ReLU's output, the residual sum, the input
+ * gradient before a residual gradient is added), its gradients and dx
+ * equal those of CLT_FUSE=0, the same products with the ReLU, mask and add
+ * passes of their own; they lie within float16's precision of the CPU
+ * class's (the CPU kernels' order). A traced step makes its 24 products as
+ * gemm_gpu_f16 and no float32 copy, ReLU, mask, add, accumulation or
+ * column-sum pass. */
+START_TEST(test_resmlp_half_gpu_class)
+{
+    int slot;
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
+    clt_test_skip_if(!clt__gemm_gpu_side(slot, 1, 1), "wide-work-groups", "work-groups of fewer than 64 work-items");
+    const net nets[] = {{.B = 5, .in = 13, .h = 11, .out = 7, .blocks = 3, .head = 1, .tail = 1},
+                        {.B = 33, .in = 20, .h = 257, .out = 3, .blocks = 2, .head = 1, .tail = 1}};
+    for (int k = 0; k < 2; k++) {
+        const net *a = &nets[k];
+        int64_t np = a->h * (a->in + 1) + 2 * a->blocks * a->h * (a->h + 1) + a->out * (a->h + 1),
+                nx = a->B * a->in;
+        float *g[3], *dx[3];
+        half_grads(a, "gpu", 1, NULL, &g[0], &dx[0]);
+        half_grads(a, "gpu", 0, NULL, &g[1], &dx[1]);
+        half_grads(a, "cpu", 1, NULL, &g[2], &dx[2]);
+        for (int64_t i = 0; i < np; i++)
+            ck_assert_msg(g[0][i] == g[1][i], "h %lld: gradient %lld fused %.9g, unfused %.9g", (long long)a->h,
+                          (long long)i, g[0][i], g[1][i]);
+        for (int64_t i = 0; i < nx; i++)
+            ck_assert_msg(dx[0][i] == dx[1][i], "h %lld: dx[%lld] fused %.9g, unfused %.9g", (long long)a->h,
+                          (long long)i, dx[0][i], dx[1][i]);
+        double eg = clt_test_max_rel_err(g[0], g[2], np), ex = clt_test_max_rel_err(dx[0], dx[2], nx);
+        ck_assert_msg(eg < 2e-2 && ex < 2e-2, "h %lld: GPU class against CPU class: gradients %g, dx %g",
+                      (long long)a->h, eg, ex);
+        for (int i = 0; i < 3; i++) {
+            free(g[i]);
+            free(dx[i]);
+        }
+    }
+    char dir[256], path[512];
+    clt_test_make_temp_dir(dir, sizeof dir, "fused-half");
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    float *g, *dx;
+    half_grads(&nets[0], "gpu", 1, path, &g, &dx);
+    free(g);
+    free(dx);
+    char *trace = clt_test_read_file(path);
+    ck_assert_int_eq(count(trace, "\"gemm_gpu_f16\"") + count(trace, "\"gemm_gpu_f16_wg8\""), 24);
+    const char *gone[] = {"gemm_gpu_f32", "\"f16_to_f32_3\"", "\"f32_to_f16\"", "relu_f16", "relu_backward",
+                          "\"add_f16\"", "accumulate_f16", "sum_rows", "CLBlast"};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        ck_assert_msg(!strstr(trace, gone[i]), "%s ran in a GPU-class float16 step", gone[i]);
+    free(trace);
+    clt_test_remove_dir(dir);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -491,6 +583,7 @@ int main(void)
     tcase_add_test(tc, test_resmlp_grads);
     tcase_add_test(tc, test_residual_stack_grads);
     tcase_add_test(tc, test_resmlp_gpu_class);
+    tcase_add_test(tc, test_resmlp_half_gpu_class);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -4,14 +4,16 @@
  * against the plain C reference and against CLBlast; its float16 form
  * (gemm_gpu_f16) bit for bit against the float32 kernel on the widened
  * operands, rounded once, and near the C reference; which products take
- * it; and a Linear's backward with both ReLU masks folded in
- * (clt__linear_backward_fold) on it, the CPU kernels and CLBlast alike. */
+ * it; a Linear's backward with both ReLU masks folded in
+ * (clt__linear_backward_fold) on it, the CPU kernels and CLBlast alike;
+ * and the float16 Linear on it, without float32 copies. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "device/device_internal.h"
 #include "ops/gemm_gpu.h"
+#include "ops/linear_f16.h"
 #include "support.h"
 
 #define TOL 1e-4
@@ -409,6 +411,70 @@ START_TEST(test_linear_fold)
 }
 END_TEST
 
+/* The float16 Linear on a GPU-class device (src/ops/linear_f16.c): its
+ * forward is one launch of gemm_gpu_f16 (the bias in its store), its
+ * backward two (dw with db's column sums, dx), with no float32 copy; y, dx,
+ * dw and db are bit for bit the float32 Linear's (gemm_gpu_f32, the same
+ * order) on the widened operands, rounded once to float16: dw and db read
+ * in float32 and the sums added to them before that one rounding. */
+START_TEST(test_linear_half)
+{
+    int slot = test_slot();
+    clt_test_skip_if(!clt__gemm_gpu_side(slot, 1, 1), "wide-work-groups", "work-groups of fewer than 64 work-items");
+    const char *was = getenv("CLT_DEVICE_CLASS");
+    char *class = was ? strdup(was) : NULL;
+    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
+    static const int64_t shapes[][3] = {{5, 13, 7}, {33, 257, 65}, {256, 256, 10}}; /* B, C, OC */
+    clt_device dev = clt_test_device();
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t B = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+        float *x = half_values(B * C, 1), *w = half_values(OC * C, 2), *b = half_values(OC, 3);
+        float *dy = half_values(B * OC, 4), *dw = half_values(OC * C, 5), *db = half_values(OC, 6);
+        clt_tensor *t32[] = {clt_test_upload(dev, x, B, C),  clt_test_upload(dev, w, OC, C),
+                             clt_test_upload(dev, b, 1, OC), clt_test_upload(dev, dy, B, OC),
+                             clt_test_upload(dev, dw, OC, C), clt_test_upload(dev, db, 1, OC)};
+        clt_tensor *t16[6], *b32, *db32, *b16, *db16, *y32, *y16, *dx32, *dx16;
+        for (int i = 0; i < 6; i++) t16[i] = to_half(t32[i], -1, 0, NULL);
+        ck_assert_ok(clt_reshape(&b32, t32[2], 1, &OC));
+        ck_assert_ok(clt_reshape(&db32, t32[5], 1, &OC));
+        ck_assert_ok(clt_reshape(&b16, t16[2], 1, &OC));
+        ck_assert_ok(clt_reshape(&db16, t16[5], 1, &OC));
+        clt_test_kernels_start();
+        ck_assert_ok(clt__linear_forward_f16(&y16, t16[0], t16[1], b16));
+        ck_assert_uint_eq(clt_test_kernels_stop(), 1);
+        clt_test_kernels_start();
+        ck_assert_ok(clt__linear_backward_f16(&dx16, t16[4], db16, t16[3], t16[0], t16[1]));
+        ck_assert_uint_eq(clt_test_kernels_stop(), 2);
+        ck_assert_ok(clt_linear_forward(&y32, t32[0], t32[1], b32));
+        ck_assert_ok(clt_linear_backward_(&dx32, t32[4], db32, t32[3], t32[0], t32[1]));
+        clt_tensor *pairs[][2] = {{y16, y32}, {dx16, dx32}, {t16[4], t32[4]}, {db16, db32}};
+        const char *names[] = {"y", "dx", "dw", "db"};
+        for (int p = 0; p < 4; p++) {
+            uint16_t *got = read_half(pairs[p][0]);
+            float *want = clt_test_read(pairs[p][1]);
+            for (int64_t i = 0; i < clt_tensor_numel(pairs[p][0]); i++)
+                ck_assert_msg(got[i] == clt_float_to_half(want[i]), "(%lld, %lld, %lld) %s[%lld]: %#x, expected %#x",
+                              (long long)B, (long long)C, (long long)OC, names[p], (long long)i, got[i],
+                              clt_float_to_half(want[i]));
+            free(got);
+            free(want);
+        }
+        float *bufs[] = {x, w, b, dy, dw, db};
+        for (int i = 0; i < 6; i++) {
+            free(bufs[i]);
+            clt_tensor_release(t32[i]);
+            clt_tensor_release(t16[i]);
+        }
+        clt_tensor *ts[] = {b32, db32, b16, db16, y32, y16, dx32, dx16};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
+    }
+    if (class) setenv("CLT_DEVICE_CLASS", class, 1);
+    else unsetenv("CLT_DEVICE_CLASS");
+    free(class);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemm_gpu");
@@ -420,6 +486,7 @@ int main(void)
     tcase_add_test(tc, test_against_clblast);
     tcase_add_test(tc, test_choice);
     tcase_add_test(tc, test_linear_fold);
+    tcase_add_test(tc, test_linear_half);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }
