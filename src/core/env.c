@@ -55,6 +55,7 @@ static const row rows[CLT__ENV_COUNT] = {
     [CLT__ENV_ALLOC_EXACT] = {"CLT_ALLOC_EXACT", BOOL, 0, NULL, BOOL_ACCEPTED},
     [CLT__ENV_NO_PUBLISH] = {"CLT_NO_PUBLISH", BOOL, 0, NULL, BOOL_ACCEPTED},
     [CLT__ENV_DEVICE_CLASS] = {"CLT_DEVICE_CLASS", WORDS, 0, class_words, "cpu or gpu (any case)"},
+    [CLT__ENV_REPLAY] = {"CLT_REPLAY", BOOL, 0, NULL, BOOL_ACCEPTED},
 };
 
 const char *clt__env_name(clt__env_var v) { return v >= 0 && v < CLT__ENV_COUNT ? rows[v].name : "?"; }

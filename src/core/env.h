@@ -36,6 +36,7 @@ typedef enum clt__env_var {
     CLT__ENV_ALLOC_EXACT,
     CLT__ENV_NO_PUBLISH,
     CLT__ENV_DEVICE_CLASS,
+    CLT__ENV_REPLAY,
     CLT__ENV_COUNT
 } clt__env_var;
 

@@ -57,6 +57,10 @@ clt_device clt__slot_device(int slot);
  * queue.c, with profiling while a trace runs). */
 clt_status clt__slot_context(int slot, cl_context *out);
 clt_status clt__slot_queue(int slot, cl_command_queue *out);
+/* The slot's queue for a command that has passed clt__replay_take
+ * (replay.h); clt__slot_queue first tells the replay of a command it does
+ * not see (clt__sync_before_command). */
+clt_status clt__slot_queue_replayable(int slot, cl_command_queue *out);
 /* The table of queues (device.c) that clt__slot_queue fills: the slot's
  * queue, or NULL while none has been made (a planning slot never has one);
  * and the making of it, with props in context ctx, unless another thread

@@ -3,6 +3,7 @@
  * first queue, and one it could not start fails every queue's making. The
  * table of queues is device.c's. */
 #include "device_internal.h"
+#include "sync.h"
 #include "trace.h"
 
 static cl_command_queue_properties properties(void)
@@ -12,6 +13,12 @@ static cl_command_queue_properties properties(void)
 }
 
 clt_status clt__slot_queue(int slot, cl_command_queue *out)
+{
+    CLT_TRY(clt__sync_before_command(slot));
+    return clt__slot_queue_replayable(slot, out);
+}
+
+clt_status clt__slot_queue_replayable(int slot, cl_command_queue *out)
 {
     cl_command_queue made = clt__slot_queue_made(slot);
     if (made) {

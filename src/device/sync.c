@@ -26,10 +26,19 @@ static atomic_int debug_mode = -1;
 static atomic_int launch_blocking = -1;
 static _Atomic(clt__after_wait_hook) after_wait;
 static _Atomic(const clt__sync_tracer *) tracer;
+static _Atomic(clt__command_hook) command_hook;
 
 void clt__sync_set_after_wait(clt__after_wait_hook hook) { atomic_store(&after_wait, hook); }
 
 void clt__sync_set_tracer(const clt__sync_tracer *t) { atomic_store(&tracer, t); }
+
+void clt__sync_set_command_hook(clt__command_hook hook) { atomic_store(&command_hook, hook); }
+
+clt_status clt__sync_before_command(int slot)
+{
+    clt__command_hook hook = atomic_load(&command_hook);
+    return hook ? hook(slot) : CLT_OK;
+}
 
 static void trace_command(int slot, cl_event ev, const char *name, const char *cat, size_t bytes)
 {
@@ -126,6 +135,7 @@ static void note_point(int slot, const char *api, clt_sync_debug mode)
 
 clt_status clt__sync_point(int slot, const char *api)
 {
+    CLT_TRY(clt__sync_before_command(slot));
     clt_sync_debug mode = clt_sync_get_debug();
     if (mode == CLT_SYNC_DEBUG_ERROR)
         return clt__fail(CLT_ERR_SYNC, "%s on %s is a synchronization point (the host would wait for the "
@@ -291,13 +301,14 @@ clt_status clt__sync_queue(int slot, const char *api)
 
 clt_status clt__sync_fallback(int slot, const char *api, cl_event ev)
 {
+    clt_status held = clt__sync_before_command(slot);
     note_point(slot, api, clt_sync_get_debug());
     if (clt__slot_plans(slot)) return CLT_OK;
     uint64_t t0 = clt__now_ns();
     clt_status s = wait_events(slot, api, 1, &ev);
     trace_host(slot, api, "sync", t0, clt__now_ns());
     run_after_wait();
-    return s;
+    return s != CLT_OK ? s : held;
 }
 
 clt_status clt__host_wait(int slot, const char *why, cl_event ev)
@@ -355,6 +366,14 @@ static void CL_CALLBACK complete_user_event(cl_event ev, cl_int status, void *da
     clReleaseEvent(user);
 }
 
+cl_int clt__event_chain(cl_event ev, cl_event user)
+{
+    clRetainEvent(user); /* the callback's reference */
+    cl_int err = clSetEventCallback(ev, CL_COMPLETE, complete_user_event, user);
+    if (err != CL_SUCCESS) clReleaseEvent(user);
+    return err;
+}
+
 clt_status clt__bridge_event(cl_event ev, cl_context ctx, cl_event *out)
 {
     *out = NULL;
@@ -371,10 +390,8 @@ clt_status clt__bridge_event(cl_event ev, cl_context ctx, cl_event *out)
     cl_int err;
     cl_event user = clCreateUserEvent(ctx, &err);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "clCreateUserEvent");
-    clRetainEvent(user); /* the callback's reference */
-    err = clSetEventCallback(ev, CL_COMPLETE, complete_user_event, user);
+    err = clt__event_chain(ev, user);
     if (err != CL_SUCCESS) {
-        clReleaseEvent(user);
         clReleaseEvent(user);
         return clt__cl_fail(err, "clSetEventCallback");
     }

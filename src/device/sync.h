@@ -39,6 +39,16 @@ typedef struct clt__sync_tracer {
 } clt__sync_tracer;
 void clt__sync_set_tracer(const clt__sync_tracer *t);
 
+/* The replay's hook (replay.c registers it when a step first runs under
+ * it): called with the slot before every host wait on it (clt__sync_point,
+ * clt__sync_fallback) and before every command enqueued on its queue
+ * that does not pass clt__replay_take (clt__slot_queue calls it; the choke
+ * points that pass clt__replay_take take clt__slot_queue_replayable's
+ * queue). A failure is that of enqueueing the commands it held back. */
+typedef clt_status (*clt__command_hook)(int slot);
+void clt__sync_set_command_hook(clt__command_hook hook);
+clt_status clt__sync_before_command(int slot);
+
 /* The fallback where a completion callback or barrier cannot be queued
  * (freeing staging or pinned memory, a block another device reads): the
  * host waits for ev, and so for the queue's work before it. A
@@ -49,7 +59,8 @@ clt_status clt__sync_fallback(int slot, const char *api, cl_event ev);
 
 /* A host wait that is not a synchronization point: traced, not counted,
  * never reported or refused. Used only for the side queue's map of new
- * pinned memory, a short command that waits for nothing queued. */
+ * pinned memory, a short command that waits for nothing queued, and where
+ * a replayed step's event cannot take a completion callback (replay.c). */
 clt_status clt__host_wait(int slot, const char *why, cl_event ev);
 
 /* Every kernel, fill and transfer enqueued on a device queue passes its
@@ -71,6 +82,10 @@ clt_status clt__side_queue(int slot, cl_command_queue *out);
  * to ctx, else a user event set by ev's completion). *out is NULL when ev is
  * NULL; the caller releases it. */
 clt_status clt__bridge_event(cl_event ev, cl_context ctx, cl_event *out);
+
+/* Sets user's status when ev's command ends (complete, or its failure);
+ * the caller keeps its own reference to user. */
+cl_int clt__event_chain(cl_event ev, cl_event user);
 
 /* Flushes the queue of ev's command (nothing for a user event or NULL): a
  * command on another queue, a host callback or a polling wait that depends

@@ -60,8 +60,7 @@ typedef struct slot_programs {
     int nkernels, cap;
     program_variant *variants; /* built with extra options */
     int nvariants;
-    pthread_mutex_t lock;        /* the tables above */
-    pthread_mutex_t launch_lock; /* setting a kernel's arguments and enqueueing it */
+    pthread_mutex_t lock; /* the tables above */
 } slot_programs;
 
 static slot_programs *table;
@@ -445,10 +444,7 @@ static void make_table(void)
 {
     int n = clt__slot_count();
     table = calloc((size_t)(n ? n : 1), sizeof *table);
-    for (int i = 0; table && i < n; i++) {
-        pthread_mutex_init(&table[i].lock, NULL);
-        pthread_mutex_init(&table[i].launch_lock, NULL);
-    }
+    for (int i = 0; table && i < n; i++) pthread_mutex_init(&table[i].lock, NULL);
 }
 
 /* The slot's entry, or NULL with a message. */
@@ -642,18 +638,24 @@ clt_status clt__launch_opts(int slot, const char *program, const char *options, 
     }
     cl_kernel k;
     CLT_TRY(clt__kernel_opts(slot, program, options, name, &k));
-    cl_command_queue q;
-    CLT_TRY(clt__slot_queue(slot, &q));
     if (clt__fault(CLT__FAULT_ENQUEUE))
         return clt__cl_fail(CL_OUT_OF_RESOURCES, "enqueueing kernel %s on %s (injected by CLT_FAULT)", name,
                             clt__slot_get(slot)->name);
-    cl_event wait = written ? clt__tensor_take_foreign_read(written) : NULL;
+    int taken = 0;
     cl_event ev;
-    /* Threads launching the same kernel share its cl_kernel, on which
-     * clSetKernelArg is not thread-safe: arguments and the enqueue that
-     * captures them go together under the slot's lock (kernels are per slot). */
-    slot_programs *sp = &table[slot]; /* made by the lookup above */
-    pthread_mutex_lock(&sp->launch_lock);
+    clt__command c = {.kind = CLT__COMMAND_KERNEL, .name = name, .kernel = k, .nargs = nargs, .args = args,
+                      .dims = (cl_uint)dims, .global = global, .local = local};
+    CLT_TRY(clt__replay_take(slot, &c, written && written->st->foreign_read, &taken, &ev));
+    if (taken) { /* held back for a replay of the step */
+        if (written) clt__tensor_set_write(written, ev);
+        return CLT_OK;
+    }
+    cl_command_queue q;
+    CLT_TRY(clt__slot_queue_replayable(slot, &q));
+    cl_event wait = written ? clt__tensor_take_foreign_read(written) : NULL;
+    /* Arguments and the enqueue that captures them go together under the
+     * slot's launch lock (replay.h). */
+    clt__launch_lock(slot);
     cl_int err = CL_SUCCESS;
     int bad_arg = -1;
     for (int i = 0; i < nargs && err == CL_SUCCESS; i++) {
@@ -663,7 +665,7 @@ clt_status clt__launch_opts(int slot, const char *program, const char *options, 
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(q, k, (cl_uint)dims, NULL, global, local, wait ? 1 : 0, wait ? &wait : NULL,
                                      &ev);
-    pthread_mutex_unlock(&sp->launch_lock);
+    clt__launch_unlock(slot);
     if (wait) clReleaseEvent(wait);
     if (bad_arg >= 0) return clt__cl_fail(err, "setting argument %d of kernel %s", bad_arg, name);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "enqueueing kernel %s on %s", name, clt__slot_get(slot)->name);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../device/replay.h"
 #include "../tensor/tensor_internal.h"
 
 /* The kernel `name` of cl/<program>.cl on a slot's device. The program is
@@ -58,12 +59,7 @@ typedef struct clt__program_stats {
 } clt__program_stats;
 void clt__program_get_stats(clt__program_stats *out);
 
-typedef struct clt__arg {
-    size_t size;
-    const void *value;
-} clt__arg;
-
-#define CLT_ARG(x) ((clt__arg){sizeof(x), &(x)})
+/* clt__arg and CLT_ARG, a kernel argument, are device/replay.h's. */
 
 /* Sets the arguments and enqueues kernel `name` of cl/<program>.cl over a
  * `dims`-dimensional range (`local` NULL lets the driver choose). The

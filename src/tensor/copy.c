@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../device/device_internal.h"
+#include "../device/replay.h"
 #include "../device/sync.h"
 #include "pinned.h"
 #include "tensor_internal.h"
@@ -25,9 +26,18 @@ static clt_status copy_same_context(clt_tensor *dst, const clt_tensor *src)
         clt__tensor_set_write(dst, NULL);
         return CLT_OK;
     }
+    int foreign = dst->st->slot != src->st->slot, taken = 0;
+    cl_event ev;
+    clt__command c = {.kind = CLT__COMMAND_COPY, .name = "copy", .dst = clt__tensor_buf(dst).mem,
+                      .src = clt__tensor_buf(src).mem, .dst_offset = clt__tensor_byte_offset(dst),
+                      .src_offset = clt__tensor_byte_offset(src), .size = nbytes};
+    CLT_TRY(clt__replay_take(dst->st->slot, &c, foreign || dst->st->foreign_read, &taken, &ev));
+    if (taken) { /* held back for a replay of the step */
+        clt__tensor_set_write(dst, ev);
+        return CLT_OK;
+    }
     cl_command_queue q;
-    CLT_TRY(clt__slot_queue(dst->st->slot, &q));
-    int foreign = dst->st->slot != src->st->slot;
+    CLT_TRY(clt__slot_queue_replayable(dst->st->slot, &q));
     cl_event wait[3];
     cl_uint nwait = 0;
     if (foreign && src->st->last_write) wait[nwait++] = src->st->last_write;
@@ -39,10 +49,8 @@ static clt_status copy_same_context(clt_tensor *dst, const clt_tensor *src)
      * queue is flushed; otherwise the wait may never end. */
     cl_command_queue src_q;
     if (foreign && clt__slot_queue(src->st->slot, &src_q) == CLT_OK) clFlush(src_q);
-    cl_event ev;
-    cl_int err = clEnqueueCopyBuffer(q, clt__tensor_buf(src).mem, clt__tensor_buf(dst).mem,
-                                     clt__tensor_byte_offset(src), clt__tensor_byte_offset(dst), nbytes, nwait,
-                                     nwait ? wait : NULL, &ev);
+    cl_int err = clEnqueueCopyBuffer(q, c.src, c.dst, c.src_offset, c.dst_offset, nbytes, nwait, nwait ? wait : NULL,
+                                     &ev);
     if (dst_read) clReleaseEvent(dst_read);
     if (err != CL_SUCCESS)
         return clt__cl_fail(err, "copying %zu bytes from %s to %s", nbytes, clt__slot_get(src->st->slot)->name,

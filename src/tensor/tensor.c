@@ -8,6 +8,7 @@
 #include "../device/device_internal.h"
 #include "../core/checked.h"
 #include "../core/fault.h"
+#include "../device/replay.h"
 #include "../device/sync.h"
 #include "pinned.h"
 
@@ -131,11 +132,19 @@ static clt_status fill(clt_tensor *t, const void *pattern)
         clt__tensor_set_write(t, NULL);
         return CLT_OK;
     }
-    cl_command_queue q;
-    CLT_TRY(clt__slot_queue(t->st->slot, &q));
+    int taken = 0;
     cl_event ev;
-    cl_int err = clEnqueueFillBuffer(q, clt__tensor_buf(t).mem, pattern, es, clt__tensor_byte_offset(t),
-                                     clt_tensor_nbytes(t), 0, NULL, &ev);
+    clt__command c = {.kind = CLT__COMMAND_FILL, .name = "fill", .dst = clt__tensor_buf(t).mem,
+                      .dst_offset = clt__tensor_byte_offset(t), .size = clt_tensor_nbytes(t), .pattern = pattern,
+                      .pattern_size = es};
+    CLT_TRY(clt__replay_take(t->st->slot, &c, 0, &taken, &ev));
+    if (taken) { /* held back for a replay of the step */
+        clt__tensor_set_write(t, ev);
+        return CLT_OK;
+    }
+    cl_command_queue q;
+    CLT_TRY(clt__slot_queue_replayable(t->st->slot, &q));
+    cl_int err = clEnqueueFillBuffer(q, c.dst, pattern, es, c.dst_offset, c.size, 0, NULL, &ev);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "clEnqueueFillBuffer");
     clt__tensor_set_write(t, ev);
     clt_status s = clt__after_enqueue(t->st->slot, ev, "fill");

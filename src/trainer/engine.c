@@ -14,6 +14,8 @@
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../core/file.h"
+#include "../device/device_internal.h"
+#include "../device/replay.h"
 #include "../device/trace.h"
 #include "board.h"
 #include "checkpoint.h"
@@ -193,6 +195,48 @@ static clt_status progress(engine *e, int64_t epoch, int64_t batch, int64_t seen
     return CLT_OK;
 }
 
+/* The slot whose steps may be replayed (device/replay.h): the model's
+ * device where one_device and the device supports it; -1 for any other. */
+static int replay_slot(const clt_model *model, int one_device)
+{
+    int slot;
+    if (!one_device || clt__resolve(clt_model_device(model), &slot) != CLT_OK) return -1;
+    return clt__replay_supported(slot) ? slot : -1;
+}
+
+/* What a recording's buffers depend on: the driver buffers the allocator
+ * has made and returned (a buffer returned and another made could reuse
+ * its handle). */
+static void replay_key(const clt_model *model, uint64_t key[2])
+{
+    clt_memory_stats st = {0};
+    clt_memory_get_stats(clt_model_device(model), &st);
+    key[0] = st.driver_allocs;
+    key[1] = st.driver_frees;
+}
+
+clt_status clt__replayed_step(clt_model *model, int one_device, clt_status (*step)(void *, int64_t *, int *),
+                              void *ctx, int64_t *n, int *stop)
+{
+    int slot = replay_slot(model, one_device);
+    if (slot < 0) return step(ctx, n, stop);
+    uint64_t key[2];
+    replay_key(model, key);
+    clt__replay_step_begin(slot, key);
+    clt_status s = step(ctx, n, stop);
+    replay_key(model, key);
+    return clt__replay_step_end(slot, s, key);
+}
+
+void clt__replay_forget(const clt_model *model)
+{
+    int slot = replay_slot(model, 1);
+    if (slot >= 0) clt__replay_reset(slot);
+}
+
+/* A backend with neither ranks nor shards trains on one device. */
+static int one_device(const clt__fit_backend *b) { return !b->collective && b->shard == 0; }
+
 /* Runs epoch `epoch` (from 1) from `at` until its end, the step limit or a stop request. */
 static clt_status run_epoch(engine *e, int64_t epoch, const position *at, epoch_end *end)
 {
@@ -208,7 +252,7 @@ static clt_status run_epoch(engine *e, int64_t epoch, const position *at, epoch_
         int64_t n = 0;
         if (clt__schedule_active(e->o))
             s = clt_optimizer_set_lr(b->opt, (float)clt__schedule_lr(e->o, e->r.steps, e->total_steps));
-        if (s == CLT_OK) s = b->step(b->ctx, &n, &stop);
+        if (s == CLT_OK) s = clt__replayed_step(b->model, one_device(b), b->step, b->ctx, &n, &stop);
         if (s != CLT_OK || n == 0) break;
         seen += n;
         e->at_best = 0;
@@ -531,6 +575,7 @@ clt_status clt__fit_run(const clt__fit_backend *b, const clt_dataset *val, const
         }
         s = finish_epoch(&e, epoch, &end);
     }
+    clt__replay_forget(b->model); /* its recordings hold the run's buffers */
     if (s == CLT_OK && !e.r.stopped) s = restore_best(&e);
     e.r.images_per_second = e.r.seconds > 0 ? (double)e.total_examples / e.r.seconds : 0;
     if (out) *out = e.r;

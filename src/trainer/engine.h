@@ -65,6 +65,15 @@ clt_status clt__fit_optimizer(clt_optimizer **out, clt_model *model, const clt_t
 /* The training loader's options (rank and world left at one process). */
 clt_loader_options clt__fit_loader_options(const clt_trainer_options *o);
 
+/* Runs step(ctx, n, stop), one step of training model, replayed where it
+ * can be (device/replay.h): where one_device (the backend trains on the
+ * model's device alone) and that device supports it. The engine runs every
+ * step through it; a benchmark can too. */
+clt_status clt__replayed_step(clt_model *model, int one_device, clt_status (*step)(void *, int64_t *, int *),
+                              void *ctx, int64_t *n, int *stop);
+/* Drops the recordings of the model's device (the end of a fit). */
+void clt__replay_forget(const clt_model *model);
+
 /* 1 after clt_trainer_request_stop, until a fit consumes the request. */
 int clt__fit_stop_requested(void);
 
