@@ -19,10 +19,12 @@
  * with the recording's command at the same place: kernel, argument bytes
  * (buffers, offsets, scalars such as the learning rate), sizes. While all
  * match nothing is enqueued; when the step ends with the same count, the
- * command buffer is enqueued in their place. At the first difference (or
- * a foreign command, or a wait) the commands held back so far are enqueued
- * one by one as they would have been, and the step goes on as usual: a
- * replayed step computes exactly what the step it replaces would have. */
+ * command buffer is enqueued in their place. At the first difference the
+ * commands held back so far are enqueued one by one as they would have
+ * been and the rest of the step is recorded afresh (at a foreign command
+ * or a wait, they are enqueued and the step goes on as usual): a replayed
+ * step computes exactly what the step it replaces would have. The last
+ * four recordings are kept, as a step's buffers can alternate. */
 #ifndef CLT_DEVICE_REPLAY_H
 #define CLT_DEVICE_REPLAY_H
 
@@ -63,7 +65,7 @@ typedef struct clt__command {
 int clt__replay_supported(int slot);
 
 /* Starts a step on the slot (nothing where clt__replay_supported is 0, in
- * blocking mode, or after three steps in a row that did not replay): its
+ * blocking mode, or after six steps in a row that did not replay): its
  * commands are compared with the recording when there is one and key (the
  * caller's fingerprint of what the recording's buffers depend on: the
  * allocator's driver buffers made and returned) is the one it ended with,
