@@ -1,0 +1,117 @@
+/* Host time per training step with and without replay (src/device/replay.h).
+ *
+ *   bench_step [MODEL BATCH STEPS REPEATS]
+ *
+ * MODEL is mlp (784-64-10) or resmlp (the capstone's 784-256, 2 residual
+ * blocks, 10); defaults: mlp 32 200 5. Trains on clt_try_gpu(0) with SGD
+ * lr 0.1 on random images, each step as the trainer runs it (a batch from
+ * the loader, clt__train_step, through clt__replayed_step), REPEATS runs
+ * of STEPS steps alternating CLT_REPLAY=0 and 1, after 20 warm-up steps
+ * each. Per step it times the host call that enqueues the step (host) and,
+ * after waiting for the device (clt_synchronize), the whole step (wall);
+ * prints the medians of each side over every run's steps and the steps
+ * replayed. Set CLT_DEVICE_CLASS=gpu for the GPU-class branch. */
+#define BENCH_NAME "bench_step"
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "../src/device/replay.h"
+#include "../src/trainer/engine.h"
+#include "../src/trainer/step.h"
+
+typedef struct trainer {
+    clt_model *model;
+    clt_optimizer *opt;
+    clt_loader *loader;
+    clt_tensor *loss_sum;
+} trainer;
+
+/* One step as the trainer's one-device backend runs it. */
+static clt_status one_step(void *ctx, int64_t *n, int *stop)
+{
+    (void)stop;
+    trainer *t = ctx;
+    clt__step_tensors st = {0};
+    clt_status s = clt_loader_next(t->loader, &st.x, &st.y);
+    if (s == CLT_OK && !st.x) s = clt_loader_next(t->loader, &st.x, &st.y); /* the next epoch */
+    *n = st.x ? clt_tensor_dim(st.x, 0) : 0;
+    clt__step_options so = {0};
+    if (s == CLT_OK) s = clt__train_step(t->model, t->opt, &st, t->loss_sum, 0, &so);
+    clt__step_tensors_release(&st);
+    return s;
+}
+
+/* STEPS steps; host and wall seconds of each appended at *at. */
+static void run(trainer *t, clt_device dev, int steps, double *host, double *wall, int *at)
+{
+    for (int i = 0; i < steps; i++, (*at)++) {
+        int64_t n;
+        int stop = 0;
+        double t0 = now();
+        CHECK(clt__replayed_step(t->model, 1, one_step, t, &n, &stop));
+        double t1 = now();
+        CHECK(clt_synchronize(dev));
+        host[*at] = t1 - t0;
+        wall[*at] = now() - t0;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = argc > 1 ? argv[1] : "mlp";
+    int64_t batch = argc > 2 ? atoll(argv[2]) : 32;
+    int steps = argc > 3 ? atoi(argv[3]) : 200, repeats = argc > 4 ? atoi(argv[4]) : 5;
+    int resmlp = strcmp(model, "resmlp") == 0;
+    if ((!resmlp && strcmp(model, "mlp") != 0) || batch < 1 || steps < 1 || repeats < 1) {
+        fprintf(stderr, "usage: bench_step [mlp|resmlp BATCH STEPS REPEATS]\n");
+        return 2;
+    }
+    clt_device dev = clt_try_gpu(0);
+    clt_dataset ds = {.n = batch * 16, .rows = 28, .cols = 28, .num_classes = 10};
+    ds.images = malloc((size_t)ds.n * 784);
+    ds.labels = malloc((size_t)ds.n);
+    if (!ds.images || !ds.labels) return 1;
+    for (int64_t i = 0; i < ds.n * 784; i++) ds.images[i] = (uint8_t)(i * 2654435761u >> 24);
+    for (int64_t i = 0; i < ds.n; i++) ds.labels[i] = (uint8_t)(i % 10);
+    trainer t = {0};
+    int64_t hidden = 64, one = 1;
+    if (resmlp) CHECK(clt_model_create_resmlp(&t.model, dev, 784, 256, 2, 10, 1));
+    else CHECK(clt_model_create_mlp(&t.model, dev, 784, 1, &hidden, 10, 1));
+    clt_model_set_training(t.model, 1);
+    CHECK(clt_optimizer_create_sgd(&t.opt, t.model, 0.1f, 0, 0));
+    clt_loader_options lo = clt_loader_default_options();
+    lo.batch_size = batch;
+    lo.flatten = 1;
+    CHECK(clt_loader_create(&t.loader, &ds, dev, &lo));
+    CHECK(clt_zeros(&t.loss_sum, dev, CLT_FLOAT32, 1, &one));
+    size_t per = (size_t)steps * (size_t)repeats;
+    double *host[2], *wall[2];
+    int at[2] = {0, 0};
+    uint64_t replayed = 0;
+    for (int side = 0; side < 2; side++) {
+        host[side] = malloc(per * sizeof(double));
+        wall[side] = malloc(per * sizeof(double));
+        if (!host[side] || !wall[side]) return 1;
+    }
+    for (int r = 0; r < repeats; r++)
+        for (int side = 0; side < 2; side++) {
+            setenv("CLT_REPLAY", side ? "1" : "0", 1);
+            double scratch[20];
+            int none = 0;
+            run(&t, dev, 20, scratch, scratch, &none); /* warm-up: compilation, recordings */
+            uint64_t before = clt__replay_count();
+            run(&t, dev, steps, host[side], wall[side], &at[side]);
+            if (side) replayed += clt__replay_count() - before;
+        }
+    char name[32];
+    CHECK(clt_device_name(dev, name, sizeof name));
+    printf("%s batch %lld on %s, %d x %d steps: median host us/step %.1f without replay, %.1f with (%.2fx); "
+           "wall us/step %.1f, %.1f (%.2fx); %llu of %zu steps replayed\n",
+           resmlp ? "resmlp 784-256x2-10" : "mlp 784-64-10", (long long)batch, name, repeats, steps,
+           1e6 * median(host[0], (int)per), 1e6 * median(host[1], (int)per),
+           median(host[0], (int)per) / median(host[1], (int)per), 1e6 * median(wall[0], (int)per),
+           1e6 * median(wall[1], (int)per), median(wall[0], (int)per) / median(wall[1], (int)per),
+           (unsigned long long)replayed, per);
+    return 0;
+}
