@@ -7,10 +7,13 @@
  * lr 0.1 on random images, each step as the trainer runs it (a batch from
  * the loader, clt__train_step, through clt__replayed_step), REPEATS runs
  * of STEPS steps alternating CLT_REPLAY=0 and 1, after 20 warm-up steps
- * each. Per step it times the host call that enqueues the step (host) and,
- * after waiting for the device (clt_synchronize), the whole step (wall);
- * prints the medians of each side over every run's steps and the steps
- * replayed. Set CLT_DEVICE_CLASS=gpu for the GPU-class branch. */
+ * each. Per step it times the host call that enqueues the step (host),
+ * that call less its clt_loader_next (the batch's upload, run as usual
+ * either way; on the resident path, the indices' upload and the gather's
+ * launch, which a replay holds back and replays with the step)
+ * and, after waiting for the device (clt_synchronize), the whole step
+ * (wall); prints the medians of each side over every run's steps and the
+ * steps replayed. Set CLT_DEVICE_CLASS=gpu for the GPU-class branch. */
 #define BENCH_NAME "bench_step"
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,7 @@ typedef struct trainer {
     clt_optimizer *opt;
     clt_loader *loader;
     clt_tensor *loss_sum;
+    double batch_seconds; /* the last step's in clt_loader_next */
 } trainer;
 
 /* One step as the trainer's one-device backend runs it. */
@@ -33,8 +37,10 @@ static clt_status one_step(void *ctx, int64_t *n, int *stop)
     (void)stop;
     trainer *t = ctx;
     clt__step_tensors st = {0};
+    double t0 = now();
     clt_status s = clt_loader_next(t->loader, &st.x, &st.y);
     if (s == CLT_OK && !st.x) s = clt_loader_next(t->loader, &st.x, &st.y); /* the next epoch */
+    t->batch_seconds = now() - t0;
     *n = st.x ? clt_tensor_dim(st.x, 0) : 0;
     clt__step_options so = {0};
     if (s == CLT_OK) s = clt__train_step(t->model, t->opt, &st, t->loss_sum, 0, &so);
@@ -42,8 +48,9 @@ static clt_status one_step(void *ctx, int64_t *n, int *stop)
     return s;
 }
 
-/* STEPS steps; host and wall seconds of each appended at *at. */
-static void run(trainer *t, clt_device dev, int steps, double *host, double *wall, int *at)
+/* STEPS steps; the seconds of each appended at *at: host (the call), own
+ * (the call less the batch's), wall (the call and the wait for the device). */
+static void run(trainer *t, clt_device dev, int steps, double *host, double *own, double *wall, int *at)
 {
     for (int i = 0; i < steps; i++, (*at)++) {
         int64_t n;
@@ -53,6 +60,7 @@ static void run(trainer *t, clt_device dev, int steps, double *host, double *wal
         double t1 = now();
         CHECK(clt_synchronize(dev));
         host[*at] = t1 - t0;
+        own[*at] = t1 - t0 - t->batch_seconds;
         wall[*at] = now() - t0;
     }
 }
@@ -86,32 +94,37 @@ int main(int argc, char **argv)
     CHECK(clt_loader_create(&t.loader, &ds, dev, &lo));
     CHECK(clt_zeros(&t.loss_sum, dev, CLT_FLOAT32, 1, &one));
     size_t per = (size_t)steps * (size_t)repeats;
-    double *host[2], *wall[2];
+    double *host[2], *own[2], *wall[2];
     int at[2] = {0, 0};
     uint64_t replayed = 0;
     for (int side = 0; side < 2; side++) {
         host[side] = malloc(per * sizeof(double));
+        own[side] = malloc(per * sizeof(double));
         wall[side] = malloc(per * sizeof(double));
-        if (!host[side] || !wall[side]) return 1;
+        if (!host[side] || !own[side] || !wall[side]) return 1;
     }
     for (int r = 0; r < repeats; r++)
         for (int side = 0; side < 2; side++) {
             setenv("CLT_REPLAY", side ? "1" : "0", 1);
             double scratch[20];
             int none = 0;
-            run(&t, dev, 20, scratch, scratch, &none); /* warm-up: compilation, recordings */
+            run(&t, dev, 20, scratch, scratch, scratch, &none); /* warm-up: compilation, recordings */
             uint64_t before = clt__replay_count();
-            run(&t, dev, steps, host[side], wall[side], &at[side]);
+            run(&t, dev, steps, host[side], own[side], wall[side], &at[side]);
             if (side) replayed += clt__replay_count() - before;
         }
     char name[32];
     CHECK(clt_device_name(dev, name, sizeof name));
-    printf("%s batch %lld on %s, %d x %d steps: median host us/step %.1f without replay, %.1f with (%.2fx); "
-           "wall us/step %.1f, %.1f (%.2fx); %llu of %zu steps replayed\n",
-           resmlp ? "resmlp 784-256x2-10" : "mlp 784-64-10", (long long)batch, name, repeats, steps,
-           1e6 * median(host[0], (int)per), 1e6 * median(host[1], (int)per),
-           median(host[0], (int)per) / median(host[1], (int)per), 1e6 * median(wall[0], (int)per),
-           1e6 * median(wall[1], (int)per), median(wall[0], (int)per) / median(wall[1], (int)per),
-           (unsigned long long)replayed, per);
+    double h[2], o[2], w[2];
+    for (int side = 0; side < 2; side++) {
+        h[side] = 1e6 * median(host[side], (int)per);
+        o[side] = 1e6 * median(own[side], (int)per);
+        w[side] = 1e6 * median(wall[side], (int)per);
+    }
+    printf("%s batch %lld on %s, %d x %d steps, median us/step without / with replay:\n"
+           "  host %.1f / %.1f (%.2fx), host less the batch's %.1f / %.1f (%.2fx), wall %.1f / %.1f (%.2fx); "
+           "%llu of %zu steps replayed\n",
+           resmlp ? "resmlp 784-256x2-10" : "mlp 784-64-10", (long long)batch, name, repeats, steps, h[0], h[1],
+           h[0] / h[1], o[0], o[1], o[0] / o[1], w[0], w[1], w[0] / w[1], (unsigned long long)replayed, per);
     return 0;
 }
