@@ -112,12 +112,21 @@ static int skip_side(int w)
     return w == 0 && clt__slot_get(test_slot())->max_work_group < 256;
 }
 
-START_TEST(test_transposes_and_edges)
+typedef void check_fn(int wgs, int ta, int tb, int64_t m, int64_t n, int64_t k, int flags);
+
+/* check at every size and work-group shape, for each of count combos (ta, tb, flags). */
+static void each_combo(check_fn *check, const int (*combos)[3], size_t count)
 {
     for (int w = skip_side(0); w < 2; w++)
-        for (int t = 0; t < 4; t++)
+        for (size_t e = 0; e < count; e++)
             for (size_t s = 0; s < num_sizes(); s++)
-                check_one(w ? 8 : 16, t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2], 0);
+                check(w ? 8 : 16, combos[e][0], combos[e][1], sizes[s][0], sizes[s][1], sizes[s][2], combos[e][2]);
+}
+
+START_TEST(test_transposes_and_edges)
+{
+    static const int combos[][3] = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {1, 1, 0}};
+    each_combo(check_one, combos, sizeof combos / sizeof combos[0]);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -128,14 +137,10 @@ END_TEST
  * them alone and all together elsewhere. */
 START_TEST(test_epilogues)
 {
-    int combos[][3] = {{0, 1, BIAS | RELU},   {0, 1, BIAS},   {0, 1, RELU},           {0, 0, MASK},
-                       {0, 0, MASK | AMASK},  {1, 0, ROWSUM}, {1, 0, ROWSUM | AMASK}, {0, 0, ROWSUM},
-                       {1, 1, BIAS | RELU | MASK | ROWSUM | AMASK}};
-    for (int w = skip_side(0); w < 2; w++)
-        for (size_t e = 0; e < sizeof combos / sizeof combos[0]; e++)
-            for (size_t s = 0; s < num_sizes(); s++)
-                check_one(w ? 8 : 16, combos[e][0], combos[e][1], sizes[s][0], sizes[s][1], sizes[s][2],
-                          combos[e][2]);
+    static const int combos[][3] = {{0, 1, BIAS | RELU},  {0, 1, BIAS},   {0, 1, RELU},
+                                    {0, 0, MASK},         {0, 0, MASK | AMASK}, {1, 0, ROWSUM},
+                                    {1, 0, ROWSUM | AMASK}, {0, 0, ROWSUM}, {1, 1, BIAS | RELU | MASK | ROWSUM | AMASK}};
+    each_combo(check_one, combos, sizeof combos / sizeof combos[0]);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -266,15 +271,18 @@ static void check_half(int wgs, int ta, int tb, int64_t m, int64_t n, int64_t k,
  * mask on a and row sums; and all together. */
 START_TEST(test_half_form)
 {
-    int combos[][3] = {{0, 0, 0},           {1, 0, 0},          {0, 1, 0},
-                       {1, 1, 0},           {0, 1, BIAS | RELU}, {0, 1, BIAS | RELU | RESID},
-                       {0, 0, MASK | AMASK}, {0, 0, ROUND},      {0, 0, ROUND | MASK | AMASK},
-                       {1, 0, ROWSUM | AMASK}, {1, 1, BIAS | RELU | MASK | ROWSUM | AMASK | RESID}};
-    for (int w = skip_side(0); w < 2; w++)
-        for (size_t e = 0; e < sizeof combos / sizeof combos[0]; e++)
-            for (size_t s = 0; s < num_sizes(); s++)
-                check_half(w ? 8 : 16, combos[e][0], combos[e][1], sizes[s][0], sizes[s][1], sizes[s][2],
-                           combos[e][2]);
+    static const int combos[][3] = {{0, 0, 0},
+                                    {1, 0, 0},
+                                    {0, 1, 0},
+                                    {1, 1, 0},
+                                    {0, 1, BIAS | RELU},
+                                    {0, 1, BIAS | RELU | RESID},
+                                    {0, 0, MASK | AMASK},
+                                    {0, 0, ROUND},
+                                    {0, 0, ROUND | MASK | AMASK},
+                                    {1, 0, ROWSUM | AMASK},
+                                    {1, 1, BIAS | RELU | MASK | ROWSUM | AMASK | RESID}};
+    each_combo(check_half, combos, sizeof combos / sizeof combos[0]);
     clt_test_assert_no_live_tensors();
 }
 END_TEST
