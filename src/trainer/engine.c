@@ -230,8 +230,8 @@ clt_status clt__replayed_step(clt_model *model, int one_device, clt_status (*ste
 
 void clt__replay_forget(const clt_model *model)
 {
-    int slot = replay_slot(model, 1);
-    if (slot >= 0) clt__replay_reset(slot);
+    int slot;
+    if (clt__resolve(clt_model_device(model), &slot) == CLT_OK) clt__replay_reset(slot);
 }
 
 /* A backend with neither ranks nor shards trains on one device. */
