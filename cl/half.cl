@@ -12,15 +12,30 @@
  * narrowing), so results do not depend on the split. The (0, p + i) form
  * needs p + i aligned to a half only. */
 
-/* y = half(x * scale) */
-__kernel void f32_to_f16(__global const float *x, ulong xo, __global half *y, ulong yo, float scale, ulong n)
+/* Work-item g's 16 elements of y = half(x * scale) (n elements). */
+static void narrow16(__global const float *x, ulong xo, __global half *y, ulong yo, float scale, ulong n, ulong g)
 {
-    ulong i = get_global_id(0) * 16;
+    ulong i = g * 16;
     x += xo;
     y += yo;
     if (i + 16 <= n) vstore_half16(vload16(0, x + i) * scale, 0, y + i);
     else
         for (; i < n; i++) vstore_half(x[i] * scale, 0, y + i);
+}
+
+/* y = half(x * scale) */
+__kernel void f32_to_f16(__global const float *x, ulong xo, __global half *y, ulong yo, float scale, ulong n)
+{
+    narrow16(x, xo, y, yo, scale, n, get_global_id(0));
+}
+
+/* y = half(x * (mul * s[so])): f32_to_f16 with its scale read on the device
+ * (a float16 model's loss scale, src/ops/half.h's CLT__SCALER_SCALE word)
+ * times mul from the host. */
+__kernel void f32_to_f16_by(__global const float *x, ulong xo, __global half *y, ulong yo, __global const float *s,
+                            ulong so, float mul, ulong n)
+{
+    narrow16(x, xo, y, yo, mul * s[so], n, get_global_id(0));
 }
 
 /* Work-item g's 16 elements of y = float(x) (n elements). */
@@ -53,24 +68,29 @@ __kernel void f16_to_f32_3(__global const half *x0, ulong xo0, __global float *y
     else widen16(x2, xo2, y2, yo2, n2, g - g0 - g1);
 }
 
-/* y = x * scale, in float32; flag[fo] = 1 when any result is inf or NaN
- * (every writer stores the same value, so the race is harmless). */
-__kernel void unscale_f16(__global const half *x, ulong xo, __global float *y, ulong yo, float scale,
-                          __global int *flag, ulong fo, ulong n)
+/* y = x * inv[io], in float32 (inv: 1 / a float16 model's loss scale, the
+ * CLT__SCALER_INV word of src/ops/half.h). flags: 1, flag[fo] = 1 when any
+ * result is inf or NaN (every writer stores the same value, so the race is
+ * harmless); 2, x is zeroed once read (the gradients' zeroing, folded). */
+__kernel void unscale_f16(__global half *x, ulong xo, __global float *y, ulong yo, __global const float *inv,
+                          ulong io, __global int *flag, ulong fo, int flags, ulong n)
 {
     ulong i = get_global_id(0) * 16;
+    float scale = inv[io];
     x += xo;
     y += yo;
     if (i + 16 <= n) {
         float16 v = vload_half16(0, x + i) * scale;
         vstore16(v, 0, y + i);
-        if (!all(isfinite(v))) flag[fo] = 1;
+        if (flags & 2) vstore_half16((float16)(0.0f), 0, x + i);
+        if ((flags & 1) && !all(isfinite(v))) flag[fo] = 1;
         return;
     }
     for (; i < n; i++) {
         float v = vload_half(0, x + i) * scale;
         y[i] = v;
-        if (!isfinite(v)) flag[fo] = 1;
+        if (flags & 2) vstore_half(0.0f, 0, x + i);
+        if ((flags & 1) && !isfinite(v)) flag[fo] = 1;
     }
 }
 

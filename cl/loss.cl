@@ -45,12 +45,14 @@ __kernel void softmax_xent_f32(__global const float *logits, ulong lo, __global 
  * pairwise in a fixed tree (t[l] += t[l + h] for h = WG_ROWS / 2, ..., 1),
  * then mean[mo] = the total / rows: the order of cl/reduce.cl's
  * sum_partial_wg_f32 and sum_final_wg_f32 over the per-row losses, in one
- * launch instead of three, and the same bits (test_loss compares them). */
+ * launch instead of three, and the same bits (test_loss compares them).
+ * With want_sum, also sum[so] += rows * mean: the training step's loss sum,
+ * as axpy_f32 would add it, in the same launch. */
 #define WG_ROWS 256
 __kernel __attribute__((reqd_work_group_size(WG_ROWS, 1, 1))) void
 softmax_xent_mean_wg_f32(__global const float *logits, ulong lo, __global const int *labels, ulong labo, ulong rows,
                          ulong cols, __global float *mean, ulong mo, __global float *dlogits, ulong dlo,
-                         int want_grad)
+                         int want_grad, __global float *sum, ulong so, int want_sum)
 {
     __local float t[WG_ROWS];
     uint l = (uint)get_local_id(0);
@@ -62,7 +64,10 @@ softmax_xent_mean_wg_f32(__global const float *logits, ulong lo, __global const 
         if (l < h) t[l] += t[l + h];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (l == 0) mean[mo] = t[0] / (float)rows;
+    if (l != 0) return;
+    float alpha = (float)rows, mv = t[0] / alpha;
+    mean[mo] = mv;
+    if (want_sum) sum[so] += alpha * mv;
 }
 
 /* Mean squared error, fused: one work-item per row of pred and target

@@ -241,6 +241,18 @@ static uint16_t *read_bits(const clt_tensor *t)
     return h;
 }
 
+/* A loss scaler on the CPU device (src/ops/half.h's words): scale, 1 / scale, 0 clean steps. */
+static clt_tensor *scaler_of(float scale)
+{
+    int32_t w[CLT__SCALER_WORDS] = {0};
+    float inv = 1.0f / scale;
+    memcpy(&w[CLT__SCALER_SCALE], &scale, 4);
+    memcpy(&w[CLT__SCALER_INV], &inv, 4);
+    clt_tensor *t;
+    ck_assert_ok(clt_from_host(&t, clt_test_cpu(), CLT_INT32, 1, (int64_t[]){CLT__SCALER_WORDS}, w));
+    return t;
+}
+
 /* unscale_f16 of h (n float16 values at element off) by 0.5: the flag it leaves. */
 static int unscale_flag(const uint16_t *h, int64_t n, int64_t off)
 {
@@ -250,7 +262,9 @@ static int unscale_flag(const uint16_t *h, int64_t n, int64_t off)
     ck_assert_ptr_nonnull(zero);
     clt_tensor *dv = filled_view(CLT_FLOAT32, zero, n, off + 1, &dbase);
     ck_assert_ok(clt_zeros(&flag, clt_test_cpu(), CLT_INT32, 1, (int64_t[]){1}));
-    ck_assert_ok(clt__unscale_f16(dv, sv, 0.5f, flag));
+    clt_tensor *scaler = scaler_of(2.0f);
+    ck_assert_ok(clt__unscale_f16(dv, sv, scaler, flag, 0));
+    clt_tensor_release(scaler);
     int32_t f;
     ck_assert_ok(clt_to_host(flag, &f, sizeof f));
     free(read_view(dbase, n, off + 1));
@@ -322,6 +336,14 @@ START_TEST(test_half_kernels_at_vector_edges)
             got = read_view(nbase, n, off);
             assert_half_bits(got, want, n, "f32_to_f16");
             free(got);
+            /* The scale read on the device, times the host's factor. */
+            clt_tensor *scaler = scaler_of(256.0f);
+            ck_assert_ok(clt__convert_to_half_by(nv, fv, scaler, 0.25f));
+            for (int64_t i = 0; i < n; i++) want[i] = f[i] * (0.25f * 256.0f);
+            got = read_view(nbase, n, off);
+            assert_half_bits(got, want, n, "f32_to_f16_by");
+            free(got);
+            clt_tensor_release(scaler);
 
             ck_assert_ok(clt__accumulate_f16(av, fv));
             for (int64_t i = 0; i < n; i++) want[i] = a[i] + f[i];
@@ -336,7 +358,8 @@ START_TEST(test_half_kernels_at_vector_edges)
             clt_tensor *sv = filled_view(CLT_FLOAT16, ah, n, off, &sbase);
             clt_tensor *dv = filled_view(CLT_FLOAT32, f, n, off + 1, &dbase);
             ck_assert_ok(clt_zeros(&flag, clt_test_cpu(), CLT_INT32, 1, (int64_t[]){1}));
-            ck_assert_ok(clt__unscale_f16(dv, sv, 0.5f, flag));
+            clt_tensor *half_scaler = scaler_of(2.0f);
+            ck_assert_ok(clt__unscale_f16(dv, sv, half_scaler, flag, 0));
             for (int64_t i = 0; i < n; i++) want[i] = clt_half_to_float(ah[i]) * 0.5f;
             float *gotf = read_view(dbase, n, off + 1);
             assert_float_bits(gotf, want, n, "unscale_f16");
@@ -344,6 +367,21 @@ START_TEST(test_half_kernels_at_vector_edges)
             int32_t fl;
             ck_assert_ok(clt_to_host(flag, &fl, sizeof fl));
             ck_assert_int_eq(fl, 0);
+            /* Zeroing the source as it reads it (the gradients' zeroing,
+             * folded), its neighbours untouched; the values as before. */
+            ck_assert_ok(clt__unscale_f16(dv, sv, half_scaler, flag, 1));
+            gotf = read_view(dbase, n, off + 1);
+            assert_float_bits(gotf, want, n, "unscale_f16 (zeroing)");
+            free(gotf);
+            uint16_t *zeroed = read_view(sbase, n, off);
+            for (int64_t i = 0; i < n; i++)
+                ck_assert_msg(zeroed[i] == 0, "unscale_f16 of %lld left element %lld 0x%04x", (long long)n,
+                              (long long)i, zeroed[i]);
+            free(zeroed);
+            clt_tensor_release(half_scaler);
+            clt_tensor_release(sv);
+            clt_tensor_release(sbase);
+            sv = filled_view(CLT_FLOAT16, ah, n, off, &sbase);
             /* An inf first (in a vector from 16 elements on) or last (the tail
              * unless n is a multiple of 16), or a NaN, raises it. */
             uint16_t keep = ah[0];
@@ -751,12 +789,27 @@ START_TEST(test_overflow_skips_step_and_halves_scale)
     ck_assert_ok(clt_model_forward(m, x, &y));
     clt_tensor_release(y);
     ck_assert_ok(clt_model_backward(m, dy, NULL));
+    float *grads = read_half(clt_model_gradients(m));
+    /* The device decides: the step waits for nothing; asking for its
+     * outcome reads it back. */
+    ck_assert_ok(clt_synchronize(clt_test_cpu()));
+    uint64_t syncs = clt_sync_count(clt_test_cpu());
     ck_assert_ok(clt_optimizer_step(opt));
+    ck_assert_uint_eq(clt_sync_count(clt_test_cpu()), syncs);
     ck_assert_int_eq(clt_optimizer_steps(opt), 0);
     ck_assert_float_eq(clt_model_loss_scale(m), 524288.0f);
+    ck_assert_uint_gt(clt_sync_count(clt_test_cpu()), syncs);
+    /* The public step leaves the gradients as they were. */
+    float *grads_after = read_half(clt_model_gradients(m));
+    ck_assert_mem_eq(grads, grads_after, (size_t)n * 4);
+    free(grads);
+    free(grads_after);
+    /* The momentum buffer the skipped step made is still zero. */
     clt_tensor *state;
     ck_assert_ok(clt_optimizer_state(opt, 0, NULL, &state));
-    ck_assert_ptr_null(state);
+    float *mom = clt_test_read(state);
+    for (int64_t i = 0; i < n; i++) ck_assert_float_eq(mom[i], 0.0f);
+    free(mom);
     float *after = read_half(clt_model_parameters(m));
     ck_assert_mem_eq(before, after, (size_t)n * 4);
     free(after);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device/device_internal.h"
+#include "ops/loss.h"
 #include "ops/ops_internal.h"
 #include "support.h"
 
@@ -169,6 +170,62 @@ START_TEST(test_gpu_class_one_launch)
     run(x, bad, 3, 4, 0, &loss, NULL);
     unsetenv("CLT_DEVICE_CLASS");
     ck_assert(isnan(loss));
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* The training step's loss sum (clt__softmax_cross_entropy_sum): sum +=
+ * rows * the mean, the bits of clt_softmax_cross_entropy and a clt_axpy_, on
+ * both classes and on either side of the one-group limit; on a GPU-class
+ * device with work-groups of 256 the sum rides in the loss's one launch. */
+START_TEST(test_loss_sum_in_the_launch)
+{
+    int slot;
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
+    int wide = clt__slot_get(slot)->max_work_group >= 256;
+    static const int64_t rows_of[] = {1, 37, 256, 257};
+    static const char *const classes[] = {"cpu", "gpu"};
+    for (size_t i = 0; i < sizeof rows_of / sizeof rows_of[0]; i++)
+        for (int c = 0; c < 2; c++) {
+            int64_t rows = rows_of[i], cols = 10, shape[2] = {rows, cols};
+            float *x = malloc((size_t)(rows * cols) * sizeof *x);
+            int32_t *labels = malloc((size_t)rows * sizeof *labels);
+            clt_test_fill_uniform(x, rows * cols, 90 + (uint64_t)i, -4, 4);
+            for (int64_t r = 0; r < rows; r++) labels[r] = (int32_t)((r * 3 + 1) % cols);
+            setenv("CLT_DEVICE_CLASS", classes[c], 1);
+            clt_tensor *logits, *lab, *loss = NULL, *dl = NULL, *want = NULL, *got = NULL, *sum_a, *sum_b;
+            ck_assert_ok(clt_from_host(&logits, clt_test_device(), CLT_FLOAT32, 2, shape, x));
+            ck_assert_ok(clt_from_host(&lab, clt_test_device(), CLT_INT32, 1, &rows, labels));
+            ck_assert_ok(clt_full(&sum_a, clt_test_device(), CLT_FLOAT32, 0, NULL, 3.7));
+            ck_assert_ok(clt_full(&sum_b, clt_test_device(), CLT_FLOAT32, 0, NULL, 3.7));
+            ck_assert_ok(clt_softmax_cross_entropy(&want, NULL, logits, lab));
+            ck_assert_ok(clt_axpy_(sum_a, (float)rows, want));
+            ck_assert_ok(clt__softmax_cross_entropy_sum(&loss, &dl, logits, lab, sum_b)); /* built before counting */
+            clt_tensor_release(loss);
+            clt_tensor_release(dl);
+            ck_assert_ok(clt_axpy_(sum_a, (float)rows, want));
+            clt_test_kernels_start();
+            ck_assert_ok(clt__softmax_cross_entropy_sum(&got, &dl, logits, lab, sum_b));
+            uint64_t launches = clt_test_kernels_stop();
+            unsetenv("CLT_DEVICE_CLASS");
+            uint64_t expect = c == 1 && wide && rows <= 256 ? 1 : 4;
+            ck_assert_msg(launches == expect, "%s class, %lld rows: %llu launches for the loss and its sum, expected "
+                          "%llu", classes[c], (long long)rows, (unsigned long long)launches,
+                          (unsigned long long)expect);
+            float a, b, l1, l2;
+            ck_assert_ok(clt_to_host(sum_a, &a, sizeof a));
+            ck_assert_ok(clt_to_host(sum_b, &b, sizeof b));
+            ck_assert_ok(clt_to_host(want, &l1, sizeof l1));
+            ck_assert_ok(clt_to_host(got, &l2, sizeof l2));
+            ck_assert_msg(memcmp(&a, &b, sizeof a) == 0 && memcmp(&l1, &l2, sizeof l1) == 0,
+                          "%s class, %lld rows: sum %a with the axpy, %a in the loss; loss %a and %a", classes[c],
+                          (long long)rows, (double)a, (double)b, (double)l1, (double)l2);
+            ck_assert(a > 3.7f);
+            clt_tensor *ts[] = {logits, lab, dl, want, got, sum_a, sum_b};
+            for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) clt_tensor_release(ts[k]);
+            free(x);
+            free(labels);
+        }
     clt_test_assert_no_live_tensors();
 }
 END_TEST
@@ -470,6 +527,7 @@ int main(void)
     TCase *tc = clt_test_tcase("softmax_cross_entropy");
     tcase_add_test(tc, test_matches_reference);
     tcase_add_test(tc, test_gpu_class_one_launch);
+    tcase_add_test(tc, test_loss_sum_in_the_launch);
     tcase_add_test(tc, test_gradient_matches_finite_differences);
     tcase_add_test(tc, test_huge_logits_stay_finite);
     tcase_add_test(tc, test_bad_label_gives_nan);

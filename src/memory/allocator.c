@@ -317,6 +317,10 @@ void clt__block_set_category(clt__block *b, clt_memory_category cat)
     a->stats.category_allocated[cat] += (int64_t)b->requested;
     if (a->stats.category_allocated[cat] > a->stats.category_peak[cat])
         a->stats.category_peak[cat] = a->stats.category_allocated[cat];
+    /* Still at the peak (a block categorised as soon as it is made, the
+     * last of the peak): the peak's categories are the new ones. */
+    if (a->stats.allocated == a->stats.peak_allocated)
+        memcpy(a->at_peak, a->stats.category_allocated, sizeof a->at_peak);
     if (a->record) a->sample(a->record, &a->stats);
     pthread_mutex_unlock(&a->lock);
 }

@@ -66,6 +66,7 @@ void clt_model_free(clt_model *m)
     free(m->layers);
     clt_tensor_release(m->params);
     clt_tensor_release(m->grads);
+    clt_tensor_release(m->scaler);
     free(m->linears);
     free(m->named);
     free(m);
@@ -92,8 +93,62 @@ static clt__layer *layers_copy(const clt__layer *src, int n)
     return l;
 }
 
+/* The host's view of the loss scaler: read back from the device when a step
+ * has changed it since (a synchronization point, named after api). */
+static clt_status scaler_view(const clt_model *cm, const char *api)
+{
+    clt_model *m = (clt_model *)cm; /* the view is a cache of the device's state */
+    if (!m->scaler_ahead) return CLT_OK;
+    int32_t w[CLT__SCALER_WORDS];
+    CLT_TRY(clt__read_host(m->scaler, w, sizeof w, api));
+    memcpy(&m->loss_scale, &w[CLT__SCALER_SCALE], sizeof m->loss_scale);
+    m->clean_steps = w[CLT__SCALER_CLEAN];
+    m->scaler_ahead = 0;
+    return CLT_OK;
+}
+
+/* The device's scaler (when there is one) takes the host's view. */
+static clt_status scaler_upload(clt_model *m)
+{
+    if (!m->scaler) return CLT_OK;
+    int32_t w[CLT__SCALER_WORDS];
+    float inv = 1.0f / m->loss_scale;
+    memcpy(&w[CLT__SCALER_SCALE], &m->loss_scale, sizeof(float));
+    memcpy(&w[CLT__SCALER_INV], &inv, sizeof(float));
+    w[CLT__SCALER_CLEAN] = (int32_t)m->clean_steps;
+    CLT_TRY(clt__write_host(m->scaler, w, sizeof w));
+    m->scaler_ahead = 0;
+    return CLT_OK;
+}
+
+clt_status clt__model_scaler(clt_model *m, clt_tensor **out)
+{
+    *out = NULL;
+    clt_device dev = clt_model_device(m);
+    if (!m->scaler || !clt_device_equal(clt_tensor_device(m->scaler), dev)) {
+        CLT_TRY(scaler_view(m, "clt_model_backward (reading the loss scaler on its old device)"));
+        int64_t words = CLT__SCALER_WORDS;
+        clt_tensor *t;
+        CLT_TRY(clt_empty(&t, dev, CLT_INT32, 1, &words));
+        clt_tensor_release(m->scaler);
+        m->scaler = t;
+        CLT_TRY(scaler_upload(m));
+    }
+    *out = m->scaler;
+    return CLT_OK;
+}
+
+void clt__model_scaler_stepped(clt_model *m)
+{
+    /* A planning device runs nothing: the host's view stays right. */
+    if (clt_model_device(m).type != CLT_DEVICE_PLAN) m->scaler_ahead = 1;
+}
+
+void clt__model_grads_zeroed(clt_model *m) { m->zero_version = m->grads ? clt__tensor_version(m->grads) : 0; }
+
 clt_status clt__model_layout(clt_model **out, const clt_model *m)
 {
+    CLT_TRY(scaler_view(m, "clt_plan_fit (reading the loss scaler)"));
     CLT_TRY(clt_model_create(out, m->prefix));
     clt_model *c = *out;
     c->layers = layers_copy(m->layers, m->nlayers);
@@ -385,15 +440,11 @@ clt_status clt_model_init(clt_model *m, clt_device dev, uint64_t seed)
     }
     m->nparams = total;
     clt_status s = build_names(m);
-    /* A planning device holds no values: no host copy to draw them in. */
-    int plan = dev.type == CLT_DEVICE_PLAN;
-    float *host = s == CLT_OK && !plan ? malloc((size_t)bytes + 1) : NULL;
-    if (s == CLT_OK && !plan && !host)
+    float *host = s == CLT_OK ? malloc((size_t)bytes + 1) : NULL;
+    if (s == CLT_OK && !host)
         s = clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_model_init: out of host memory for %lld parameters",
                       (long long)total);
-    if (s == CLT_OK && plan) {
-        s = clt_empty(&m->params, dev, CLT_FLOAT32, 1, &total);
-    } else if (s == CLT_OK) {
+    if (s == CLT_OK) {
         init_values(m, host, seed);
         s = clt_from_host(&m->params, dev, CLT_FLOAT32, 1, &total, host);
     }
@@ -472,6 +523,8 @@ static clt_status adopt(clt_model *m, clt_status s, clt_tensor *params, clt_tens
 {
     /* Every view is made before any is installed, so a failure changes nothing. */
     clt_tensor **pv = NULL, **gv = NULL;
+    /* The scaler is remade where and when a float16 pass needs it. */
+    if (s == CLT_OK) s = scaler_view(m, "clt_model_to (reading the loss scaler)");
     if (s == CLT_OK) s = make_views(m, params, &pv);
     if (s == CLT_OK && grads) s = make_views(m, grads, &gv);
     if (s != CLT_OK) {
@@ -489,6 +542,8 @@ static clt_status adopt(clt_model *m, clt_status s, clt_tensor *params, clt_tens
     for (int k = 0; k < m->nlinears; k++) clt__packed_weight_drop(&m->linears[k]->packed);
     clt_tensor_release(m->params);
     clt_tensor_release(m->grads);
+    clt_tensor_release(m->scaler);
+    m->scaler = NULL;
     m->params = params;
     m->grads = grads;
     return CLT_OK;
@@ -638,6 +693,7 @@ static clt_status create_grads(clt_model *m)
         return s;
     }
     m->grads = g;
+    clt__model_grads_zeroed(m); /* made zero */
     return CLT_OK;
 }
 
@@ -645,15 +701,19 @@ static clt_status create_grads(clt_model *m)
  * scaled); dx comes out float32, unscaled. */
 static clt_status half_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx)
 {
-    clt_tensor *dyh, *dxh = NULL;
+    /* The scale is read on the device, where the optimizer's steps keep it. */
+    clt_tensor *dyh, *dxh = NULL, *scaler;
+    CLT_TRY(clt__model_scaler(m, &scaler));
     if (clt_tensor_dtype(dy) == CLT_FLOAT16) dyh = clt_tensor_retain(dy);
-    else CLT_TRY(clt__to_dtype_scaled(&dyh, dy, CLT_FLOAT16, m->loss_scale));
+    else CLT_TRY(clt__to_half_by(&dyh, dy, scaler));
     clt_status s = clt__seq_backward(m, m->layers, m->nlayers, dyh, dx ? &dxh : NULL);
     clt_tensor_release(dyh);
     if (s != CLT_OK || !dx) return s;
-    s = clt_to_dtype(dx, dxh, CLT_FLOAT32);
+    int64_t shape[CLT_MAX_DIMS];
+    int nd = clt_tensor_shape(dxh, shape);
+    s = clt_empty(dx, clt_model_device(m), CLT_FLOAT32, nd, shape);
+    if (s == CLT_OK) s = clt__unscale_f16(*dx, dxh, scaler, NULL, 0);
     clt_tensor_release(dxh);
-    if (s == CLT_OK) s = clt_scale_(*dx, 1.0f / m->loss_scale);
     if (s != CLT_OK) {
         clt_tensor_release(*dx);
         *dx = NULL;
@@ -692,7 +752,12 @@ clt_status clt_model_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx)
 clt_status clt_model_zero_grad(clt_model *m)
 {
     CLT_TRY(need_built("clt_model_zero_grad", m));
-    return m->grads ? clt_fill_(m->grads, 0.0) : CLT_OK;
+    /* Known zero since no write: nothing to do (the trainer's optimizer
+     * step zeroes them as it reads them, clt__optimizer_step_zero). */
+    if (!m->grads || m->zero_version == clt__tensor_version(m->grads)) return CLT_OK;
+    CLT_TRY(clt_fill_(m->grads, 0.0));
+    clt__model_grads_zeroed(m);
+    return CLT_OK;
 }
 
 clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total_norm)
@@ -707,9 +772,10 @@ clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total
      * widened and unscaled first. */
     int half = clt_model_dtype(m) == CLT_FLOAT16;
     int64_t row[2] = {1, m->nparams}, one[2] = {1, 1};
-    clt_tensor *g = NULL, *sq = NULL, *wide = NULL;
-    clt_status s = half ? clt_to_dtype(&wide, m->grads, CLT_FLOAT32) : CLT_OK;
-    if (s == CLT_OK && half) s = clt_scale_(wide, 1.0f / m->loss_scale);
+    clt_tensor *g = NULL, *sq = NULL, *wide = NULL, *scaler = NULL;
+    clt_status s = half ? clt__model_scaler(m, &scaler) : CLT_OK;
+    if (s == CLT_OK && half) s = clt_empty(&wide, clt_model_device(m), CLT_FLOAT32, 1, &m->nparams);
+    if (s == CLT_OK && half) s = clt__unscale_f16(wide, m->grads, scaler, NULL, 0);
     if (s == CLT_OK) s = clt_reshape(&g, half ? wide : m->grads, 2, row);
     if (s == CLT_OK) s = clt_zeros(&sq, clt_model_device(m), CLT_FLOAT32, 2, one);
     if (s == CLT_OK) s = clt_gemm_(0, 1, 1.0f, g, g, 0.0f, sq);
@@ -726,7 +792,7 @@ clt_status clt_model_clip_grad_norm(clt_model *m, double max_norm, double *total
     double coef = max_norm / (norm + 1e-6);
     if (half) {
         /* Scaled again, as the optimizer expects them. */
-        s = coef < 1.0 ? clt__convert_to_half(m->grads, wide, (float)coef * m->loss_scale) : CLT_OK;
+        s = coef < 1.0 ? clt__convert_to_half_by(m->grads, wide, scaler, (float)coef) : CLT_OK;
         clt_tensor_release(wide);
         return s;
     }
@@ -757,23 +823,38 @@ clt_dtype clt_model_dtype(const clt_model *m)
     return m && m->params ? clt_tensor_dtype(m->params) : CLT_FLOAT32;
 }
 
-clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic)
+/* Sets the scaler's state, checked, on the host and the device. */
+static clt_status set_scaler(clt_model *m, const char *op, float scale, int dynamic, int64_t clean_steps)
 {
-    CLT_TRY(clt__need("clt_model_set_loss_scale", "model", m));
+    CLT_TRY(clt__need(op, "model", m));
     if (!(scale > 0) || isinf(scale))
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
-                         "clt_model_set_loss_scale: scale is %g (must be positive and finite)", (double)scale);
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: scale is %g (must be positive and finite)", op,
+                         (double)scale);
+    if (clean_steps < 0 || clean_steps >= CLT__SCALE_GROWTH)
+        return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: clean_steps is %lld (must be 0 to %d)", op,
+                         (long long)clean_steps, CLT__SCALE_GROWTH - 1);
     m->loss_scale = scale;
     m->scale_dynamic = dynamic != 0;
-    m->clean_steps = 0;
-    return CLT_OK;
+    m->clean_steps = clean_steps;
+    return scaler_upload(m);
 }
 
-float clt_model_loss_scale(const clt_model *m) { return m ? m->loss_scale : 0.0f; }
+clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic)
+{
+    return set_scaler(m, "clt_model_set_loss_scale", scale, dynamic, 0);
+}
+
+float clt_model_loss_scale(const clt_model *m)
+{
+    if (!m) return 0.0f;
+    (void)scaler_view(m, "clt_model_loss_scale (reading the loss scaler)"); /* else the host's view */
+    return m->loss_scale;
+}
 
 clt_status clt_model_loss_scale_state(const clt_model *m, float *scale, int *dynamic, int64_t *clean_steps)
 {
     CLT_TRY(clt__need("clt_model_loss_scale_state", "model", m));
+    CLT_TRY(scaler_view(m, "clt_model_loss_scale_state (reading the loss scaler)"));
     if (scale) *scale = m->loss_scale;
     if (dynamic) *dynamic = m->scale_dynamic;
     if (clean_steps) *clean_steps = m->clean_steps;
@@ -782,13 +863,7 @@ clt_status clt_model_loss_scale_state(const clt_model *m, float *scale, int *dyn
 
 clt_status clt_model_set_loss_scale_state(clt_model *m, float scale, int dynamic, int64_t clean_steps)
 {
-    if (clean_steps < 0 || clean_steps >= CLT__SCALE_GROWTH)
-        return clt__fail(CLT_ERR_INVALID_ARGUMENT,
-                         "clt_model_set_loss_scale_state: clean_steps is %lld (must be 0 to %d)",
-                         (long long)clean_steps, CLT__SCALE_GROWTH - 1);
-    CLT_TRY(clt_model_set_loss_scale(m, scale, dynamic));
-    m->clean_steps = clean_steps;
-    return CLT_OK;
+    return set_scaler(m, "clt_model_set_loss_scale_state", scale, dynamic, clean_steps);
 }
 
 clt_status clt_cross_entropy_loss_grad(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,

@@ -72,11 +72,18 @@ struct clt_model {
     clt__named *named;
     int nnamed;
     /* Loss scaling of a float16 model (docs/half.md): backward multiplies
-     * dy by loss_scale; the optimizer divides it out, and when dynamic
-     * halves it on overflow and doubles it after CLT__SCALE_GROWTH clean steps. */
+     * dy by the scale; the optimizer divides it out, and when dynamic
+     * halves it on overflow and doubles it after CLT__SCALE_GROWTH clean
+     * steps, on the device: the scale and clean steps live in `scaler`
+     * (src/ops/half.h's words, made by clt__model_scaler), and loss_scale
+     * and clean_steps are the host's view of them, read back from the
+     * device when asked after a step has run (scaler_ahead). */
     float loss_scale;
     int scale_dynamic;
     int64_t clean_steps;
+    clt_tensor *scaler;     /* NULL until a float16 pass needs it */
+    int scaler_ahead;       /* a step changed the device's scaler since the host last read it */
+    uint64_t zero_version;  /* the gradients' storage version when last known zero (0: not known) */
     int64_t conversions;    /* dtype changes by clt_model_to_dtype (an optimizer built before one refuses to step) */
 };
 
@@ -109,6 +116,16 @@ void clt__seq_drop(clt__layer *layers, int n);
  * layer descriptions whatever their kind, so that a new layer needs nothing
  * here. */
 clt_status clt__model_layout(clt_model **out, const clt_model *m);
+
+/* *out = the device's loss scaler of m (borrowed), made from the host's
+ * view on the parameters' device when missing or elsewhere. */
+clt_status clt__model_scaler(clt_model *m, clt_tensor **out);
+/* A step has changed the device's loss scaler: the host's view reads it
+ * back when next asked (a synchronization point only then). */
+void clt__model_scaler_stepped(clt_model *m);
+/* The gradients are zero as of now: clt_model_zero_grad skips its fill
+ * until something writes them (their storage's version changes). */
+void clt__model_grads_zeroed(clt_model *m);
 
 /* The argument check of the calls that need a built model: clt__need
  * (src/core/error.h) for NULL ("op: what is NULL"), then CLT_ERR_INVALID_ARGUMENT

@@ -131,22 +131,69 @@ clt_status clt__accumulate_f16(clt_tensor *dst, const clt_tensor *src)
     return clt__launch_half16(dst->st->slot, "accumulate_f16", 5, args, n, dst);
 }
 
-clt_status clt__unscale_f16(clt_tensor *dst, const clt_tensor *src, float scale, clt_tensor *flag)
+/* The element offset of word `word` of a loss scaler (CLT__SCALER_*). */
+static clt_status scaler_word(const char *op, const clt_tensor *scaler, int word, clt__buf *out)
+{
+    CLT_TRY(clt__need_i32(op, "scaler", scaler));
+    if (scaler->numel != CLT__SCALER_WORDS)
+        return clt__fail(CLT_ERR_SHAPE, "%s: a loss scaler has %d words, not %lld", op, CLT__SCALER_WORDS,
+                         (long long)scaler->numel);
+    *out = clt__tensor_buf(scaler);
+    out->off += (cl_ulong)word;
+    return CLT_OK;
+}
+
+clt_status clt__convert_to_half_by(clt_tensor *dst, const clt_tensor *src, const clt_tensor *scaler, float mul)
+{
+    const char *op = "clt_model_backward (float16)";
+    CLT_TRY(clt__need_f16(op, "dst", dst));
+    CLT_TRY(clt__need_f32(op, "src", src));
+    CLT_TRY(clt__same_device(op, dst, src));
+    CLT_TRY(clt__same_device(op, dst, scaler));
+    CLT_TRY(clt__same_shape(op, dst, src));
+    clt__buf xb = clt__tensor_buf(src), yb = clt__tensor_buf(dst), sb;
+    CLT_TRY(scaler_word(op, scaler, CLT__SCALER_SCALE, &sb));
+    cl_ulong n = (cl_ulong)src->numel;
+    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off),
+                       CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(mul),    CLT_ARG(n)};
+    return clt__launch_half16(dst->st->slot, "f32_to_f16_by", 8, args, n, dst);
+}
+
+clt_status clt__to_half_by(clt_tensor **out, const clt_tensor *t, const clt_tensor *scaler)
+{
+    *out = NULL;
+    CLT_TRY(clt__need_f32("clt_model_backward (float16)", "dy", t));
+    clt_tensor *y;
+    CLT_TRY(clt__tensor_new(&y, t->st->slot, CLT_FLOAT16, t->ndim, t->shape));
+    return clt__finish(clt__convert_to_half_by(y, t, scaler, 1.0f), y, out);
+}
+
+clt_status clt__unscale_f16(clt_tensor *dst, clt_tensor *src, const clt_tensor *scaler, clt_tensor *flag,
+                            int zero_src)
 {
     const char *op = "unscale_f16";
     CLT_TRY(clt__need_f32(op, "dst", dst));
     CLT_TRY(clt__need_f16(op, "src", src));
-    CLT_TRY(clt__need_i32(op, "flag", flag));
     CLT_TRY(clt__same_device(op, dst, src));
-    CLT_TRY(clt__same_device(op, dst, flag));
+    CLT_TRY(clt__same_device(op, dst, scaler));
     CLT_TRY(clt__same_shape(op, dst, src));
-    /* The flag is written too, by the same launch. */
-    CLT_TRY(clt__wait_foreign_read(dst->st->slot, flag));
-    clt__buf db = clt__tensor_buf(dst), sb = clt__tensor_buf(src), fb = clt__tensor_buf(flag);
+    clt__buf ib;
+    CLT_TRY(scaler_word(op, scaler, CLT__SCALER_INV, &ib));
+    if (flag) {
+        CLT_TRY(clt__need_i32(op, "flag", flag));
+        CLT_TRY(clt__same_device(op, dst, flag));
+        /* The flag is written too, by the same launch. */
+        CLT_TRY(clt__wait_foreign_read(dst->st->slot, flag));
+    }
+    if (zero_src) CLT_TRY(clt__wait_foreign_read(dst->st->slot, src));
+    /* Without a flag the kernel never writes one; the scaler stands in. */
+    clt__buf db = clt__tensor_buf(dst), sb = clt__tensor_buf(src), fb = flag ? clt__tensor_buf(flag) : ib;
+    cl_int flags = (flag ? 1 : 0) | (zero_src ? 2 : 0);
     cl_ulong n = (cl_ulong)dst->numel;
-    clt__arg args[] = {CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(scale),
-                       CLT_ARG(fb.mem), CLT_ARG(fb.off), CLT_ARG(n)};
-    CLT_TRY(clt__launch_half16(dst->st->slot, "unscale_f16", 8, args, n, dst));
-    clt__same_write(flag, dst);
+    clt__arg args[] = {CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(ib.mem),
+                       CLT_ARG(ib.off), CLT_ARG(fb.mem), CLT_ARG(fb.off), CLT_ARG(flags),  CLT_ARG(n)};
+    CLT_TRY(clt__launch_half16(dst->st->slot, "unscale_f16", 10, args, n, dst));
+    if (flag) clt__same_write(flag, dst);
+    if (zero_src) clt__same_write(src, dst);
     return CLT_OK;
 }

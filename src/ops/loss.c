@@ -1,5 +1,7 @@
 /* The losses, each fused with its gradient: softmax cross-entropy and the
  * mean squared error (with the mean absolute error as a metric). */
+#include "loss.h"
+
 #include "ops_internal.h"
 
 /* Whether the loss of `rows` rows runs as one work-group that also takes
@@ -14,32 +16,36 @@ static clt_status xent_one_group(int slot, cl_ulong rows, int *out)
 }
 
 /* The loss kernel: one_group, softmax_xent_mean_wg_f32 writes the mean
- * loss into out (a scalar); else softmax_xent_f32 the per-row losses into
- * out (rows). grad (NULL: not computed) gets the gradient from the same
+ * loss into out (a scalar), and adds rows times it to sum unless sum is
+ * NULL; else softmax_xent_f32 the per-row losses into out (rows), and sum
+ * must be NULL. grad (NULL: not computed) gets the gradient from the same
  * launch. */
 static clt_status xent_launch(clt_tensor *out, clt_tensor *grad, const clt_tensor *logits, const clt_tensor *labels,
-                              int one_group)
+                              int one_group, clt_tensor *sum)
 {
     cl_ulong rows = (cl_ulong)logits->shape[0], cols = (cl_ulong)logits->shape[1];
     clt__buf xb = clt__tensor_buf(logits), lb = clt__tensor_buf(labels), ob = clt__tensor_buf(out);
     /* Without a gradient the kernel never touches dlogits; out stands in. */
-    clt__buf gb = grad ? clt__tensor_buf(grad) : ob;
-    cl_int want = grad != NULL;
+    clt__buf gb = grad ? clt__tensor_buf(grad) : ob, sb = sum ? clt__tensor_buf(sum) : ob;
+    cl_int want = grad != NULL, want_sum = sum != NULL;
     clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(lb.mem), CLT_ARG(lb.off), CLT_ARG(rows),
                        CLT_ARG(cols), CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(gb.mem), CLT_ARG(gb.off),
-                       CLT_ARG(want)};
+                       CLT_ARG(want), CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(want_sum)};
     size_t size = CLT__XENT_WG_ROWS;
     int slot = out->st->slot;
-    if (one_group) CLT_TRY(clt__launch(slot, "loss", "softmax_xent_mean_wg_f32", 11, args, 1, &size, &size, out));
+    if (sum) CLT_TRY(clt__wait_foreign_read(slot, sum));
+    if (one_group) CLT_TRY(clt__launch(slot, "loss", "softmax_xent_mean_wg_f32", 14, args, 1, &size, &size, out));
     else CLT_TRY(clt__launch1(slot, "loss", "softmax_xent_f32", 11, args, (size_t)rows, out));
     if (grad) clt__same_write(grad, out);
+    if (sum) clt__same_write(sum, out);
     return CLT_OK;
 }
 
-clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
-                                     const clt_tensor *labels)
+/* clt_softmax_cross_entropy, and sum += rows * the loss when sum is not
+ * NULL (in the loss's launch where it is one work-group). */
+static clt_status xent(const char *op, clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+                       const clt_tensor *labels, clt_tensor *sum)
 {
-    const char *op = "clt_softmax_cross_entropy";
     CLT_TRY(clt__need(op, "loss", loss));
     *loss = NULL;
     if (dlogits) *dlogits = NULL;
@@ -60,8 +66,10 @@ clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, co
     clt_status s = clt__tensor_new(&out, slot, CLT_FLOAT32, 0, NULL);
     if (s == CLT_OK && !one_group) s = clt__tensor_new(&per_row, slot, CLT_FLOAT32, 1, rshape);
     if (s == CLT_OK && dlogits) s = clt__tensor_new(&grad, slot, CLT_FLOAT32, 2, logits->shape);
-    if (s == CLT_OK) s = xent_launch(one_group ? out : per_row, grad, logits, labels, one_group);
+    clt_tensor *in_launch = one_group ? sum : NULL;
+    if (s == CLT_OK) s = xent_launch(one_group ? out : per_row, grad, logits, labels, one_group, in_launch);
     if (s == CLT_OK && !one_group) s = clt__reduce_sum(out, per_row, (float)rows);
+    if (s == CLT_OK && !one_group && sum) s = clt_axpy_(sum, (float)rows, out);
     clt_tensor_release(per_row);
     if (s != CLT_OK) {
         clt_tensor_release(out);
@@ -71,6 +79,24 @@ clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, co
     *loss = out;
     if (dlogits) *dlogits = grad;
     return CLT_OK;
+}
+
+clt_status clt_softmax_cross_entropy(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+                                     const clt_tensor *labels)
+{
+    return xent("clt_softmax_cross_entropy", loss, dlogits, logits, labels, NULL);
+}
+
+clt_status clt__softmax_cross_entropy_sum(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+                                          const clt_tensor *labels, clt_tensor *sum)
+{
+    const char *op = "clt_softmax_cross_entropy";
+    CLT_TRY(clt__need(op, "sum", sum));
+    CLT_TRY(clt__need_f32(op, "sum", sum));
+    CLT_TRY(clt__same_device(op, logits ? logits : sum, sum));
+    if (sum->numel != 1)
+        return clt__fail(CLT_ERR_SHAPE, "%s: the loss sum has %lld elements, not 1", op, (long long)sum->numel);
+    return xent(op, loss, dlogits, logits, labels, sum);
 }
 
 /* The regression errors of pred against target in one launch (mse_f32):

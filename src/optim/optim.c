@@ -1,13 +1,14 @@
 /* SGD and Adam over a model's flat parameter buffer: one fused update kernel
- * call per step (a float16 model's step adds the gradients' unscale pass, a
- * read of its overflow flag and the master weights' narrowing), state created
- * lazily on the parameters' device. */
+ * call per step (a float16 model's step adds the gradients' unscale pass
+ * before it and the loss scaler's update after it, all decided on the
+ * device: no host wait), state created lazily on the parameters' device. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "../core/error.h"
 #include "../nn/nn_internal.h"
 #include "../ops/half.h"
+#include "../ops/optim_step.h"
 #include "../tensor/tensor_internal.h"
 #include "cltensor/ops.h"
 #include "cltensor/optim.h"
@@ -20,10 +21,12 @@ struct clt_optimizer {
     clt_model *model;
     float lr, momentum, weight_decay, beta1, beta2, eps;
     int decoupled;
-    int64_t steps;
+    int64_t steps;          /* counted on the host; a float16 model's step counts on the device (amp) */
     int nstate;             /* buffers this optimizer keeps: 0, 1 or 2 */
     clt_tensor *state[2];   /* flat (N), CLT_MEM_OPTIMIZER; NULL until created */
     clt_tensor *master;     /* float16 models: float32 master weights (N), CLT_MEM_OPTIMIZER */
+    clt_tensor *amp;        /* float16 models: the step's words on the device (CLT__AMP_*), NULL until a step */
+    int amp_ahead;          /* steps ran since the host last added amp's count to `steps` */
     int64_t conversions;    /* the model's clt_model_to_dtype count when this was built */
     clt_dtype dtype;        /* the model's dtype then */
 };
@@ -95,6 +98,7 @@ void clt_optimizer_free(clt_optimizer *opt)
     if (!opt) return;
     for (int i = 0; i < 2; i++) clt_tensor_release(opt->state[i]);
     clt_tensor_release(opt->master);
+    clt_tensor_release(opt->amp);
     free(opt);
 }
 
@@ -160,61 +164,82 @@ static clt_status make_master(clt_optimizer *o)
     return clt_tensor_set_category(o->master, CLT_MEM_OPTIMIZER);
 }
 
-/* The loss scaler's state after this step, applied only once the step has
- * succeeded (a failed step leaves the scale and its counters as they were). */
-typedef struct scaler_next {
-    float scale;
-    int64_t clean_steps;
-} scaler_next;
+/* Adds the steps a float16 model's device counted to the host's count (a
+ * synchronization point, only when steps ran since the last time). */
+static clt_status steps_view(const clt_optimizer *co)
+{
+    clt_optimizer *o = (clt_optimizer *)co; /* `steps` caches the device's count */
+    if (!o->amp_ahead) return CLT_OK;
+    int32_t w[CLT__AMP_WORDS], zero[CLT__AMP_WORDS] = {0};
+    CLT_TRY(clt__read_host(o->amp, w, sizeof w, "clt_optimizer_steps (reading the float16 steps taken)"));
+    CLT_TRY(clt__write_host(o->amp, zero, sizeof zero));
+    o->steps += (uint32_t)w[CLT__AMP_TAKEN];
+    o->amp_ahead = 0;
+    return CLT_OK;
+}
 
-/* Mixed precision: the float32 master weights and unscaled float32
- * gradients that a float16 model's step updates instead (*skip when the
- * gradients overflowed: the step is dropped and a dynamic scale halves).
- * *next is the scaler's state for when the step completes. */
-static clt_status half_operands(clt_optimizer *o, clt_tensor **params, clt_tensor **grads, int *skip,
-                                scaler_next *next)
+/* The step's words on the model's device, zero when made (a flag clear, no
+ * step taken). */
+static clt_status make_amp(clt_optimizer *o)
+{
+    clt_device dev = clt_model_device(o->model);
+    if (o->amp && clt_device_equal(clt_tensor_device(o->amp), dev)) return CLT_OK;
+    CLT_TRY(steps_view(o));
+    int64_t words = CLT__AMP_WORDS;
+    clt_tensor *t;
+    CLT_TRY(clt_zeros(&t, dev, CLT_INT32, 1, &words));
+    clt_tensor_release(o->amp);
+    o->amp = t;
+    return CLT_OK;
+}
+
+/* The update kernel of the optimizer's kind over params and grads. */
+static clt_status update(clt_optimizer *o, clt_tensor *params, clt_tensor *grads, int created, const clt__update *u)
+{
+    if (o->kind == OPT_SGD)
+        return clt__sgd_step(params, grads, o->state[0], o->lr, o->momentum, o->weight_decay, created != 0, u);
+    return clt__adam_step(params, grads, o->state[0], o->state[1], o->lr, o->beta1, o->beta2, o->eps,
+                          o->weight_decay, o->decoupled, o->steps + 1, u);
+}
+
+/* Mixed precision: the step updates the float32 master weights from the
+ * gradients unscaled into float32, and narrows them into the float16
+ * parameters, unless the gradients overflowed: then the step is skipped,
+ * and a dynamic scale halves. The device decides (cl/optim.cl): the unscale
+ * sets the overflow flag, the update reads it, and the scaler's update
+ * after it counts the step and clears the flag, so the host never waits;
+ * it reads the outcome only when asked (clt_model_loss_scale,
+ * clt_optimizer_steps). zero: the unscale zeroes the float16 gradients as
+ * it reads them. */
+static clt_status half_step(clt_optimizer *o, int created, int zero)
 {
     clt_model *m = o->model;
-    *skip = 0;
-    next->scale = m->loss_scale;
-    next->clean_steps = m->clean_steps;
     if (o->master && !clt_device_equal(clt_tensor_device(o->master), clt_model_device(m)))
         return clt__fail(CLT_ERR_DEVICE_MISMATCH,
                          "clt_optimizer_step: the master weights are on another device than the parameters; build "
                          "the optimizer after clt_model_to");
     CLT_TRY(make_master(o));
-    int64_t one = 1;
-    clt_tensor *g = NULL, *flag = NULL;
+    CLT_TRY(make_amp(o));
+    clt_tensor *scaler, *g = NULL;
+    CLT_TRY(clt__model_scaler(m, &scaler));
     clt_status s = clt_empty(&g, clt_model_device(m), CLT_FLOAT32, 1, &m->nparams);
     if (s == CLT_OK) s = clt_tensor_set_category(g, CLT_MEM_GRADIENTS);
-    if (s == CLT_OK) s = clt_zeros(&flag, clt_model_device(m), CLT_INT32, 1, &one);
-    if (s == CLT_OK) s = clt__unscale_f16(g, m->grads, 1.0f / m->loss_scale, flag);
-    int32_t overflow = 0; /* the sync point is this call's, reading the flag */
-    if (s == CLT_OK)
-        s = clt__read_host(flag, &overflow, sizeof overflow,
-                           "clt_optimizer_step (reading the float16 gradients' overflow flag)");
-    clt_tensor_release(flag);
-    if (s != CLT_OK) {
-        clt_tensor_release(g);
-        return s;
-    }
-    if (overflow != 0) {
-        clt_tensor_release(g);
-        *skip = 1;
-        if (m->scale_dynamic) next->scale = fmaxf(m->loss_scale * 0.5f, 1.0f / 65536.0f);
-        next->clean_steps = 0;
-        return CLT_OK;
-    }
-    if (m->scale_dynamic && ++next->clean_steps >= CLT__SCALE_GROWTH) {
-        next->clean_steps = 0;
-        if (isfinite(m->loss_scale * 2.0f)) next->scale = m->loss_scale * 2.0f;
-    }
-    *params = o->master;
-    *grads = g;
+    if (s == CLT_OK) s = clt__unscale_f16(g, m->grads, scaler, o->amp, zero);
+    clt__update u = {.amp = o->amp, .half = m->params, .base = o->steps};
+    if (s == CLT_OK) s = update(o, o->master, g, created, &u);
+    clt_tensor_release(g);
+    if (s == CLT_OK) s = clt__scaler_update(scaler, o->amp, m->scale_dynamic, CLT__SCALE_GROWTH);
+    if (s != CLT_OK) return s;
+    clt__model_scaler_stepped(m);
+    /* A planning device runs nothing: the host counts. */
+    if (clt_model_device(m).type == CLT_DEVICE_PLAN) o->steps++;
+    else o->amp_ahead = 1;
     return CLT_OK;
 }
 
-clt_status clt_optimizer_step(clt_optimizer *opt)
+/* clt_optimizer_step; zero: the update zeroes the gradients as it reads them
+ * (clt__optimizer_step_zero). */
+static clt_status step(clt_optimizer *opt, int zero)
 {
     const char *op = "clt_optimizer_step";
     if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: optimizer is NULL", op);
@@ -227,43 +252,33 @@ clt_status clt_optimizer_step(clt_optimizer *opt)
     clt_tensor *params = clt_model_parameters(opt->model), *grads = clt_model_gradients(opt->model);
     if (!grads) return CLT_OK;
     CLT_TRY(check_state_device(opt, op));
+    int half = clt_tensor_dtype(params) == CLT_FLOAT16, new_master = half && !opt->master, new_amp = !opt->amp;
     int created;
-    CLT_TRY(make_state(opt, opt->kind == OPT_ADAM, &created));
-    int half = clt_tensor_dtype(params) == CLT_FLOAT16, skip = 0, new_master = half && !opt->master;
-    scaler_next next = {0};
-    clt_status s = half ? half_operands(opt, &params, &grads, &skip, &next) : CLT_OK;
-    if (s == CLT_OK && skip) {
-        drop_new_state(opt, created);
-        opt->model->loss_scale = next.scale;
-        opt->model->clean_steps = next.clean_steps;
-        return CLT_OK;
-    }
-    int widened = half && s == CLT_OK; /* grads is then this step's float32 copy */
-    if (s == CLT_OK && opt->kind == OPT_SGD)
-        s = clt_sgd_step_(params, grads, opt->state[0], opt->lr, opt->momentum, opt->weight_decay, created != 0);
-    else if (s == CLT_OK)
-        s = clt_adam_step_(params, grads, opt->state[0], opt->state[1], opt->lr, opt->beta1, opt->beta2, opt->eps,
-                           opt->weight_decay, opt->decoupled, opt->steps + 1);
-    if (widened) {
-        /* The float16 parameters are the rounded master weights. */
-        if (s == CLT_OK) s = clt__convert_to_half(clt_model_parameters(opt->model), params, 1.0f);
-        clt_tensor_release(grads);
-    }
+    /* A float16 step the device skips leaves a new buffer as made: zeroed,
+     * so that a momentum buffer's next step (mode 2) starts from nothing. */
+    CLT_TRY(make_state(opt, opt->kind == OPT_ADAM || half, &created));
+    clt__update u = {.zero_grad = zero};
+    clt_status s = half ? half_step(opt, created, zero) : update(opt, params, grads, created, &u);
     if (s != CLT_OK) {
         drop_new_state(opt, created);
         if (new_master) {
             clt_tensor_release(opt->master);
             opt->master = NULL;
         }
+        if (new_amp) {
+            clt_tensor_release(opt->amp);
+            opt->amp = NULL;
+        }
         return s;
     }
-    if (half) {
-        opt->model->loss_scale = next.scale;
-        opt->model->clean_steps = next.clean_steps;
-    }
-    opt->steps++;
+    if (!half) opt->steps++;
+    if (zero) clt__model_grads_zeroed(opt->model);
     return CLT_OK;
 }
+
+clt_status clt_optimizer_step(clt_optimizer *opt) { return step(opt, 0); }
+
+clt_status clt__optimizer_step_zero(clt_optimizer *opt) { return step(opt, 1); }
 
 float clt_optimizer_lr(const clt_optimizer *opt) { return opt ? opt->lr : 0.0f; }
 
@@ -275,14 +290,24 @@ clt_status clt_optimizer_set_lr(clt_optimizer *opt, float lr)
     return CLT_OK;
 }
 
-int64_t clt_optimizer_steps(const clt_optimizer *opt) { return opt ? opt->steps : 0; }
+int64_t clt_optimizer_steps(const clt_optimizer *opt)
+{
+    if (!opt) return 0;
+    (void)steps_view(opt); /* else the host's count */
+    return opt->steps;
+}
 
 clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps)
 {
     if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_set_steps: optimizer is NULL");
     if (steps < 0)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_set_steps: steps is %lld", (long long)steps);
+    if (opt->amp) {
+        int32_t zero[CLT__AMP_WORDS] = {0};
+        CLT_TRY(clt__write_host(opt->amp, zero, sizeof zero));
+    }
     opt->steps = steps;
+    opt->amp_ahead = 0;
     return CLT_OK;
 }
 

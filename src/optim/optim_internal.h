@@ -1,6 +1,6 @@
 /* Internal: what a checkpoint load needs to replace an optimizer's state
  * all at once (src/trainer/checkpoint.c), so that a failed load leaves the
- * old state untouched. */
+ * old state untouched, and the trainer's step. */
 #ifndef CLT_OPTIM_INTERNAL_H
 #define CLT_OPTIM_INTERNAL_H
 
@@ -15,5 +15,11 @@ clt_status clt__optimizer_stage_state(const clt_optimizer *opt, clt_tensor **out
 /* Makes the buffers of clt__optimizer_stage_state the optimizer's state
  * (taking them) and releases the old ones. Cannot fail. */
 void clt__optimizer_adopt_state(clt_optimizer *opt, clt_tensor **staged);
+
+/* clt_optimizer_step that also zeroes the model's gradients as its update
+ * reads them (a float16 model's as its unscale does, skipped step or not),
+ * so that the next clt_model_zero_grad launches nothing: the trainer's step
+ * (src/trainer/step.c). clt_optimizer_step leaves them readable. */
+clt_status clt__optimizer_step_zero(clt_optimizer *opt);
 
 #endif

@@ -1,6 +1,9 @@
 /* The losses a training step minimises (loss.h). */
 #include "loss.h"
 
+#include "../core/error.h"
+#include "../ops/loss.h"
+#include "cltensor/memory.h"
 #include "cltensor/ops.h"
 
 static clt_status argmax_hits(clt_tensor **hits, const clt_tensor *logits, const clt_tensor *labels)
@@ -13,9 +16,19 @@ static clt_status argmax_hits(clt_tensor **hits, const clt_tensor *logits, const
     return s;
 }
 
-const clt__loss clt__loss_cross_entropy = {"cross-entropy", clt_cross_entropy_loss_grad, argmax_hits, NULL};
+/* clt_cross_entropy_loss_grad with the loss sum in the loss's launch. */
+static clt_status xent_grad_sum(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
+                                const clt_tensor *labels, clt_tensor *sum)
+{
+    CLT_TRY(clt__softmax_cross_entropy_sum(loss, dlogits, logits, labels, sum));
+    if (dlogits) clt_tensor_set_category(*dlogits, CLT_MEM_ACTIVATIONS);
+    return CLT_OK;
+}
 
-const clt__loss clt__loss_mse = {"mse", clt_mse_loss, NULL, clt_regression_errors};
+const clt__loss clt__loss_cross_entropy = {"cross-entropy", clt_cross_entropy_loss_grad, argmax_hits, NULL,
+                                           xent_grad_sum};
+
+const clt__loss clt__loss_mse = {"mse", clt_mse_loss, NULL, clt_regression_errors, NULL};
 
 const clt__loss *clt__loss_for_task(clt_task task)
 {

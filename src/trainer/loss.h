@@ -25,6 +25,12 @@ typedef struct clt__loss {
      * loss has no such errors. */
     clt_status (*errors)(clt_tensor **mse, clt_tensor **mae, const clt_tensor *out, const clt_tensor *y,
                          const clt_tensor *scale);
+    /* loss_grad that also adds the batch's rows times *loss to sum (a
+     * one-element float32 tensor), in fewer launches than loss_grad and a
+     * clt_axpy_ (the training step's loss sum). NULL: the step adds it with
+     * clt_axpy_. */
+    clt_status (*loss_grad_sum)(clt_tensor **loss, clt_tensor **dout, const clt_tensor *out, const clt_tensor *y,
+                                clt_tensor *sum);
 } clt__loss;
 
 /* Softmax cross-entropy of logits (B, C) against int32 labels (B); correct:

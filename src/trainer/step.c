@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../optim/optim_internal.h"
 #include "../tensor/tensor_internal.h"
 #include "cltensor/memory.h"
 #include "cltensor/ops.h"
@@ -38,11 +39,13 @@ clt_status clt__micro_step(clt_model *m, const clt__loss *loss, clt__step_tensor
     mark(m, label, "forward");
     CLT_TRY(clt_model_forward(m, t->x, &t->out));
     mark(m, label, "loss");
-    CLT_TRY(loss->loss_grad(&t->loss, &t->dout, t->out, t->y));
+    /* The loss sum is added in the loss's launch where the loss can. */
+    if (loss->loss_grad_sum) CLT_TRY(loss->loss_grad_sum(&t->loss, &t->dout, t->out, t->y, loss_sum));
+    else CLT_TRY(loss->loss_grad(&t->loss, &t->dout, t->out, t->y));
     if (scale != 0) CLT_TRY(clt_scale_(t->dout, (float)scale));
     mark(m, label, "backward");
     CLT_TRY(clt_model_backward(m, t->dout, NULL));
-    return clt_axpy_(loss_sum, (float)clt_tensor_dim(t->x, 0), t->loss);
+    return loss->loss_grad_sum ? CLT_OK : clt_axpy_(loss_sum, (float)clt_tensor_dim(t->x, 0), t->loss);
 }
 
 clt_status clt__accumulate(clt_model *m, const clt__loss *loss, clt_tensor *x, clt_tensor *y, int micro, int64_t denom,
@@ -91,7 +94,9 @@ clt_status clt__train_step(clt_model *m, clt_optimizer *opt, clt__step_tensors *
     CLT_TRY(clt__step_gradients(m, t, loss_sum, o));
     mark(m, marks, "optimizer");
     if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(m, clip, NULL));
-    CLT_TRY(clt_optimizer_step(opt));
+    /* The update zeroes the gradients as it reads them, so the next step's
+     * clt_model_zero_grad launches nothing. */
+    CLT_TRY(clt__optimizer_step_zero(opt));
     mark(m, marks, "frees"); /* the step's tensors, released by the caller */
     return CLT_OK;
 }
