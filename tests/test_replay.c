@@ -6,7 +6,8 @@
  * replayed where the step is static (clt__replay_count), and steps that
  * change (a last smaller batch, momentum's first step, a learning rate
  * that changes every step, Adam's bias corrections) fall back and still
- * compute the same. With CLT_REPLAY=0 nothing is replayed. */
+ * compute the same. With CLT_REPLAY=0 nothing is replayed; unset, nothing
+ * on a CPU device (pocl). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +41,11 @@ static clt_model *model_of(const run *r, clt_device d)
     return m;
 }
 
-/* Trains r from the same start with replay on or off. */
+/* Trains r from the same start with CLT_REPLAY=replay (1 or 0; -1: unset). */
 static outcome train(const run *r, int replay)
 {
-    setenv("CLT_REPLAY", replay ? "1" : "0", 1);
+    if (replay < 0) unsetenv("CLT_REPLAY");
+    else setenv("CLT_REPLAY", replay ? "1" : "0", 1);
     clt_device d = clt_test_device();
     clt_model *m = model_of(r, d);
     clt_dataset ds = clt_test_make_dataset(r->n, 7);
@@ -96,6 +98,7 @@ static void check_static(const run *r)
 {
     int slot;
     ck_assert_ok(clt__resolve(clt_test_device(), &slot));
+    setenv("CLT_REPLAY", "1", 1);
     if (!clt__replay_supported(slot)) {
         clt_test_skip("test_replay", "cl_khr_command_buffer", "the device has no cl_khr_command_buffer 0.9.0-0.9.4");
         return;
@@ -130,6 +133,23 @@ START_TEST(test_changing_steps)
 }
 END_TEST
 
+/* Unset, CLT_REPLAY replays on a GPU but not on a CPU, where pocl's
+ * command buffers save no host time. */
+START_TEST(test_default_off_on_cpus)
+{
+    run r = {.batch = 32, .n = 32 * 6, .epochs = 1};
+    int slot;
+    cl_device_type type = 0;
+    ck_assert_ok(clt__resolve(clt_test_device(), &slot));
+    ck_assert_int_eq(clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_TYPE, sizeof type, &type, NULL),
+                     CL_SUCCESS);
+    outcome unset = train(&r, -1);
+    if (type & CL_DEVICE_TYPE_CPU) ck_assert_uint_eq(unset.replays, 0);
+    else ck_assert_msg(unset.replays > 0 || !clt__replay_supported(slot), "a GPU did not replay by default");
+    free(unset.params);
+}
+END_TEST
+
 START_TEST(test_gpu_class_mlp)
 {
     setenv("CLT_DEVICE_CLASS", "gpu", 1);
@@ -153,6 +173,7 @@ int main(void)
     tcase_add_test(tc, test_mlp_batch32);
     tcase_add_test(tc, test_resmlp_momentum);
     tcase_add_test(tc, test_changing_steps);
+    tcase_add_test(tc, test_default_off_on_cpus);
     tcase_add_test(tc, test_gpu_class_mlp);
     tcase_add_test(tc, test_gpu_class_resmlp);
     suite_add_tcase(s, tc);

@@ -67,6 +67,7 @@ typedef struct session {
     cl_event held;        /* COMPARE: the event held-back commands' tensors take */
     int supported;        /* -1 unknown, 0, 1 */
     int simultaneous;     /* a buffer may be enqueued again before it has run */
+    int cpu;              /* the driver's device is a CPU: replay only when CLT_REPLAY=1 */
 } session;
 
 static session *sessions;
@@ -153,6 +154,17 @@ static int simultaneous_use(cl_device_id dev)
            (caps & CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR);
 }
 
+/* Whether the driver's device is a CPU (whatever CLT_CPU_AS_GPU presents
+ * it as). On pocl 3.1 clEnqueueCommandBufferKHR costs the host about what
+ * the enqueues it replaces do (bench/bench_step.c), so a CPU replays only
+ * when CLT_REPLAY=1 asks. */
+static int cpu_driver(cl_device_id dev)
+{
+    cl_device_type type = 0;
+    return clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+           (type & CL_DEVICE_TYPE_CPU);
+}
+
 /* This build's entry points are those of versions 0.9.0 to 0.9.4 (later
  * ones take a properties argument in every command). */
 static int probe(int slot)
@@ -168,13 +180,15 @@ int clt__replay_supported(int slot)
 {
     session *s = session_of(slot);
     if (!s) return 0;
-    if (!clt__env_int(CLT__ENV_REPLAY, 1)) return 0; /* read at every step: a test turns it off and on */
+    int asked = clt__env_int(CLT__ENV_REPLAY, -1); /* read at every step: a test turns it off and on */
+    if (asked == 0) return 0;
     pthread_mutex_lock(&s->lock);
     if (s->supported < 0) {
         s->supported = probe(slot);
         s->simultaneous = s->supported && simultaneous_use(clt__slot_get(slot)->device);
+        s->cpu = s->supported && cpu_driver(clt__slot_get(slot)->device);
     }
-    int on = s->supported;
+    int on = s->supported && (asked == 1 || !s->cpu);
     pthread_mutex_unlock(&s->lock);
     return on;
 }

@@ -61,7 +61,9 @@ typedef struct clt__command {
 } clt__command;
 
 /* 1 when the slot's device has cl_khr_command_buffer in a version whose
- * entry points this build knows (0.9.0 to 0.9.4) and CLT_REPLAY is not off. */
+ * entry points this build knows (0.9.0 to 0.9.4) and CLT_REPLAY is not
+ * off; on a device the driver reports as a CPU (pocl), only when
+ * CLT_REPLAY=1. */
 int clt__replay_supported(int slot);
 
 /* Starts a step on the slot (nothing where clt__replay_supported is 0, in
