@@ -7,7 +7,7 @@
  * change (a last smaller batch, momentum's first step, a learning rate
  * that changes every step, Adam's bias corrections) fall back and still
  * compute the same. With CLT_REPLAY=0 nothing is replayed; unset, nothing
- * on a CPU device (pocl). */
+ * on a CPU device (pocl); nor a float16 model's steps. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,7 @@ typedef struct run {
     int64_t batch, n;
     int epochs;
     double momentum;
-    int adam, cosine;
+    int adam, cosine, fp16;
 } run;
 
 typedef struct outcome {
@@ -59,6 +59,7 @@ static outcome train(const run *r, int replay)
     o.optimizer = r->adam ? CLT_OPTIMIZER_ADAM : CLT_OPTIMIZER_SGD;
     o.lr_schedule = r->cosine ? CLT_LR_COSINE : CLT_LR_CONSTANT;
     o.seed = 3;
+    o.fp16 = r->fp16;
     clt_trainer_result res;
     uint64_t before = clt__replay_count();
     ck_assert_ok(clt_trainer_fit(m, &ds, NULL, &o, &res));
@@ -150,6 +151,16 @@ START_TEST(test_default_off_on_cpus)
 }
 END_TEST
 
+/* A float16 model's steps are not replayed. */
+START_TEST(test_float16_not_replayed)
+{
+    run r = {.batch = 32, .n = 32 * 6, .epochs = 1, .fp16 = 1};
+    outcome on = train(&r, 1);
+    ck_assert_uint_eq(on.replays, 0);
+    free(on.params);
+}
+END_TEST
+
 START_TEST(test_gpu_class_mlp)
 {
     setenv("CLT_DEVICE_CLASS", "gpu", 1);
@@ -174,6 +185,7 @@ int main(void)
     tcase_add_test(tc, test_resmlp_momentum);
     tcase_add_test(tc, test_changing_steps);
     tcase_add_test(tc, test_default_off_on_cpus);
+    tcase_add_test(tc, test_float16_not_replayed);
     tcase_add_test(tc, test_gpu_class_mlp);
     tcase_add_test(tc, test_gpu_class_resmlp);
     suite_add_tcase(s, tc);

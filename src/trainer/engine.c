@@ -196,11 +196,16 @@ static clt_status progress(engine *e, int64_t epoch, int64_t batch, int64_t seen
 }
 
 /* The slot whose steps may be replayed (device/replay.h): the model's
- * device where one_device and the device supports it; -1 for any other. */
+ * device where one_device, the model is float32 and the device supports
+ * it; -1 for any other. A float16 step is not replayed: its equality with
+ * the step run as usual is not tested (two such runs differed without
+ * replay when it was written). */
 static int replay_slot(const clt_model *model, int one_device)
 {
     int slot;
-    if (!one_device || clt__resolve(clt_model_device(model), &slot) != CLT_OK) return -1;
+    if (!one_device || clt_tensor_dtype(clt_model_parameters(model)) != CLT_FLOAT32 ||
+        clt__resolve(clt_model_device(model), &slot) != CLT_OK)
+        return -1;
     return clt__replay_supported(slot) ? slot : -1;
 }
 
