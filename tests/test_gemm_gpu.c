@@ -483,6 +483,88 @@ START_TEST(test_linear_half)
 }
 END_TEST
 
+/* max |got - want| / max(1, |want|) of a float16 tensor against float32 values. */
+static double half_err(const clt_tensor *t, const float *want)
+{
+    uint16_t *h = read_half(t);
+    int64_t n = clt_tensor_numel(t);
+    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    for (int64_t i = 0; i < n; i++) f[i] = clt_half_to_float(h[i]);
+    double e = clt_test_max_rel_err(f, want, n);
+    free(h);
+    free(f);
+    return e;
+}
+
+/* The float16 Linear's fused entry points on the class cls (gpu: in the
+ * products' loads and stores; cpu: passes of their own) against a C
+ * reference, within float16's precision: y = ReLU(x w^T + b) and sum = y +
+ * res; dw += (dy . ym)^T x, db += the column sums of dy . ym, dx = (base +
+ * (dy . ym) w) . xm, into a copy of base or, in_place, into base itself. */
+static void check_half_folds(const char *cls, int in_place)
+{
+    enum { B = 33, C = 70, OC = 65 };
+    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", cls, 1), 0);
+    clt_device dev = clt_test_device();
+    float *x = half_values(B * C, 1), *w = half_values(OC * C, 2), *b = half_values(OC, 3),
+          *res = half_values(B * OC, 4), *dy = half_values(B * OC, 5), *ym = half_values(B * OC, 6),
+          *xm = half_values(B * C, 7), *base = half_values(B * C, 8), *dw = half_values(OC * C, 9),
+          *db = half_values(OC, 10);
+    float *hosts[] = {x, w, b, res, dy, ym, xm, base, dw, db};
+    int64_t rows[] = {B, OC, 1, B, B, B, B, B, OC, 1}, cols[] = {C, C, OC, OC, OC, OC, C, C, C, OC};
+    clt_tensor *t[10];
+    for (int i = 0; i < 10; i++) {
+        clt_tensor *f = clt_test_upload(dev, hosts[i], rows[i], cols[i]);
+        t[i] = to_half(f, -1, 0, NULL);
+        clt_tensor_release(f);
+    }
+    int64_t noc = OC;
+    clt_tensor *tb, *tdb, *y, *sum, *dx;
+    ck_assert_ok(clt_reshape(&tb, t[2], 1, &noc));
+    ck_assert_ok(clt_reshape(&tdb, t[9], 1, &noc));
+    ck_assert_ok(clt__linear_relu_forward_f16(&y, &sum, t[0], t[1], tb, t[3]));
+    clt__linear_fold f = {.base = t[7], .in_place = in_place, .dy_mask = t[5], .dx_mask = t[6]};
+    ck_assert_ok(clt__linear_backward_fold_f16(&dx, &f, t[8], tdb, t[4], t[0], t[1]));
+    ck_assert(!in_place || dx == t[7]);
+    float *ry = calloc(B * OC, sizeof *ry), *rsum = malloc(B * OC * sizeof *rsum), *rdx = malloc(B * C * sizeof *rdx);
+    clt_test_ref_gemm(0, 1, B, OC, C, 1.0f, x, w, 0.0f, ry);
+    for (int i = 0; i < B * OC; i++) {
+        ry[i] = ry[i] + b[i % OC] > 0.0f ? ry[i] + b[i % OC] : 0.0f;
+        rsum[i] = ry[i] + res[i];
+        dy[i] = ym[i] > 0.0f ? dy[i] : 0.0f;
+    }
+    memcpy(rdx, base, B * C * sizeof *rdx);
+    clt_test_ref_gemm(1, 0, OC, C, B, 1.0f, dy, x, 1.0f, dw);
+    clt_test_ref_gemm(0, 0, B, C, OC, 1.0f, dy, w, 1.0f, rdx);
+    for (int i = 0; i < B * C; i++) rdx[i] = xm[i] > 0.0f ? rdx[i] : 0.0f;
+    for (int i = 0; i < B * OC; i++) db[i % OC] += dy[i];
+    double e[] = {half_err(y, ry), half_err(sum, rsum), half_err(t[8], dw), half_err(tdb, db), half_err(dx, rdx)};
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(e[i] < 1e-2, "%s class, in place %d: result %d (y, sum, dw, db, dx) %g from the reference", cls,
+                      in_place, i, e[i]);
+    for (int i = 0; i < 10; i++) {
+        free(hosts[i]);
+        clt_tensor_release(t[i]);
+    }
+    free(ry);
+    free(rsum);
+    free(rdx);
+    clt_tensor *ts[] = {tb, tdb, y, sum, dx};
+    for (int i = 0; i < 5; i++) clt_tensor_release(ts[i]);
+    unsetenv("CLT_DEVICE_CLASS");
+}
+
+START_TEST(test_linear_half_folds)
+{
+    int slot = test_slot();
+    for (int in_place = 0; in_place < 2; in_place++) {
+        check_half_folds("cpu", in_place);
+        if (clt__gemm_gpu_side(slot, 1, 1)) check_half_folds("gpu", in_place);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemm_gpu");
@@ -495,6 +577,7 @@ int main(void)
     tcase_add_test(tc, test_choice);
     tcase_add_test(tc, test_linear_fold);
     tcase_add_test(tc, test_linear_half);
+    tcase_add_test(tc, test_linear_half_folds);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

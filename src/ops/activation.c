@@ -20,6 +20,17 @@ clt_status clt_relu(clt_tensor **y, const clt_tensor *x)
     return clt__finish(s, out, y);
 }
 
+clt_status clt__relu_backward_into(clt_tensor *dx, const clt_tensor *dy, const clt_tensor *y)
+{
+    clt__buf db = clt__tensor_buf(dy), yb = clt__tensor_buf(y), ob = clt__tensor_buf(dx);
+    cl_ulong n = (cl_ulong)dy->numel;
+    clt__arg args[] = {CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(yb.mem), CLT_ARG(yb.off),
+                       CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(n)};
+    return dy->dtype == CLT_FLOAT16
+               ? clt__launch_half16(dy->st->slot, "relu_backward_f16", 7, args, n, dx)
+               : clt__launch1(dy->st->slot, "activation", "relu_backward_f32", 7, args, (size_t)n, dx);
+}
+
 clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_tensor *y)
 {
     const char *op = "clt_relu_backward";
@@ -28,16 +39,9 @@ clt_status clt_relu_backward(clt_tensor **dx, const clt_tensor *dy, const clt_te
     CLT_TRY(clt__need_float_pair(op, "dy", dy, "y", y));
     CLT_TRY(clt__same_device(op, dy, y));
     CLT_TRY(clt__same_shape(op, dy, y));
-    int half = dy->dtype == CLT_FLOAT16;
     clt_tensor *out;
     CLT_TRY(clt__tensor_new(&out, dy->st->slot, dy->dtype, dy->ndim, dy->shape));
-    clt__buf db = clt__tensor_buf(dy), yb = clt__tensor_buf(y), ob = clt__tensor_buf(out);
-    cl_ulong n = (cl_ulong)dy->numel;
-    clt__arg args[] = {CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(yb.mem), CLT_ARG(yb.off),
-                       CLT_ARG(ob.mem), CLT_ARG(ob.off), CLT_ARG(n)};
-    clt_status s = half ? clt__launch_half16(dy->st->slot, "relu_backward_f16", 7, args, n, out)
-                        : clt__launch1(dy->st->slot, "activation", "relu_backward_f32", 7, args, (size_t)n, out);
-    return clt__finish(s, out, dx);
+    return clt__finish(clt__relu_backward_into(out, dy, y), out, dx);
 }
 
 clt_status clt_relu_backward_bias_(clt_tensor **dx, clt_tensor *db, const clt_tensor *dy, const clt_tensor *y)

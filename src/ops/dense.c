@@ -202,25 +202,15 @@ static clt_status dense_gemm_fused(int slot, int cpu, int transpose_a, int trans
     return clt__launch1(slot, "activation", "relu_f32", 5, rargs, (size_t)count, c);
 }
 
-/* dst = src where mask > 0, else 0, over count elements (relu_backward_f32;
- * dst may be src). */
-static clt_status mask_pass(int slot, const clt_tensor *src, const clt_tensor *mask, clt_tensor *dst, cl_ulong count)
-{
-    clt__buf sb = clt__tensor_buf(src), mb = clt__tensor_buf(mask), db = clt__tensor_buf(dst);
-    clt__arg args[] = {CLT_ARG(sb.mem), CLT_ARG(sb.off), CLT_ARG(mb.mem), CLT_ARG(mb.off),
-                       CLT_ARG(db.mem), CLT_ARG(db.off), CLT_ARG(count)};
-    return clt__launch1(slot, "activation", "relu_backward_f32", 7, args, (size_t)count, dst);
-}
-
 /* What the store leaves to passes of their own on the CPU kernels and
  * CLBlast: the row sums of op(a) (a is (k, m), transposed), the mask and
  * the residual sum. */
-static clt_status epilogue_passes(int slot, const clt_tensor *a, clt_tensor *c, size_t m, size_t n, size_t k,
+static clt_status epilogue_passes(const clt_tensor *a, clt_tensor *c, size_t m, size_t n, size_t k,
                                   const clt__gemm_fusion *ep)
 {
     if (ep->rowsum && m > 0 && k > 0) CLT_TRY(clt__sum_rows_into(ep->rowsum, a, 1));
     if (m == 0 || n == 0) return CLT_OK;
-    if (ep->mask) CLT_TRY(mask_pass(slot, c, ep->mask, c, (cl_ulong)(m * n)));
+    if (ep->mask) CLT_TRY(clt__relu_backward_into(c, c, ep->mask));
     return ep->residual ? clt__add_into(ep->sum, c, ep->residual) : CLT_OK;
 }
 
@@ -247,7 +237,7 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
         CLT_TRY(clt__tensor_new(&masked, slot, CLT_FLOAT32, a->ndim, a->shape));
         clt__gemm_fusion rest = *ep;
         rest.a_mask = NULL;
-        clt_status s = mask_pass(slot, a, ep->a_mask, masked, (cl_ulong)a->numel);
+        clt_status s = clt__relu_backward_into(masked, a, ep->a_mask);
         if (s == CLT_OK)
             s = dense_gemm(slot, transpose_a, transpose_b, m, n, k, alpha, masked, lda, b, ldb, beta, c, ldc, &rest, pw);
         clt_tensor_release(masked);
@@ -256,7 +246,7 @@ static clt_status dense_gemm(int slot, int transpose_a, int transpose_b, size_t 
     if (m > 0 && n > 0)
         CLT_TRY(dense_gemm_fused(slot, impl == DENSE_CPU, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb,
                                  beta, c, ldc, ep->bias, ep->relu, pw));
-    return epilogue_passes(slot, a, c, m, n, k, ep);
+    return epilogue_passes(a, c, m, n, k, ep);
 }
 
 clt_status clt__dense_gemm_f16(int slot, int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float alpha,

@@ -236,12 +236,12 @@ static clt_status backward(int mode, clt_tensor **dx, clt_tensor *dw, clt_tensor
 }
 
 /* backward with f's folds as passes of their own: dy through dy_mask
- * (relu_backward_f16), then *dx = base + the input gradient (add_f16),
- * then dx_mask. */
+ * (relu_backward_f16), then *dx = base + the input gradient (add_f16; into
+ * base itself when in_place), then dx_mask, in place. */
 static clt_status backward_passes(int mode, clt_tensor **dx, const clt__linear_fold *f, clt_tensor *dw,
                                   clt_tensor *db, const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w)
 {
-    clt_tensor *masked = NULL, *h = NULL, *t = NULL;
+    clt_tensor *masked = NULL, *h = NULL;
     if (f->dy_mask) CLT_TRY(clt_relu_backward(&masked, dy, f->dy_mask));
     clt_status s = backward(mode, dx ? &h : NULL, dw, db, masked ? masked : dy, x, w);
     clt_tensor_release(masked);
@@ -249,17 +249,11 @@ static clt_status backward_passes(int mode, clt_tensor **dx, const clt__linear_f
     if (f->base && f->in_place) {
         s = clt__add_into(f->base, f->base, h);
         clt_tensor_release(h);
-        h = s == CLT_OK ? clt_tensor_retain(f->base) : NULL;
+        h = clt_tensor_retain(f->base);
     } else if (f->base) {
-        s = clt_add(&t, f->base, h);
-        clt_tensor_release(h);
-        h = t;
+        s = clt__add_into(h, f->base, h);
     }
-    if (s == CLT_OK && f->dx_mask) {
-        s = clt_relu_backward(&t, h, f->dx_mask);
-        clt_tensor_release(h);
-        h = t;
-    }
+    if (s == CLT_OK && f->dx_mask) s = clt__relu_backward_into(h, h, f->dx_mask);
     return clt__finish(s, h, dx);
 }
 

@@ -36,6 +36,9 @@ void clt__same_write(clt_tensor *t, const clt_tensor *by);
 /* y = a + b into an existing y, all of one dtype (float32 or float16),
  * shape and device, as clt_add. */
 clt_status clt__add_into(clt_tensor *y, const clt_tensor *a, const clt_tensor *b);
+/* dx = dy where y > 0, else 0, into an existing dx (may be dy), as
+ * clt_relu_backward. */
+clt_status clt__relu_backward_into(clt_tensor *dx, const clt_tensor *dy, const clt_tensor *y);
 
 /* Releases t and returns s when s is a failure, else stores t in *out. */
 clt_status clt__finish(clt_status s, clt_tensor *t, clt_tensor **out);
