@@ -535,6 +535,17 @@ static clt_model *resmlp(int64_t h, int blocks, uint64_t seed)
 
 /* A float16 model's checkpoint keeps the loss scaler's whole state and
  * the optimizer's master weights; both come back on load. */
+/* The end of a checkpoint test: its file, both models and optimizers. */
+static void free_pair(const char *path, clt_model *m, clt_model *back, clt_optimizer *opt, clt_optimizer *opt_back)
+{
+    remove(path);
+    clt_optimizer_free(opt);
+    clt_optimizer_free(opt_back);
+    clt_model_free(m);
+    clt_model_free(back);
+    clt_test_assert_no_live_tensors();
+}
+
 START_TEST(test_checkpoint_keeps_scaler_and_master)
 {
     clt_model *m, *back;
@@ -576,12 +587,74 @@ START_TEST(test_checkpoint_keeps_scaler_and_master)
     ck_assert_mem_eq(got, want, (size_t)clt_tensor_numel(master) * sizeof(float));
     free(want);
     free(got);
-    remove(path);
-    clt_optimizer_free(opt);
-    clt_optimizer_free(opt_back);
-    clt_model_free(m);
-    clt_model_free(back);
-    clt_test_assert_no_live_tensors();
+    free_pair(path, m, back, opt, opt_back);
+}
+END_TEST
+
+/* One backward of a fixed batch and an optimizer step. */
+static void half_step(clt_model *m, clt_optimizer *opt)
+{
+    float xv[4 * 12], dyv[4 * 3];
+    clt_test_fill_uniform(xv, 48, 1, 0, 1);
+    clt_test_fill_uniform(dyv, 12, 2, -1, 1);
+    clt_tensor *x, *dy, *y;
+    ck_assert_ok(clt_from_host(&x, clt_test_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 12}, xv));
+    ck_assert_ok(clt_from_host(&dy, clt_test_cpu(), CLT_FLOAT32, 2, (int64_t[]){4, 3}, dyv));
+    ck_assert_ok(clt_model_zero_grad(m));
+    ck_assert_ok(clt_model_forward(m, x, &y));
+    ck_assert_ok(clt_model_backward(m, dy, NULL));
+    ck_assert_ok(clt_optimizer_step(opt));
+    clt_tensor_release(x);
+    clt_tensor_release(dy);
+    clt_tensor_release(y);
+}
+
+/* The scaler and the step count live on the device after steps: a
+ * checkpoint saves what the device holds and a load puts it back there,
+ * into a model and optimizer that have stepped (their device state
+ * replaced), so both go on alike. */
+START_TEST(test_checkpoint_after_device_steps)
+{
+    clt_model *m, *back;
+    clt_optimizer *opt, *opt_back;
+    ck_assert_ok(clt_model_create_resmlp(&m, clt_test_cpu(), 12, 8, 1, 3, 2));
+    ck_assert_ok(clt_model_create_resmlp(&back, clt_test_cpu(), 12, 8, 1, 3, 9));
+    ck_assert_ok(clt_model_to_dtype(m, CLT_FLOAT16));
+    ck_assert_ok(clt_model_to_dtype(back, CLT_FLOAT16));
+    ck_assert_ok(clt_optimizer_create_adam(&opt, m, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0));
+    ck_assert_ok(clt_optimizer_create_adam(&opt_back, back, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0));
+    /* m: one skipped step (2^40 overflows), then two clean ones at 512. */
+    ck_assert_ok(clt_model_set_loss_scale(m, 1099511627776.0f, 1));
+    half_step(m, opt);
+    ck_assert_ok(clt_model_set_loss_scale_state(m, 1024.0f, 1, 3));
+    half_step(m, opt);
+    half_step(m, opt);
+    half_step(back, opt_back);
+    char path[] = "/tmp/clt-test-half-XXXXXX";
+    close(mkstemp(path));
+    clt_checkpoint_info info = {.arch = "resmlp", .hiddens = 8, .blocks = 1};
+    ck_assert_ok(clt_checkpoint_save(path, m, opt, &info));
+    ck_assert_ok(clt_checkpoint_load(path, back, opt_back, NULL));
+    for (int k = 0; k < 2; k++) {
+        float scale[2];
+        int dynamic[2];
+        int64_t clean[2];
+        ck_assert_ok(clt_model_loss_scale_state(m, &scale[0], &dynamic[0], &clean[0]));
+        ck_assert_ok(clt_model_loss_scale_state(back, &scale[1], &dynamic[1], &clean[1]));
+        ck_assert_float_eq(scale[0], 1024.0f);
+        ck_assert_float_eq(scale[1], 1024.0f);
+        ck_assert_int_eq(clean[0], 5 + k);
+        ck_assert_int_eq(clean[1], 5 + k);
+        ck_assert_int_eq(clt_optimizer_steps(opt), 2 + k);
+        ck_assert_int_eq(clt_optimizer_steps(opt_back), 2 + k);
+        float *a = read_half(clt_model_parameters(m)), *b = read_half(clt_model_parameters(back));
+        ck_assert_mem_eq(a, b, (size_t)clt_model_num_parameter_elements(m) * sizeof(float));
+        free(a);
+        free(b);
+        half_step(m, opt);
+        half_step(back, opt_back);
+    }
+    free_pair(path, m, back, opt, opt_back);
 }
 END_TEST
 
@@ -1016,6 +1089,7 @@ int main(void)
     tcase_add_test(tc, test_creation_fill_print_and_errors);
     tcase_add_test(tc, test_safetensors_writes_f16);
     tcase_add_test(tc, test_checkpoint_keeps_scaler_and_master);
+    tcase_add_test(tc, test_checkpoint_after_device_steps);
     tcase_add_test(tc, test_half_model_matches_float_model);
     tcase_add_test(tc, test_half_checkpointing_gradients_identical);
     tcase_add_test(tc, test_half_model_memory_is_half);

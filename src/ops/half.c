@@ -143,14 +143,23 @@ static clt_status scaler_word(const char *op, const clt_tensor *scaler, int word
     return CLT_OK;
 }
 
+/* The checks of a conversion by a loss scaler: dst and src of the same
+ * shape, one float16 (half_dst says which) and the other float32, all
+ * three on one device. */
+static clt_status check_scaled(const char *op, const clt_tensor *dst, const clt_tensor *src, const clt_tensor *scaler,
+                               int half_dst)
+{
+    CLT_TRY((half_dst ? clt__need_f16 : clt__need_f32)(op, "dst", dst));
+    CLT_TRY((half_dst ? clt__need_f32 : clt__need_f16)(op, "src", src));
+    CLT_TRY(clt__same_device(op, dst, src));
+    CLT_TRY(clt__same_device(op, dst, scaler));
+    return clt__same_shape(op, dst, src);
+}
+
 clt_status clt__convert_to_half_by(clt_tensor *dst, const clt_tensor *src, const clt_tensor *scaler, float mul)
 {
     const char *op = "clt_model_backward (float16)";
-    CLT_TRY(clt__need_f16(op, "dst", dst));
-    CLT_TRY(clt__need_f32(op, "src", src));
-    CLT_TRY(clt__same_device(op, dst, src));
-    CLT_TRY(clt__same_device(op, dst, scaler));
-    CLT_TRY(clt__same_shape(op, dst, src));
+    CLT_TRY(check_scaled(op, dst, src, scaler, 1));
     clt__buf xb = clt__tensor_buf(src), yb = clt__tensor_buf(dst), sb;
     CLT_TRY(scaler_word(op, scaler, CLT__SCALER_SCALE, &sb));
     cl_ulong n = (cl_ulong)src->numel;
@@ -172,11 +181,7 @@ clt_status clt__unscale_f16(clt_tensor *dst, clt_tensor *src, const clt_tensor *
                             int zero_src)
 {
     const char *op = "unscale_f16";
-    CLT_TRY(clt__need_f32(op, "dst", dst));
-    CLT_TRY(clt__need_f16(op, "src", src));
-    CLT_TRY(clt__same_device(op, dst, src));
-    CLT_TRY(clt__same_device(op, dst, scaler));
-    CLT_TRY(clt__same_shape(op, dst, src));
+    CLT_TRY(check_scaled(op, dst, src, scaler, 0));
     clt__buf ib;
     CLT_TRY(scaler_word(op, scaler, CLT__SCALER_INV, &ib));
     if (flag) {
