@@ -217,7 +217,9 @@ CLT_API clt_dtype clt_model_dtype(const clt_model *m);
  * without. Static: the scale stays. CLT_ERR_INVALID_ARGUMENT unless scale is
  * positive and finite. */
 CLT_API clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic);
-/* The current loss scale (0 for NULL). */
+/* The current loss scale (0 for NULL). The optimizer's steps change it on
+ * the device: reading it after steps have run is a synchronization point
+ * (clt_model_loss_scale_state too). */
 CLT_API float clt_model_loss_scale(const clt_model *m);
 /* The whole scaler state, for checkpoints: the scale, whether it is dynamic,
  * and the clean steps counted towards the next doubling. NULL outputs are
@@ -243,9 +245,11 @@ CLT_API clt_status clt_model_forward(clt_model *m, clt_tensor *x, clt_tensor **y
  * training forward is pending; on any failure the kept activations are
  * dropped. */
 CLT_API clt_status clt_model_backward(clt_model *m, clt_tensor *dy, clt_tensor **dx);
-/* Sets every gradient to zero with one fill of the flat gradient tensor.
- * Before the first backward there are no gradients and nothing is allocated
- * (they are implicitly zero), as PyTorch's zero_grad(set_to_none=True). */
+/* Sets every gradient to zero with one fill of the flat gradient tensor,
+ * or none when they are known zero (just created or zeroed, with nothing
+ * written to them since). Before the first backward there are no gradients
+ * and nothing is allocated (they are implicitly zero), as PyTorch's
+ * zero_grad(set_to_none=True). */
 CLT_API clt_status clt_model_zero_grad(clt_model *m);
 /* Scales the gradients so that their global L2 norm is at most max_norm
  * (PyTorch's clip_grad_norm_, with its 1e-6 guard); *total_norm (may be

@@ -41,25 +41,31 @@ CLT_API void clt_optimizer_free(clt_optimizer *opt);
  * model (mixed precision, docs/half.md) the update runs on float32 master
  * weights (created from the parameters at the first step, tagged
  * CLT_MEM_OPTIMIZER) with the gradients divided by the model's loss scale,
- * and the parameters become the master weights rounded to float16. Every
- * such step reads an overflow flag back (a synchronization point): when
+ * and the parameters become the master weights rounded to float16. When
  * those gradients hold inf or NaN the update is skipped (parameters, state
- * and step count unchanged, CLT_OK) and a dynamic loss scale halves. Before the first
- * backward (no gradients yet) it does nothing, as PyTorch skips parameters
- * without gradients. Creates the state at the first update. State left on
- * another device (the model was moved after the first step) fails with
+ * and step count unchanged, CLT_OK) and a dynamic loss scale halves; the
+ * device decides, so the step waits for nothing (clt_optimizer_steps and
+ * clt_model_loss_scale read the outcome back). Adam's bias corrections of
+ * a float16 model count the steps taken, on the device, in float32. The
+ * gradients are left as they are. Before the first backward (no gradients
+ * yet) it does nothing, as PyTorch skips parameters without gradients.
+ * Creates the state at the first update (a float16 model's zeroed, and
+ * kept when the device skips that update). State left on another device
+ * (the model was moved after the first step) fails with
  * CLT_ERR_DEVICE_MISMATCH. A failed step leaves the step count, the loss
  * scale and its clean-step count as they were, and no state or master
  * weights it would have created; the parameters and existing state change
- * in one update kernel, except on a float16 model whose narrowing into the
- * parameters fails after that kernel (the master weights and state then
- * hold the update, the parameters do not). */
+ * in one update kernel, except on a float16 model whose last launch (the
+ * loss scaler's update) fails after that kernel (the master weights, state
+ * and parameters then hold the update, the counters do not). */
 CLT_API clt_status clt_optimizer_step(clt_optimizer *opt);
 
 /* Learning rate, for schedules. */
 CLT_API float clt_optimizer_lr(const clt_optimizer *opt);
 CLT_API clt_status clt_optimizer_set_lr(clt_optimizer *opt, float lr);
-/* Updates done so far (Adam's step t). set_steps restores it from a checkpoint. */
+/* Updates done so far (Adam's step t). set_steps restores it from a
+ * checkpoint. A float16 model's steps are counted on the device: reading
+ * the count after steps have run is a synchronization point. */
 CLT_API int64_t clt_optimizer_steps(const clt_optimizer *opt);
 CLT_API clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps);
 
