@@ -148,7 +148,7 @@ START_TEST(test_library_reports_malformed_values)
     expect_refused("CLT_DEVICE", "banana", "cpu:N");
     expect_refused("CLT_DEVICE", "GPU:0", "P:D"); /* device names are lower case */
     static const char *const bools[] = {"CLT_CPU_AS_GPU", "CLT_LAUNCH_BLOCKING", "CLT_FUSE", "CLT_TUNE",
-                                        "CLT_ALLOC_EXACT", "CLT_NO_PUBLISH"};
+                                        "CLT_ALLOC_EXACT", "CLT_NO_PUBLISH", "CLT_REPLAY"};
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) expect_refused(bools[i], "maybe", "yes/no");
     expect_refused("CLT_DENSE", "gpu", "cpu or clblast");
     expect_refused("CLT_FAULT", "alloc:0", "KIND:N");
