@@ -9,6 +9,7 @@
  * compute the same. With CLT_REPLAY=0 nothing is replayed; unset, nothing
  * on a CPU device (pocl); nor a float16 model's steps. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +162,26 @@ START_TEST(test_float16_not_replayed)
 }
 END_TEST
 
+/* A trace shows a replayed step as one command named replay. */
+START_TEST(test_trace_shows_replay)
+{
+    char dir[256], path[300];
+    clt_test_make_temp_dir(dir, sizeof dir, "replay");
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    ck_assert_ok(clt_trace_start(path)); /* before the device's queue, so it profiles */
+    run r = {.batch = 32, .n = 32 * 6, .epochs = 1};
+    outcome on = train(&r, 1);
+    ck_assert_ok(clt_trace_stop());
+    char *json = clt_test_read_file(path);
+    ck_assert_ptr_nonnull(json);
+    ck_assert_msg(on.replays > 0 && strstr(json, "\"name\":\"replay\""), "%llu steps replayed, no replay traced",
+                  (unsigned long long)on.replays);
+    free(json);
+    free(on.params);
+    clt_test_remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_gpu_class_mlp)
 {
     setenv("CLT_DEVICE_CLASS", "gpu", 1);
@@ -186,6 +207,7 @@ int main(void)
     tcase_add_test(tc, test_changing_steps);
     tcase_add_test(tc, test_default_off_on_cpus);
     tcase_add_test(tc, test_float16_not_replayed);
+    tcase_add_test(tc, test_trace_shows_replay);
     tcase_add_test(tc, test_gpu_class_mlp);
     tcase_add_test(tc, test_gpu_class_resmlp);
     suite_add_tcase(s, tc);
