@@ -302,7 +302,9 @@ static cl_int own_kernel(cl_kernel k, cl_kernel *out)
     return err;
 }
 
-/* Appends c (stored in r) to r's command buffer, after the one before it. */
+/* Appends c (stored in r) to r's command buffer, after the one before it:
+ * a command buffer is out of order whatever its queue, so each command
+ * waits for the one before it through its sync point, as on the queue. */
 static cl_int append(cl_command_queue q, const session *s, recording *r, stored *c)
 {
     cl_int err = CL_SUCCESS;
