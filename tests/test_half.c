@@ -654,6 +654,19 @@ START_TEST(test_checkpoint_after_device_steps)
         half_step(m, opt);
         half_step(back, opt_back);
     }
+    /* Set right after steps (the device ahead of the host): what is set wins. */
+    ck_assert_ok(clt_optimizer_set_steps(opt_back, 7));
+    ck_assert_ok(clt_model_set_loss_scale_state(back, 8.0f, 1, 5));
+    ck_assert_int_eq(clt_optimizer_steps(opt_back), 7);
+    float scale;
+    int64_t clean;
+    ck_assert_ok(clt_model_loss_scale_state(back, &scale, NULL, &clean));
+    ck_assert_float_eq(scale, 8.0f);
+    ck_assert_int_eq(clean, 5);
+    half_step(back, opt_back);
+    ck_assert_int_eq(clt_optimizer_steps(opt_back), 8);
+    ck_assert_ok(clt_model_loss_scale_state(back, &scale, NULL, &clean));
+    ck_assert_int_eq(clean, 6);
     free_pair(path, m, back, opt, opt_back);
 }
 END_TEST

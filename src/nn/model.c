@@ -107,18 +107,15 @@ static clt_status scaler_view(const clt_model *cm, const char *api)
     return CLT_OK;
 }
 
-/* The device's scaler (when there is one) takes the host's view. */
+/* The device's scaler takes the host's view. */
 static clt_status scaler_upload(clt_model *m)
 {
-    if (!m->scaler) return CLT_OK;
     int32_t w[CLT__SCALER_WORDS];
     float inv = 1.0f / m->loss_scale;
     memcpy(&w[CLT__SCALER_SCALE], &m->loss_scale, sizeof(float));
     memcpy(&w[CLT__SCALER_INV], &inv, sizeof(float));
     w[CLT__SCALER_CLEAN] = (int32_t)m->clean_steps;
-    CLT_TRY(clt__write_host(m->scaler, w, sizeof w));
-    m->scaler_ahead = 0;
-    return CLT_OK;
+    return clt__write_host(m->scaler, w, sizeof w);
 }
 
 clt_status clt__model_scaler(clt_model *m, clt_tensor **out)
@@ -132,7 +129,13 @@ clt_status clt__model_scaler(clt_model *m, clt_tensor **out)
         CLT_TRY(clt_empty(&t, dev, CLT_INT32, 1, &words));
         clt_tensor_release(m->scaler);
         m->scaler = t;
-        CLT_TRY(scaler_upload(m));
+        m->scaler_ahead = 0;
+        clt_status s = scaler_upload(m);
+        if (s != CLT_OK) {
+            clt_tensor_release(m->scaler);
+            m->scaler = NULL;
+            return s;
+        }
     }
     *out = m->scaler;
     return CLT_OK;
@@ -836,7 +839,12 @@ static clt_status set_scaler(clt_model *m, const char *op, float scale, int dyna
     m->loss_scale = scale;
     m->scale_dynamic = dynamic != 0;
     m->clean_steps = clean_steps;
-    return scaler_upload(m);
+    /* Cannot fail: the device's scaler is made again from these when next
+     * needed (clt__model_scaler). */
+    clt_tensor_release(m->scaler);
+    m->scaler = NULL;
+    m->scaler_ahead = 0;
+    return CLT_OK;
 }
 
 clt_status clt_model_set_loss_scale(clt_model *m, float scale, int dynamic)

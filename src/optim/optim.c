@@ -302,12 +302,12 @@ clt_status clt_optimizer_set_steps(clt_optimizer *opt, int64_t steps)
     if (!opt) return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_set_steps: optimizer is NULL");
     if (steps < 0)
         return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_optimizer_set_steps: steps is %lld", (long long)steps);
-    if (opt->amp) {
-        int32_t zero[CLT__AMP_WORDS] = {0};
-        CLT_TRY(clt__write_host(opt->amp, zero, sizeof zero));
-    }
-    opt->steps = steps;
+    /* Cannot fail: the device's count is dropped, its words made again,
+     * zero, by the next step. */
+    clt_tensor_release(opt->amp);
+    opt->amp = NULL;
     opt->amp_ahead = 0;
+    opt->steps = steps;
     return CLT_OK;
 }
 
