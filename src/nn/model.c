@@ -151,7 +151,7 @@ void clt__model_grads_zeroed(clt_model *m) { m->zero_version = m->grads ? clt__t
 
 clt_status clt__model_layout(clt_model **out, const clt_model *m)
 {
-    CLT_TRY(scaler_view(m, "clt_plan_fit (reading the loss scaler)"));
+    CLT_TRY(scaler_view(m, "copying a model's layout (reading its loss scaler)"));
     CLT_TRY(clt_model_create(out, m->prefix));
     clt_model *c = *out;
     c->layers = layers_copy(m->layers, m->nlayers);
@@ -527,7 +527,7 @@ static clt_status adopt(clt_model *m, clt_status s, clt_tensor *params, clt_tens
     /* Every view is made before any is installed, so a failure changes nothing. */
     clt_tensor **pv = NULL, **gv = NULL;
     /* The scaler is remade where and when a float16 pass needs it. */
-    if (s == CLT_OK) s = scaler_view(m, "clt_model_to (reading the loss scaler)");
+    if (s == CLT_OK) s = scaler_view(m, "clt_model_to or clt_model_to_dtype (reading the loss scaler)");
     if (s == CLT_OK) s = make_views(m, params, &pv);
     if (s == CLT_OK && grads) s = make_views(m, grads, &gv);
     if (s != CLT_OK) {
