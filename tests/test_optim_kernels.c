@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/nn_internal.h"
+#include "ops/half.h"
+#include "ops/optim_step.h"
 #include "support.h"
 
 static const int64_t sizes[] = {1, 13, 257};
@@ -129,6 +132,65 @@ START_TEST(test_adam)
 }
 END_TEST
 
+/* The end of a float16 step on the device (cl/optim.cl scaler_update)
+ * against the host's rules it replaces (PyTorch GradScaler's): on
+ * overflow the clean steps restart, a dynamic scale halves to 2^-16 at
+ * the least, the step is not counted; else it is, and a dynamic scale
+ * doubles after CLT__SCALE_GROWTH clean steps when the double is finite.
+ * The reciprocal word stays 1 / scale; the flag is cleared. */
+START_TEST(test_scaler_update)
+{
+    static const struct {
+        float scale;
+        int dynamic, overflow;
+        int32_t clean;
+    } cases[] = {
+        {65536.0f, 1, 1, 7},   {1.0f / 32768.0f, 1, 1, 0}, {1.0f / 65536.0f, 1, 1, 3}, {1.5e-5f, 1, 1, 0},
+        {1000.0f, 0, 1, 12},   {1024.0f, 1, 0, 7},        {1024.0f, 1, 0, CLT__SCALE_GROWTH - 1},
+        {3e38f, 1, 0, CLT__SCALE_GROWTH - 1}, {1000.0f, 0, 0, 12}, {3.0f, 1, 0, CLT__SCALE_GROWTH - 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float scale = cases[i].scale, inv = 1.0f / scale;
+        int32_t s[CLT__SCALER_WORDS], a[CLT__AMP_WORDS] = {0};
+        memcpy(&s[CLT__SCALER_SCALE], &scale, 4);
+        memcpy(&s[CLT__SCALER_INV], &inv, 4);
+        s[CLT__SCALER_CLEAN] = cases[i].clean;
+        a[CLT__AMP_OVERFLOW] = cases[i].overflow;
+        a[CLT__AMP_TAKEN] = 41;
+        clt_tensor *ts, *ta;
+        ck_assert_ok(clt_from_host(&ts, clt_test_device(), CLT_INT32, 1, (int64_t[]){CLT__SCALER_WORDS}, s));
+        ck_assert_ok(clt_from_host(&ta, clt_test_device(), CLT_INT32, 1, (int64_t[]){CLT__AMP_WORDS}, a));
+        ck_assert_ok(clt__scaler_update(ts, ta, cases[i].dynamic, CLT__SCALE_GROWTH));
+        ck_assert_ok(clt_to_host(ts, s, sizeof s));
+        ck_assert_ok(clt_to_host(ta, a, sizeof a));
+        /* The host's rules (src/optim/optim.c before the device took them). */
+        float want = scale;
+        int32_t clean = cases[i].clean, taken = 41;
+        if (cases[i].overflow) {
+            if (cases[i].dynamic) want = fmaxf(scale * 0.5f, 1.0f / 65536.0f);
+            clean = 0;
+        } else {
+            taken++;
+            if (cases[i].dynamic && ++clean >= CLT__SCALE_GROWTH) {
+                clean = 0;
+                if (isfinite(scale * 2.0f)) want = scale * 2.0f;
+            }
+        }
+        float got, got_inv, want_inv = 1.0f / want;
+        memcpy(&got, &s[CLT__SCALER_SCALE], 4);
+        memcpy(&got_inv, &s[CLT__SCALER_INV], 4);
+        ck_assert_msg(got == want && got_inv == want_inv && s[CLT__SCALER_CLEAN] == clean,
+                      "case %zu: scale %a, 1/scale %a, %d clean; expected %a, %a, %d", i, (double)got,
+                      (double)got_inv, s[CLT__SCALER_CLEAN], (double)want, (double)want_inv, clean);
+        ck_assert_int_eq(a[CLT__AMP_OVERFLOW], 0);
+        ck_assert_int_eq(a[CLT__AMP_TAKEN], taken);
+        clt_tensor_release(ts);
+        clt_tensor_release(ta);
+    }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 START_TEST(test_empty_param)
 {
     int64_t shape[] = {0};
@@ -189,6 +251,7 @@ int main(void)
     tcase_add_test(tc, test_sgd);
     tcase_add_test(tc, test_adam);
     tcase_add_test(tc, test_empty_param);
+    tcase_add_test(tc, test_scaler_update);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
