@@ -1,5 +1,6 @@
 /* SGD and Adam steps against a double-precision C reference of PyTorch's
- * formulas, over three steps, on awkward sizes and views. */
+ * formulas, over three steps, on awkward sizes and views; the float16
+ * step's loss scaler update against the host's rules. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
