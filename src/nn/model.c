@@ -443,11 +443,15 @@ clt_status clt_model_init(clt_model *m, clt_device dev, uint64_t seed)
     }
     m->nparams = total;
     clt_status s = build_names(m);
-    float *host = s == CLT_OK ? malloc((size_t)bytes + 1) : NULL;
-    if (s == CLT_OK && !host)
+    /* A planning device holds no values: no host copy to draw them in. */
+    int plan = dev.type == CLT_DEVICE_PLAN;
+    float *host = s == CLT_OK && !plan ? malloc((size_t)bytes + 1) : NULL;
+    if (s == CLT_OK && !plan && !host)
         s = clt__fail(CLT_ERR_OUT_OF_MEMORY, "clt_model_init: out of host memory for %lld parameters",
                       (long long)total);
-    if (s == CLT_OK) {
+    if (s == CLT_OK && plan) {
+        s = clt_empty(&m->params, dev, CLT_FLOAT32, 1, &total);
+    } else if (s == CLT_OK) {
         init_values(m, host, seed);
         s = clt_from_host(&m->params, dev, CLT_FLOAT32, 1, &total, host);
     }
