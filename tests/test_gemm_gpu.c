@@ -311,9 +311,9 @@ START_TEST(test_against_clblast)
         ck_assert_ok(clt_zeros(&lib, dev, CLT_FLOAT32, 2, shape));
         ck_assert_ok(clt__gemm_gpu(slot, wgs, ta, tb, (size_t)m, (size_t)n, (size_t)k, 1.0f, tav,
                                    (size_t)(ta ? m : k), tbv, (size_t)(tb ? k : n), 0.0f, own, (size_t)n, NULL));
-        ck_assert_int_eq(setenv("CLT_DENSE", "clblast", 1), 0);
+        clt_test_setenv("CLT_DENSE", "clblast");
         ck_assert_ok(clt_gemm_(ta, tb, 1.0f, tav, tbv, 0.0f, lib));
-        unsetenv("CLT_DENSE");
+        clt_test_setenv("CLT_DENSE", NULL);
         float *x = clt_test_read(own), *y = clt_test_read(lib);
         double err = clt_test_max_rel_err(x, y, m * n);
         ck_assert_msg(err < TOL, "wgs %d ta=%d tb=%d m=%lld n=%lld k=%lld: kernel and CLBlast differ by %g", wgs, ta,
@@ -345,20 +345,20 @@ START_TEST(test_choice)
     int slot = test_slot(), fused = -1;
     const char *was = getenv("CLT_DEVICE_CLASS");
     char *class = was ? strdup(was) : NULL;
-    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
+    clt_test_setenv("CLT_DEVICE_CLASS", "gpu");
     ck_assert_ok(clt__dense_fuses_backward(slot, 256, 256, 784, &fused));
     ck_assert_int_eq(fused, clt__gemm_gpu_side(slot, 256, 256) != 0);
     ck_assert_ok(clt__dense_fuses_backward(slot, 1024, 1024, 1024, &fused));
     ck_assert_int_eq(fused, 0);
-    ck_assert_int_eq(setenv("CLT_DENSE", "clblast", 1), 0);
+    clt_test_setenv("CLT_DENSE", "clblast");
     ck_assert_ok(clt__dense_fuses_backward(slot, 256, 256, 784, &fused));
     ck_assert_int_eq(fused, 0);
-    unsetenv("CLT_DENSE");
-    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "cpu", 1), 0);
+    clt_test_setenv("CLT_DENSE", NULL);
+    clt_test_setenv("CLT_DEVICE_CLASS", "cpu");
     ck_assert_ok(clt__dense_fuses_backward(slot, 256, 256, 784, &fused));
     ck_assert_int_eq(fused, 0);
-    if (class) setenv("CLT_DEVICE_CLASS", class, 1);
-    else unsetenv("CLT_DEVICE_CLASS");
+    if (class) clt_test_setenv("CLT_DEVICE_CLASS", class);
+    else clt_test_setenv("CLT_DEVICE_CLASS", NULL);
     free(class);
     /* 32 x 32 blocks for a C of one block, 64 x 64 for one of more blocks than any device has units. */
     size_t most = clt__slot_get(slot)->max_work_group;
@@ -372,8 +372,8 @@ END_TEST
  * implementation `impl` (NULL: the GPU class's choice, the kernel). */
 static void check_linear_fold(const char *impl, int64_t B, int64_t C, int64_t OC)
 {
-    if (impl) ck_assert_int_eq(setenv("CLT_DENSE", impl, 1), 0);
-    else ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
+    if (impl) clt_test_setenv("CLT_DENSE", impl);
+    else clt_test_setenv("CLT_DEVICE_CLASS", "gpu");
     float *dy = clt_test_random_floats(B * OC, 1), *ym = clt_test_random_floats(B * OC, 2);
     float *x = clt_test_random_floats(B * C, 3), *xm = clt_test_random_floats(B * C, 4);
     float *w = clt_test_random_floats(OC * C, 5), *dw = clt_test_random_floats(OC * C, 6);
@@ -403,7 +403,7 @@ static void check_linear_fold(const char *impl, int64_t B, int64_t C, int64_t OC
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     clt_tensor *ts[] = {tdy, tym, tx, txm, tw, tdw, tdb, tdx};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
-    unsetenv("CLT_DENSE");
+    clt_test_setenv("CLT_DENSE", NULL);
 }
 
 START_TEST(test_linear_fold)
@@ -431,7 +431,7 @@ START_TEST(test_linear_half)
     clt_test_skip_if(!clt__gemm_gpu_side(slot, 1, 1), "wide-work-groups", "work-groups of fewer than 64 work-items");
     const char *was = getenv("CLT_DEVICE_CLASS");
     char *class = was ? strdup(was) : NULL;
-    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", "gpu", 1), 0);
+    clt_test_setenv("CLT_DEVICE_CLASS", "gpu");
     static const int64_t shapes[][3] = {{5, 13, 7}, {33, 257, 65}, {256, 256, 10}}; /* B, C, OC */
     clt_device dev = clt_test_device();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -476,8 +476,8 @@ START_TEST(test_linear_half)
         clt_tensor *ts[] = {b32, db32, b16, db16, y32, y16, dx32, dx16};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clt_tensor_release(ts[i]);
     }
-    if (class) setenv("CLT_DEVICE_CLASS", class, 1);
-    else unsetenv("CLT_DEVICE_CLASS");
+    if (class) clt_test_setenv("CLT_DEVICE_CLASS", class);
+    else clt_test_setenv("CLT_DEVICE_CLASS", NULL);
     free(class);
     clt_test_assert_no_live_tensors();
 }
@@ -504,7 +504,7 @@ static double half_err(const clt_tensor *t, const float *want)
 static void check_half_folds(const char *cls, int in_place)
 {
     enum { B = 33, C = 70, OC = 65 };
-    ck_assert_int_eq(setenv("CLT_DEVICE_CLASS", cls, 1), 0);
+    clt_test_setenv("CLT_DEVICE_CLASS", cls);
     clt_device dev = clt_test_device();
     float *x = half_values(B * C, 1), *w = half_values(OC * C, 2), *b = half_values(OC, 3),
           *res = half_values(B * OC, 4), *dy = half_values(B * OC, 5), *ym = half_values(B * OC, 6),
@@ -551,7 +551,7 @@ static void check_half_folds(const char *cls, int in_place)
     free(rdx);
     clt_tensor *ts[] = {tb, tdb, y, sum, dx};
     for (int i = 0; i < 5; i++) clt_tensor_release(ts[i]);
-    unsetenv("CLT_DEVICE_CLASS");
+    clt_test_setenv("CLT_DEVICE_CLASS", NULL);
 }
 
 START_TEST(test_linear_half_folds)

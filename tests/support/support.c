@@ -26,6 +26,17 @@ clt_device clt_test_cpu(void)
 
 clt_device clt_test_device(void) { return clt_try_gpu(0); }
 
+void clt_test_setenv(const char *name, const char *value)
+{
+    for (int i = 0; i < clt_device_list_num_entries(); i++) {
+        clt_device d;
+        ck_assert_ok(clt_device_list_entry(i, &d));
+        ck_assert_ok(clt_synchronize(d));
+    }
+    if (value) ck_assert_int_eq(setenv(name, value, 1), 0);
+    else ck_assert_int_eq(unsetenv(name), 0);
+}
+
 int clt_test_other_device(clt_device *out)
 {
     for (int i = 0; i < clt_device_list_num_entries(); i++) {

@@ -18,6 +18,10 @@ const char *clt_test_cpu_name(void);
 /* The device most tests run on: clt_try_gpu(0), a GPU when there is one,
  * else the CPU. */
 clt_device clt_test_device(void);
+/* setenv(name, value), or unsetenv(name) for a NULL value, once every
+ * listed device is idle: pocl's worker threads read the environment as
+ * they run kernels, and glibc's setenv may move it under a reader. */
+void clt_test_setenv(const char *name, const char *value);
 
 /* 1 and *out set to the first listed device other than clt_test_device(),
  * when there is one; else 0. */
