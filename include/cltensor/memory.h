@@ -81,9 +81,9 @@ CLT_API clt_status clt_memory_set_cap(clt_device dev, int64_t bytes);
 CLT_API clt_status clt_memory_set_fraction(clt_device dev, double fraction);
 /* A byte count written as CLT_MEMORY_CAP writes one: digits with an
  * optional decimal fraction, then optionally K, M, G or T (powers of 1024)
- * with an optional B or iB ("80G", "1.5GiB", "4096"); no fraction of a
- * device, no sign, no spaces. Anything else, or a count past int64_t, is
- * CLT_ERR_INVALID_ARGUMENT naming the text. */
+ * with an optional B or iB, or a B alone ("80G", "1.5GiB", "4096",
+ * "4096B"); no fraction of a device, no sign, no spaces. Anything else, or
+ * a count past int64_t, is CLT_ERR_INVALID_ARGUMENT naming the text. */
 CLT_API clt_status clt_size_parse(const char *text, int64_t *bytes);
 
 /* ---- Recording: a picture of the step (docs/memory.md) ------------------
