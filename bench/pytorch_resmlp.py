@@ -5,13 +5,19 @@ and measured against.
   init  --out FILE [--hiddens H --blocks K --seed S]   PyTorch-initialised safetensors
   train --data DIR --load FILE --steps N --out FILE [--batch-size B --lr LR]
         SGD without shuffling, from a checkpoint; writes the parameters after N steps
-  bench --data DIR [--epochs E --batch-size B --threads T --hiddens H --limit N]
+  bench --data DIR [--epochs E --batch-size B --threads T --hiddens H --limit N --lr LR]
         images/s of training with the data already in memory (the first N
         training images only with --limit)
+  bench-mlp --x X.npy --y Y.npy --hiddens H1,H2,... [--epochs E --batch-size B --threads T --lr LR]
+        examples/s of a plain MLP (Linear and ReLU per hidden width) on a
+        user's table as `clt train --data X.npy --labels Y.npy` trains it:
+        cross-entropy for int32 class ids in Y, the mean squared error for
+        float32 targets
   diff  A B        largest absolute difference between two safetensors files
 
 Exits 77 (skip) when PyTorch is not installed. Reads IDX files (gzip or raw)
-and reads/writes safetensors with the standard library only."""
+and reads/writes safetensors with the standard library only; bench-mlp
+reads .npy files with NumPy."""
 import argparse
 import gzip
 import json
@@ -130,20 +136,15 @@ def cmd_train(a):
     save_safetensors(a.out, model.state_dict())
 
 
-def cmd_bench(a):
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    x, y = load_split(a.data)
-    if a.limit > 0:
-        x, y = x[:a.limit], y[:a.limit]
-    model = ResMLPClassifier(a.hiddens, a.blocks)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train_epochs(model, loss_fn, x, y, a):
+    """SGD over shuffled batches of the in-memory (x, y): examples/s as JSON."""
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr)
     seen, t0 = 0, time.perf_counter()
     for _ in range(a.epochs):
         perm = torch.randperm(len(x))
         for i in range(0, len(x), a.batch_size):
             idx = perm[i:i + a.batch_size]
-            loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
+            loss = loss_fn(model(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -151,6 +152,34 @@ def cmd_bench(a):
     dt = time.perf_counter() - t0
     print(json.dumps({"images_per_second": seen / dt, "seconds": dt, "threads": a.threads,
                       "torch": torch.__version__}))
+
+
+def cmd_bench(a):
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    x, y = load_split(a.data)
+    if a.limit > 0:
+        x, y = x[:a.limit], y[:a.limit]
+    train_epochs(ResMLPClassifier(a.hiddens, a.blocks), nn.functional.cross_entropy, x, y, a)
+
+
+def cmd_bench_mlp(a):
+    import numpy as np
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    y = np.load(a.y)
+    x = torch.from_numpy(np.load(a.x).astype(np.float32).reshape(len(y), -1))
+    regress = y.dtype.kind == "f"
+    y = torch.from_numpy(y.astype(np.float32 if regress else np.int64))
+    outputs = 1 if regress else int(y.max()) + 1
+    layers, width = [], x.shape[1]
+    for h in (int(v) for v in a.hiddens.split(",")):
+        layers += [nn.Linear(width, h), nn.ReLU()]
+        width = h
+    model = nn.Sequential(*layers, nn.Linear(width, outputs))
+    if regress:
+        y = y.reshape(-1, 1)
+    train_epochs(model, nn.functional.mse_loss if regress else nn.functional.cross_entropy, x, y, a)
 
 
 def cmd_diff(a):
@@ -184,11 +213,21 @@ def main():
     s.add_argument("--blocks", type=int, default=2)
     s.add_argument("--threads", type=int, default=2)
     s.add_argument("--limit", type=int, default=0)
+    s.add_argument("--lr", type=float, default=0.1)
+    s = sub.add_parser("bench-mlp")
+    s.add_argument("--x", required=True)
+    s.add_argument("--y", required=True)
+    s.add_argument("--hiddens", required=True)
+    s.add_argument("--epochs", type=int, default=1)
+    s.add_argument("--batch-size", type=int, default=32)
+    s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--lr", type=float, default=0.1)
     s = sub.add_parser("diff")
     s.add_argument("a")
     s.add_argument("b")
     a = p.parse_args()
-    {"init": cmd_init, "train": cmd_train, "bench": cmd_bench, "diff": cmd_diff}[a.cmd](a)
+    {"init": cmd_init, "train": cmd_train, "bench": cmd_bench, "bench-mlp": cmd_bench_mlp,
+     "diff": cmd_diff}[a.cmd](a)
 
 
 if __name__ == "__main__":
