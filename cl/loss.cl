@@ -29,6 +29,16 @@ static float xent_row(__global const float *logits, ulong lo, __global const int
     return lse - (x[label] - m);
 }
 
+/* mean[mo] = total / rows and, with want_sum, sum[so] += rows * mean (the
+ * training step's loss sum, as axpy_f32 would add it). */
+static void write_mean(float total, ulong rows, __global float *mean, ulong mo, __global float *sum, ulong so,
+                       int want_sum)
+{
+    float alpha = (float)rows, mv = total / alpha;
+    mean[mo] = mv;
+    if (want_sum) sum[so] += alpha * mv;
+}
+
 /* loss[r] is row r's loss. */
 __kernel void softmax_xent_f32(__global const float *logits, ulong lo, __global const int *labels, ulong labo,
                                ulong rows, ulong cols, __global float *loss, ulong losso, __global float *dlogits,
@@ -64,10 +74,24 @@ softmax_xent_mean_wg_f32(__global const float *logits, ulong lo, __global const 
         if (l < h) t[l] += t[l + h];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (l != 0) return;
-    float alpha = (float)rows, mv = t[0] / alpha;
-    mean[mo] = mv;
-    if (want_sum) sum[so] += alpha * mv;
+    if (l == 0) write_mean(t[0], rows, mean, mo, sum, so, want_sum);
+}
+
+/* The CPU-class form for small batches (src/ops/loss.c): one work-item
+ * takes every row in order and adds their losses one after the other, the
+ * order of cl/reduce.cl's sum_partial_f32 and sum_final_f32 over the
+ * per-row losses while there are fewer than 4096 (one partial a row,
+ * clt__sum_parts), so the same bits in one launch instead of three (four
+ * with the sum); arguments and results as softmax_xent_mean_wg_f32's. */
+__kernel void softmax_xent_mean_seq_f32(__global const float *logits, ulong lo, __global const int *labels,
+                                        ulong labo, ulong rows, ulong cols, __global float *mean, ulong mo,
+                                        __global float *dlogits, ulong dlo, int want_grad, __global float *sum,
+                                        ulong so, int want_sum)
+{
+    if (get_global_id(0) != 0) return;
+    float s = 0.0f;
+    for (ulong r = 0; r < rows; r++) s += xent_row(logits, lo, labels, labo, rows, cols, r, dlogits, dlo, want_grad);
+    write_mean(s, rows, mean, mo, sum, so, want_sum);
 }
 
 /* Mean squared error, fused: one work-item per row of pred and target

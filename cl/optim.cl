@@ -20,22 +20,132 @@ static void narrow(__global half *h, ulong ho, size_t i, float w, int flags)
     if (flags & AMP) vstore_half(w, ho + i, h);
 }
 
-/* d = g + weight_decay p; mode 0: no momentum (buf unused); 1: first step,
- * buf = d; 2: buf = momentum buf + d, d = buf. Then p -= lr d. */
+/* The updates of one element, or of eight at once (T float or float8,
+ * the same expressions either way, so the same bits): the step kernels
+ * below apply them one element per work-item (the GPU class) or a chunk of
+ * `per` contiguous elements per work-item (the CPU class, src/ops/optim_step.c). */
+
+/* d = g + weight_decay w; mode 0: no momentum (*b unused); 1: first step,
+ * *b = d; 2: *b = momentum *b + d, d = *b. Returns w - lr d. */
+#define DEFINE_SGD(T, N)                                                                                     \
+    static T sgd_update##N(T g, T w, T *b, float lr, float momentum, float weight_decay, int mode)           \
+    {                                                                                                        \
+        T d = g + weight_decay * w;                                                                          \
+        if (mode == 1) *b = d;                                                                               \
+        else if (mode == 2) *b = d = momentum * *b + d;                                                      \
+        return w - lr * d;                                                                                   \
+    }
+DEFINE_SGD(float, 1)
+DEFINE_SGD(float8, 8)
+
+/* w = p decay, d = g + l2 w, then *m and *v move towards d and d^2;
+ * returns w - step_size m / (sqrt(v) / bc2_sqrt + eps). */
+#define DEFINE_ADAM(T, N)                                                                                    \
+    static T adam_update##N(T g, T p, T *m, T *v, float beta1, float beta2, float eps, float l2, float decay, \
+                            float step_size, float bc2_sqrt)                                                 \
+    {                                                                                                        \
+        T w = p * decay;                                                                                     \
+        T d = g + l2 * w;                                                                                    \
+        *m = beta1 * *m + (1.0f - beta1) * d;                                                                \
+        *v = beta2 * *v + (1.0f - beta2) * d * d;                                                            \
+        return w - step_size * *m / (sqrt(*v) / bc2_sqrt + eps);                                             \
+    }
+DEFINE_ADAM(float, 1)
+DEFINE_ADAM(float8, 8)
+
+/* With AMP, Adam's bias corrections for the step the device counts. */
+static void adam_corrections(__global const int *amp, ulong ao, int flags, float lr, float beta1, float beta2,
+                             ulong base, float *step_size, float *bc2_sqrt)
+{
+    if (!(flags & AMP)) return;
+    float t = (float)(base + (ulong)(uint)amp[ao + 1] + 1);
+    *step_size = lr / (1.0f - pow(beta1, t));
+    *bc2_sqrt = sqrt(1.0f - pow(beta2, t));
+}
+
+/* The elements [*lo, *hi) of a CPU-class work-item, `per` of them; 0 past n. */
+static int chunk(ulong n, ulong per, ulong *lo, ulong *hi)
+{
+    *lo = (ulong)get_global_id(0) * per;
+    *hi = min(*lo + per, n);
+    return *lo < n;
+}
+
+/* Eight narrowed weights, with AMP. */
+static void narrow8(__global half *h, ulong ho, ulong i, float8 w, int flags)
+{
+    if (flags & AMP) vstore_half8(w, 0, h + ho + i);
+}
+
+/* Reads g at i (eight elements), zeroing them with ZERO_GRAD. */
+static float8 take_grad8(__global float *g, ulong i, int flags)
+{
+    float8 gi = vload8(0, g + i);
+    if (flags & ZERO_GRAD) vstore8((float8)(0.0f), 0, g + i);
+    return gi;
+}
+
+/* Element i of SGD's step: reads g (zeroing it with ZERO_GRAD), then,
+ * unless skip, updates p, buf (by mode) and h. */
+static void sgd_element(__global float *p, ulong po, __global float *g, ulong go, __global float *buf, ulong bo,
+                        ulong i, float lr, float momentum, float weight_decay, int mode, int skip, __global half *h,
+                        ulong ho, int flags)
+{
+    float gi = g[go + i];
+    if (flags & ZERO_GRAD) g[go + i] = 0.0f;
+    if (skip) return;
+    float b = mode == 2 ? buf[bo + i] : 0.0f;
+    float w = sgd_update1(gi, p[po + i], &b, lr, momentum, weight_decay, mode);
+    if (mode != 0) buf[bo + i] = b;
+    p[po + i] = w;
+    narrow(h, ho, i, w, flags);
+}
+
+/* p -= lr d over p[po + i] for i < n (sgd_update1); buf the momentum. */
 __kernel void sgd_step_f32(__global float *p, ulong po, __global float *g, ulong go, __global float *buf, ulong bo,
                            ulong n, float lr, float momentum, float weight_decay, int mode, __global const int *amp,
                            ulong ao, __global half *h, ulong ho, int flags)
 {
     size_t i = get_global_id(0);
-    if (i >= n) return;
+    if (i < n) sgd_element(p, po, g, go, buf, bo, i, lr, momentum, weight_decay, mode, skipped(amp, ao, flags), h, ho,
+                           flags);
+}
+
+/* sgd_step_f32's update, `per` contiguous elements a work-item, eight at a
+ * time with vector loads and stores: on a CPU the work-items are loop
+ * iterations, and one per element costs more than its arithmetic. */
+__kernel void sgd_step_chunk_f32(__global float *p, ulong po, __global float *g, ulong go, __global float *buf,
+                                 ulong bo, ulong n, float lr, float momentum, float weight_decay, int mode,
+                                 __global const int *amp, ulong ao, __global half *h, ulong ho, int flags, ulong per)
+{
+    ulong lo, hi, i;
+    if (!chunk(n, per, &lo, &hi)) return;
+    int skip = skipped(amp, ao, flags);
+    for (i = lo; i + 8 <= hi; i += 8) {
+        float8 gi = take_grad8(g + go, i, flags);
+        if (skip) continue;
+        float8 b = mode == 2 ? vload8(0, buf + bo + i) : (float8)(0.0f);
+        float8 w = sgd_update8(gi, vload8(0, p + po + i), &b, lr, momentum, weight_decay, mode);
+        if (mode != 0) vstore8(b, 0, buf + bo + i);
+        vstore8(w, 0, p + po + i);
+        narrow8(h, ho, i, w, flags);
+    }
+    for (; i < hi; i++) sgd_element(p, po, g, go, buf, bo, i, lr, momentum, weight_decay, mode, skip, h, ho, flags);
+}
+
+/* Element i of Adam's step, as sgd_element. */
+static void adam_element(__global float *p, ulong po, __global float *g, ulong go, __global float *m, ulong mo,
+                         __global float *v, ulong vo, ulong i, float beta1, float beta2, float eps, float l2,
+                         float decay, float step_size, float bc2_sqrt, int skip, __global half *h, ulong ho,
+                         int flags)
+{
     float gi = g[go + i];
     if (flags & ZERO_GRAD) g[go + i] = 0.0f;
-    if (skipped(amp, ao, flags)) return;
-    float w = p[po + i];
-    float d = gi + weight_decay * w;
-    if (mode == 1) buf[bo + i] = d;
-    else if (mode == 2) buf[bo + i] = d = momentum * buf[bo + i] + d;
-    w = w - lr * d;
+    if (skip) return;
+    float mi = m[mo + i], vi = v[vo + i];
+    float w = adam_update1(gi, p[po + i], &mi, &vi, beta1, beta2, eps, l2, decay, step_size, bc2_sqrt);
+    m[mo + i] = mi;
+    v[vo + i] = vi;
     p[po + i] = w;
     narrow(h, ho, i, w, flags);
 }
@@ -55,23 +165,36 @@ __kernel void adam_step_f32(__global float *p, ulong po, __global float *g, ulon
 {
     size_t i = get_global_id(0);
     if (i >= n) return;
-    float gi = g[go + i];
-    if (flags & ZERO_GRAD) g[go + i] = 0.0f;
-    if (skipped(amp, ao, flags)) return;
-    if (flags & AMP) {
-        float t = (float)(base + (ulong)(uint)amp[ao + 1] + 1);
-        step_size = lr / (1.0f - pow(beta1, t));
-        bc2_sqrt = sqrt(1.0f - pow(beta2, t));
+    int skip = skipped(amp, ao, flags);
+    if (!skip) adam_corrections(amp, ao, flags, lr, beta1, beta2, base, &step_size, &bc2_sqrt);
+    adam_element(p, po, g, go, m, mo, v, vo, i, beta1, beta2, eps, l2, decay, step_size, bc2_sqrt, skip, h, ho, flags);
+}
+
+/* adam_step_f32's update, `per` elements a work-item (as sgd_step_chunk_f32). */
+__kernel void adam_step_chunk_f32(__global float *p, ulong po, __global float *g, ulong go, __global float *m,
+                                  ulong mo, __global float *v, ulong vo, ulong n, float beta1, float beta2, float eps,
+                                  float l2, float decay, float step_size, float bc2_sqrt, __global const int *amp,
+                                  ulong ao, __global half *h, ulong ho, int flags, float lr, ulong base,
+                                  ulong per)
+{
+    ulong lo, hi, i;
+    if (!chunk(n, per, &lo, &hi)) return;
+    int skip = skipped(amp, ao, flags);
+    if (!skip) adam_corrections(amp, ao, flags, lr, beta1, beta2, base, &step_size, &bc2_sqrt);
+    for (i = lo; i + 8 <= hi; i += 8) {
+        float8 gi = take_grad8(g + go, i, flags);
+        if (skip) continue;
+        float8 mi = vload8(0, m + mo + i), vi = vload8(0, v + vo + i);
+        float8 w = adam_update8(gi, vload8(0, p + po + i), &mi, &vi, beta1, beta2, eps, l2, decay, step_size,
+                                bc2_sqrt);
+        vstore8(mi, 0, m + mo + i);
+        vstore8(vi, 0, v + vo + i);
+        vstore8(w, 0, p + po + i);
+        narrow8(h, ho, i, w, flags);
     }
-    float w = p[po + i] * decay;
-    float d = gi + l2 * w;
-    float mi = beta1 * m[mo + i] + (1.0f - beta1) * d;
-    float vi = beta2 * v[vo + i] + (1.0f - beta2) * d * d;
-    m[mo + i] = mi;
-    v[vo + i] = vi;
-    w = w - step_size * mi / (sqrt(vi) / bc2_sqrt + eps);
-    p[po + i] = w;
-    narrow(h, ho, i, w, flags);
+    for (; i < hi; i++)
+        adam_element(p, po, g, go, m, mo, v, vo, i, beta1, beta2, eps, l2, decay, step_size, bc2_sqrt, skip, h, ho,
+                     flags);
 }
 
 /* The end of a float16 model's step, one work-item, after the update: the

@@ -90,7 +90,7 @@ END_TEST
 
 /* On a GPU-class device with work-groups of 256 (CLT_DEVICE_CLASS=gpu
  * here), a batch of 1 to 256 rows takes the one-work-group loss, which also
- * takes the mean: one launch, where the CPU class makes three (the per-row
+ * takes the mean: one launch, where a larger batch makes three (the per-row
  * losses, the two passes of the mean); both against the reference, and the
  * gradients the same bits (one row's arithmetic, cl/loss.cl xent_row). */
 START_TEST(test_gpu_class_one_launch)
@@ -174,16 +174,83 @@ START_TEST(test_gpu_class_one_launch)
 }
 END_TEST
 
+/* On the CPU class, a batch of at most 4096 logits takes the one-work-item
+ * loss, which also takes the mean: one launch where a larger batch makes
+ * three; the mean has the bits of the three (the per-row losses, each
+ * row's alone exactly its loss, then cl/reduce.cl's two passes), and the
+ * gradients those of the GPU class's kernels (one row's arithmetic,
+ * cl/loss.cl xent_row). */
+START_TEST(test_cpu_class_one_launch)
+{
+    static const int64_t shapes[][2] = {{1, 10}, {37, 10}, {409, 10}, {410, 10}, {4, 1000}, {5, 1000}};
+    setenv("CLT_DEVICE_CLASS", "cpu", 1);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t rows = shapes[i][0], cols = shapes[i][1];
+        float *x = malloc((size_t)(rows * cols) * sizeof *x), *want = malloc((size_t)(rows * cols) * sizeof *want);
+        float *cpu = malloc((size_t)(rows * cols) * sizeof *cpu), *gpu = malloc((size_t)(rows * cols) * sizeof *gpu);
+        float *per_row = malloc((size_t)rows * sizeof *per_row);
+        int32_t *labels = malloc((size_t)rows * sizeof *labels);
+        clt_test_fill_uniform(x, rows * cols, 60 + (uint64_t)i, -4, 4);
+        for (int64_t r = 0; r < rows; r++) labels[r] = (int32_t)((r * 7 + 3) % cols);
+        double ref = ref_xent(x, labels, rows, cols, want), on_cpu, on_gpu;
+        run(x, labels, rows, cols, 0, &on_cpu, NULL); /* built and cached before counting */
+        clt_test_kernels_start();
+        run(x, labels, rows, cols, (int)(i & 1), &on_cpu, cpu);
+        uint64_t launches = clt_test_kernels_stop();
+        uint64_t expect = rows * cols <= 4096 ? 1 : 3;
+        ck_assert_msg(launches == expect, "(%lld, %lld): %llu launches for the loss, expected %llu", (long long)rows,
+                      (long long)cols, (unsigned long long)launches, (unsigned long long)expect);
+        ck_assert_msg(fabs(on_cpu - ref) < 1e-5 * fmax(1, fabs(ref)), "loss (%lld, %lld): %.9g, expected %.9g",
+                      (long long)rows, (long long)cols, on_cpu, ref);
+        setenv("CLT_DEVICE_CLASS", "gpu", 1);
+        run(x, labels, rows, cols, 0, &on_gpu, gpu);
+        setenv("CLT_DEVICE_CLASS", "cpu", 1);
+        ck_assert_msg(memcmp(gpu, cpu, (size_t)(rows * cols) * sizeof *gpu) == 0, "(%lld, %lld): gradients differ",
+                      (long long)rows, (long long)cols);
+        for (int64_t r = 0; r < rows; r++) {
+            double one;
+            run(x + r * cols, labels + r, 1, cols, 0, &one, NULL);
+            per_row[r] = (float)one;
+        }
+        clt_tensor *t = NULL, *mean = NULL;
+        ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_FLOAT32, 1, &rows, per_row));
+        ck_assert_ok(clt_mean(&mean, t));
+        double three;
+        ck_assert_ok(clt_item(mean, &three));
+        float a = (float)on_cpu, b = (float)three;
+        ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "(%lld, %lld): one launch %.9g, three %.9g", (long long)rows,
+                      (long long)cols, on_cpu, three);
+        clt_tensor_release(mean);
+        clt_tensor_release(t);
+        free(per_row);
+        free(x);
+        free(want);
+        free(cpu);
+        free(gpu);
+        free(labels);
+    }
+    /* A label outside [0, cols) still makes the mean NaN in one launch. */
+    float x[3 * 4] = {0};
+    int32_t bad[3] = {1, 4, 0};
+    double loss;
+    run(x, bad, 3, 4, 0, &loss, NULL);
+    unsetenv("CLT_DEVICE_CLASS");
+    ck_assert(isnan(loss));
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* The training step's loss sum (clt__softmax_cross_entropy_sum): sum +=
  * rows * the mean, the bits of clt_softmax_cross_entropy and a clt_axpy_, on
- * both classes and on either side of the one-group limit; on a GPU-class
- * device with work-groups of 256 the sum rides in the loss's one launch. */
+ * both classes and on either side of the one-launch limits; where the loss
+ * is one launch (test_gpu_class_one_launch, test_cpu_class_one_launch) the
+ * sum rides in it. */
 START_TEST(test_loss_sum_in_the_launch)
 {
     int slot;
     ck_assert_ok(clt__resolve(clt_test_device(), &slot));
     int wide = clt__slot_get(slot)->max_work_group >= 256;
-    static const int64_t rows_of[] = {1, 37, 256, 257};
+    static const int64_t rows_of[] = {1, 37, 256, 257, 410};
     static const char *const classes[] = {"cpu", "gpu"};
     for (size_t i = 0; i < sizeof rows_of / sizeof rows_of[0]; i++)
         for (int c = 0; c < 2; c++) {
@@ -208,7 +275,7 @@ START_TEST(test_loss_sum_in_the_launch)
             ck_assert_ok(clt__softmax_cross_entropy_sum(&got, &dl, logits, lab, sum_b));
             uint64_t launches = clt_test_kernels_stop();
             unsetenv("CLT_DEVICE_CLASS");
-            uint64_t expect = c == 1 && wide && rows <= 256 ? 1 : 4;
+            uint64_t expect = (c == 1 ? wide && rows <= 256 : rows * cols <= 4096) ? 1 : 4;
             ck_assert_msg(launches == expect, "%s class, %lld rows: %llu launches for the loss and its sum, expected "
                           "%llu", classes[c], (long long)rows, (unsigned long long)launches,
                           (unsigned long long)expect);
@@ -527,6 +594,7 @@ int main(void)
     TCase *tc = clt_test_tcase("softmax_cross_entropy");
     tcase_add_test(tc, test_matches_reference);
     tcase_add_test(tc, test_gpu_class_one_launch);
+    tcase_add_test(tc, test_cpu_class_one_launch);
     tcase_add_test(tc, test_loss_sum_in_the_launch);
     tcase_add_test(tc, test_gradient_matches_finite_differences);
     tcase_add_test(tc, test_huge_logits_stay_finite);

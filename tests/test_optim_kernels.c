@@ -192,6 +192,76 @@ START_TEST(test_scaler_update)
 }
 END_TEST
 
+/* One run of chunk_bits's case: two steps of `kind` (0 SGD, 1 SGD with
+ * momentum and weight decay, 2 Adam, 3 AdamW) on n elements at an odd
+ * offset, under device class cls, the second with the gradients zeroed and,
+ * with amp, as a float16 step (its overflow word `overflow`). Returns every
+ * buffer the steps write, side by side: param, the two states, the
+ * gradient, the float16 parameters. */
+static uint8_t *chunk_run(const char *cls, int64_t n, int kind, int amp, int overflow, size_t *bytes)
+{
+    setenv("CLT_DEVICE_CLASS", cls, 1);
+    float *x = malloc((size_t)n * sizeof *x);
+    clt_tensor *base[4], *t[4]; /* param, state 0, state 1, gradient */
+    for (int i = 0; i < 4; i++) {
+        clt_test_fill_uniform(x, n, 7 * (uint64_t)i + (uint64_t)n, i == 2 ? 0 : -1, 1);
+        t[i] = upload(x, n, &base[i]);
+    }
+    int32_t words[CLT__AMP_WORDS] = {0};
+    words[CLT__AMP_OVERFLOW] = overflow;
+    words[CLT__AMP_TAKEN] = 5;
+    clt_tensor *ta, *th;
+    ck_assert_ok(clt_from_host(&ta, clt_test_device(), CLT_INT32, 1, (int64_t[]){CLT__AMP_WORDS}, words));
+    ck_assert_ok(clt_zeros(&th, clt_test_device(), CLT_FLOAT16, 1, &n));
+    for (int step = 1; step <= 2; step++) {
+        clt__update u = {.zero_grad = step == 2, .amp = amp && step == 2 ? ta : NULL, .half = th, .base = 3};
+        if (kind < 2)
+            ck_assert_ok(clt__sgd_step(t[0], t[3], t[1], 0.05f, kind ? 0.9f : 0.0f, kind ? 0.01f : 0.0f, step == 1,
+                                       &u));
+        else
+            ck_assert_ok(clt__adam_step(t[0], t[3], t[1], t[2], 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, kind == 3, step,
+                                        &u));
+    }
+    *bytes = (size_t)n * (4 * sizeof(float) + 2);
+    uint8_t *out = malloc(*bytes);
+    for (int i = 0; i < 4; i++) ck_assert_ok(clt_to_host(t[i], out + (size_t)i * (size_t)n * 4, (size_t)n * 4));
+    ck_assert_ok(clt_to_host(th, out + (size_t)n * 16, (size_t)n * 2));
+    for (int i = 0; i < 4; i++) {
+        clt_tensor_release(t[i]);
+        clt_tensor_release(base[i]);
+    }
+    clt_tensor_release(ta);
+    clt_tensor_release(th);
+    free(x);
+    unsetenv("CLT_DEVICE_CLASS");
+    return out;
+}
+
+/* The CPU class's chunked steps (cl/optim.cl's _chunk_f32: eight elements
+ * at a time, then one by one) write the bits of the GPU class's one element
+ * a work-item, which test_sgd and test_adam check against the references:
+ * on lengths around the vector width and the chunk, for every SGD mode,
+ * Adam and AdamW, with the gradients zeroed and a float16 step taken or
+ * skipped. */
+START_TEST(test_chunk_bits)
+{
+    static const int64_t lengths[] = {1, 7, 8, 9, 511, 512, 513, 1031, 5000};
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++)
+        for (int kind = 0; kind < 4; kind++)
+            for (int amp = 0; amp < 3; amp++) {
+                size_t nc, ng;
+                uint8_t *cpu = chunk_run("cpu", lengths[l], kind, amp != 0, amp == 2, &nc);
+                uint8_t *gpu = chunk_run("gpu", lengths[l], kind, amp != 0, amp == 2, &ng);
+                ck_assert_msg(nc == ng && memcmp(cpu, gpu, nc) == 0,
+                              "n %lld, kind %d, amp %d: the CPU class's step differs from the GPU class's",
+                              (long long)lengths[l], kind, amp);
+                free(cpu);
+                free(gpu);
+            }
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 START_TEST(test_empty_param)
 {
     int64_t shape[] = {0};
@@ -251,6 +321,7 @@ int main(void)
     TCase *tc = clt_test_tcase("steps");
     tcase_add_test(tc, test_sgd);
     tcase_add_test(tc, test_adam);
+    tcase_add_test(tc, test_chunk_bits);
     tcase_add_test(tc, test_empty_param);
     tcase_add_test(tc, test_scaler_update);
     tcase_add_test(tc, test_errors);

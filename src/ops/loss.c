@@ -2,26 +2,41 @@
  * mean squared error (with the mean absolute error as a metric). */
 #include "loss.h"
 
+#include "../device/device_internal.h"
 #include "ops_internal.h"
 
-/* Whether the loss of `rows` rows runs as one work-group that also takes
- * the mean (GPU-class devices whose work-groups hold CLT__XENT_WG_ROWS work-items,
- * clt__reduce_wg, and batches of 1 to CLT__XENT_WG_ROWS rows): one launch instead of
- * the per-row kernel and the two passes of the mean. */
-static clt_status xent_one_group(int slot, cl_ulong rows, int *out)
+/* The CPU class's one-launch loss takes batches of at most this many
+ * logits: one work-item computes them all, which beats the per-row
+ * kernel's three launches while the rows are few. */
+#define XENT_SEQ_LOGITS 4096
+
+/* The loss kernel for `rows` rows of `cols` logits: XENT_ROWS the per-row
+ * kernel (then the two passes of the mean), else one launch that also takes
+ * the mean: on GPU-class devices whose work-groups hold
+ * CLT__XENT_WG_ROWS work-items (clt__reduce_wg), batches of 1 to
+ * CLT__XENT_WG_ROWS rows in one work-group; on the CPU class, batches of 1
+ * to XENT_SEQ_LOGITS logits (fewer rows than clt__sum_parts's largest, so
+ * one partial a row) in one work-item. */
+typedef enum { XENT_ROWS, XENT_WG, XENT_SEQ } xent_form;
+
+static clt_status xent_one_launch(int slot, cl_ulong rows, cl_ulong cols, xent_form *out)
 {
-    CLT_TRY(clt__reduce_wg(slot, out));
-    *out = *out && rows >= 1 && rows <= CLT__XENT_WG_ROWS;
+    int wg, gpu;
+    CLT_TRY(clt__reduce_wg(slot, &wg));
+    CLT_TRY(clt__gpu_class(slot, &gpu));
+    *out = XENT_ROWS;
+    if (rows >= 1 && wg && rows <= CLT__XENT_WG_ROWS) *out = XENT_WG;
+    else if (rows >= 1 && !gpu && cols > 0 && rows <= XENT_SEQ_LOGITS / cols) *out = XENT_SEQ;
     return CLT_OK;
 }
 
-/* The loss kernel: one_group, softmax_xent_mean_wg_f32 writes the mean
- * loss into out (a scalar), and adds rows times it to sum unless sum is
- * NULL; else softmax_xent_f32 the per-row losses into out (rows), and sum
- * must be NULL. grad (NULL: not computed) gets the gradient from the same
- * launch. */
+/* The loss kernel: in one launch (XENT_WG, XENT_SEQ), it writes the
+ * mean loss into out (a scalar), and adds rows times it to sum unless sum
+ * is NULL; else softmax_xent_f32 the per-row losses into out (rows), and
+ * sum must be NULL. grad (NULL: not computed) gets the gradient from the
+ * same launch. */
 static clt_status xent_launch(clt_tensor *out, clt_tensor *grad, const clt_tensor *logits, const clt_tensor *labels,
-                              int one_group, clt_tensor *sum)
+                              xent_form form, clt_tensor *sum)
 {
     cl_ulong rows = (cl_ulong)logits->shape[0], cols = (cl_ulong)logits->shape[1];
     clt__buf xb = clt__tensor_buf(logits), lb = clt__tensor_buf(labels), ob = clt__tensor_buf(out);
@@ -34,7 +49,8 @@ static clt_status xent_launch(clt_tensor *out, clt_tensor *grad, const clt_tenso
     size_t size = CLT__XENT_WG_ROWS;
     int slot = out->st->slot;
     if (sum) CLT_TRY(clt__wait_foreign_read(slot, sum));
-    if (one_group) CLT_TRY(clt__launch(slot, "loss", "softmax_xent_mean_wg_f32", 14, args, 1, &size, &size, out));
+    if (form == XENT_WG) CLT_TRY(clt__launch(slot, "loss", "softmax_xent_mean_wg_f32", 14, args, 1, &size, &size, out));
+    else if (form == XENT_SEQ) CLT_TRY(clt__launch1(slot, "loss", "softmax_xent_mean_seq_f32", 14, args, 1, out));
     else CLT_TRY(clt__launch1(slot, "loss", "softmax_xent_f32", 11, args, (size_t)rows, out));
     if (grad) clt__same_write(grad, out);
     if (sum) clt__same_write(sum, out);
@@ -42,7 +58,7 @@ static clt_status xent_launch(clt_tensor *out, clt_tensor *grad, const clt_tenso
 }
 
 /* clt_softmax_cross_entropy, and sum += rows * the loss when sum is not
- * NULL (in the loss's launch where it is one work-group). */
+ * NULL (in the loss's launch where it is one launch). */
 static clt_status xent(const char *op, clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                        const clt_tensor *labels, clt_tensor *sum)
 {
@@ -59,17 +75,19 @@ static clt_status xent(const char *op, clt_tensor **loss, clt_tensor **dlogits, 
         return clt__fail(CLT_ERR_SHAPE, "%s: logits %s is (B,C) and labels must be (B), got %s", op,
                          clt__shape_str(logits, sl, sizeof sl), clt__shape_str(labels, sb, sizeof sb));
     }
-    int slot = logits->st->slot, one_group;
-    CLT_TRY(xent_one_group(slot, rows, &one_group));
+    int slot = logits->st->slot;
+    xent_form form;
+    CLT_TRY(xent_one_launch(slot, rows, (cl_ulong)logits->shape[1], &form));
+    int one_launch = form != XENT_ROWS;
     int64_t rshape[] = {(int64_t)rows};
     clt_tensor *out = NULL, *grad = NULL, *per_row = NULL;
     clt_status s = clt__tensor_new(&out, slot, CLT_FLOAT32, 0, NULL);
-    if (s == CLT_OK && !one_group) s = clt__tensor_new(&per_row, slot, CLT_FLOAT32, 1, rshape);
+    if (s == CLT_OK && !one_launch) s = clt__tensor_new(&per_row, slot, CLT_FLOAT32, 1, rshape);
     if (s == CLT_OK && dlogits) s = clt__tensor_new(&grad, slot, CLT_FLOAT32, 2, logits->shape);
-    clt_tensor *in_launch = one_group ? sum : NULL;
-    if (s == CLT_OK) s = xent_launch(one_group ? out : per_row, grad, logits, labels, one_group, in_launch);
-    if (s == CLT_OK && !one_group) s = clt__reduce_sum(out, per_row, (float)rows);
-    if (s == CLT_OK && !one_group && sum) s = clt_axpy_(sum, (float)rows, out);
+    clt_tensor *in_launch = one_launch ? sum : NULL;
+    if (s == CLT_OK) s = xent_launch(one_launch ? out : per_row, grad, logits, labels, form, in_launch);
+    if (s == CLT_OK && !one_launch) s = clt__reduce_sum(out, per_row, (float)rows);
+    if (s == CLT_OK && !one_launch && sum) s = clt_axpy_(sum, (float)rows, out);
     clt_tensor_release(per_row);
     if (s != CLT_OK) {
         clt_tensor_release(out);
