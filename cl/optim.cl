@@ -20,7 +20,7 @@ static void narrow(__global half *h, ulong ho, size_t i, float w, int flags)
     if (flags & AMP) vstore_half(w, ho + i, h);
 }
 
-/* The updates of one element, or of eight at once (T float or float8,
+/* The updates of one element, or of sixteen at once (T float or float16,
  * the same expressions either way, so the same bits): the step kernels
  * below apply them one element per work-item (the GPU class) or a chunk of
  * `per` contiguous elements per work-item (the CPU class, src/ops/optim_step.c). */
@@ -36,7 +36,7 @@ static void narrow(__global half *h, ulong ho, size_t i, float w, int flags)
         return w - lr * d;                                                                                   \
     }
 DEFINE_SGD(float, 1)
-DEFINE_SGD(float8, 8)
+DEFINE_SGD(float16, 16)
 
 /* w = p decay, d = g + l2 w, then *m and *v move towards d and d^2;
  * returns w - step_size m / (sqrt(v) / bc2_sqrt + eps). */
@@ -51,7 +51,7 @@ DEFINE_SGD(float8, 8)
         return w - step_size * *m / (sqrt(*v) / bc2_sqrt + eps);                                             \
     }
 DEFINE_ADAM(float, 1)
-DEFINE_ADAM(float8, 8)
+DEFINE_ADAM(float16, 16)
 
 /* With AMP, Adam's bias corrections for the step the device counts. */
 static void adam_corrections(__global const int *amp, ulong ao, int flags, float lr, float beta1, float beta2,
@@ -71,17 +71,17 @@ static int chunk(ulong n, ulong per, ulong *lo, ulong *hi)
     return *lo < n;
 }
 
-/* Eight narrowed weights, with AMP. */
-static void narrow8(__global half *h, ulong ho, ulong i, float8 w, int flags)
+/* Sixteen narrowed weights, with AMP. */
+static void narrow16(__global half *h, ulong ho, ulong i, float16 w, int flags)
 {
-    if (flags & AMP) vstore_half8(w, 0, h + ho + i);
+    if (flags & AMP) vstore_half16(w, 0, h + ho + i);
 }
 
-/* Reads g at i (eight elements), zeroing them with ZERO_GRAD. */
-static float8 take_grad8(__global float *g, ulong i, int flags)
+/* Reads g at i (sixteen elements), zeroing them with ZERO_GRAD. */
+static float16 take_grad16(__global float *g, ulong i, int flags)
 {
-    float8 gi = vload8(0, g + i);
-    if (flags & ZERO_GRAD) vstore8((float8)(0.0f), 0, g + i);
+    float16 gi = vload16(0, g + i);
+    if (flags & ZERO_GRAD) vstore16((float16)(0.0f), 0, g + i);
     return gi;
 }
 
@@ -113,7 +113,8 @@ __kernel void sgd_step_f32(__global float *p, ulong po, __global float *g, ulong
 
 /* sgd_step_f32's update, `per` contiguous elements a work-item, eight at a
  * time with vector loads and stores: on a CPU the work-items are loop
- * iterations, and one per element costs more than its arithmetic. */
+ * iterations, and one per element costs more than its arithmetic (the
+ * conditional store of ZERO_GRAD keeps pocl from vectorizing across them). */
 __kernel void sgd_step_chunk_f32(__global float *p, ulong po, __global float *g, ulong go, __global float *buf,
                                  ulong bo, ulong n, float lr, float momentum, float weight_decay, int mode,
                                  __global const int *amp, ulong ao, __global half *h, ulong ho, int flags, ulong per)
@@ -121,14 +122,14 @@ __kernel void sgd_step_chunk_f32(__global float *p, ulong po, __global float *g,
     ulong lo, hi, i;
     if (!chunk(n, per, &lo, &hi)) return;
     int skip = skipped(amp, ao, flags);
-    for (i = lo; i + 8 <= hi; i += 8) {
-        float8 gi = take_grad8(g + go, i, flags);
+    for (i = lo; i + 16 <= hi; i += 16) {
+        float16 gi = take_grad16(g + go, i, flags);
         if (skip) continue;
-        float8 b = mode == 2 ? vload8(0, buf + bo + i) : (float8)(0.0f);
-        float8 w = sgd_update8(gi, vload8(0, p + po + i), &b, lr, momentum, weight_decay, mode);
-        if (mode != 0) vstore8(b, 0, buf + bo + i);
-        vstore8(w, 0, p + po + i);
-        narrow8(h, ho, i, w, flags);
+        float16 b = mode == 2 ? vload16(0, buf + bo + i) : (float16)(0.0f);
+        float16 w = sgd_update16(gi, vload16(0, p + po + i), &b, lr, momentum, weight_decay, mode);
+        if (mode != 0) vstore16(b, 0, buf + bo + i);
+        vstore16(w, 0, p + po + i);
+        narrow16(h, ho, i, w, flags);
     }
     for (; i < hi; i++) sgd_element(p, po, g, go, buf, bo, i, lr, momentum, weight_decay, mode, skip, h, ho, flags);
 }
@@ -181,16 +182,16 @@ __kernel void adam_step_chunk_f32(__global float *p, ulong po, __global float *g
     if (!chunk(n, per, &lo, &hi)) return;
     int skip = skipped(amp, ao, flags);
     if (!skip) adam_corrections(amp, ao, flags, lr, beta1, beta2, base, &step_size, &bc2_sqrt);
-    for (i = lo; i + 8 <= hi; i += 8) {
-        float8 gi = take_grad8(g + go, i, flags);
+    for (i = lo; i + 16 <= hi; i += 16) {
+        float16 gi = take_grad16(g + go, i, flags);
         if (skip) continue;
-        float8 mi = vload8(0, m + mo + i), vi = vload8(0, v + vo + i);
-        float8 w = adam_update8(gi, vload8(0, p + po + i), &mi, &vi, beta1, beta2, eps, l2, decay, step_size,
+        float16 mi = vload16(0, m + mo + i), vi = vload16(0, v + vo + i);
+        float16 w = adam_update16(gi, vload16(0, p + po + i), &mi, &vi, beta1, beta2, eps, l2, decay, step_size,
                                 bc2_sqrt);
-        vstore8(mi, 0, m + mo + i);
-        vstore8(vi, 0, v + vo + i);
-        vstore8(w, 0, p + po + i);
-        narrow8(h, ho, i, w, flags);
+        vstore16(mi, 0, m + mo + i);
+        vstore16(vi, 0, v + vo + i);
+        vstore16(w, 0, p + po + i);
+        narrow16(h, ho, i, w, flags);
     }
     for (; i < hi; i++)
         adam_element(p, po, g, go, m, mo, v, vo, i, beta1, beta2, eps, l2, decay, step_size, bc2_sqrt, skip, h, ho,

@@ -237,7 +237,7 @@ static uint8_t *chunk_run(const char *cls, int64_t n, int kind, int amp, int ove
     return out;
 }
 
-/* The CPU class's chunked steps (cl/optim.cl's _chunk_f32: eight elements
+/* The CPU class's chunked steps (cl/optim.cl's _chunk_f32: sixteen elements
  * at a time, then one by one) write the bits of the GPU class's one element
  * a work-item, which test_sgd and test_adam check against the references:
  * on lengths around the vector width and the chunk, for every SGD mode,
@@ -245,7 +245,7 @@ static uint8_t *chunk_run(const char *cls, int64_t n, int kind, int amp, int ove
  * skipped. */
 START_TEST(test_chunk_bits)
 {
-    static const int64_t lengths[] = {1, 7, 8, 9, 511, 512, 513, 1031, 5000};
+    static const int64_t lengths[] = {1, 15, 16, 17, 511, 512, 513, 1031, 5000};
     for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++)
         for (int kind = 0; kind < 4; kind++)
             for (int amp = 0; amp < 3; amp++) {

@@ -64,7 +64,7 @@ static void update_writes(const clt_tensor *param, clt_tensor *grad, const clt__
 }
 
 /* Elements per work-item of the CPU class's step kernels (cl/optim.cl's
- * _chunk_f32): eight at a time, with one work-item's bookkeeping per 512. */
+ * _chunk_f32): sixteen at a time, with one work-item's bookkeeping per 512. */
 #define CPU_PER_ITEM 512
 
 /* Launches kernel `name` (args[0..nargs)) over the n elements of param:
