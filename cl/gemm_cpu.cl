@@ -256,9 +256,33 @@ GEMM_KERNEL(gemm_tn_f16, half, half, half, ROW_T, HK_T, A_ROWS, B_ROWS, K_LOOP_R
 GEMM_KERNEL(gemm_np_f16, half, float, half, ROW_N, HK_N, A_ROWS, B_PANEL, K_LOOP_PANEL_H)
 GEMM_KERNEL(gemm_tp_f16, half, float, half, ROW_T, HK_T, A_ROWS, B_PANEL, K_LOOP_PANEL_H)
 
+/* Transposes the VW x VW block x (row r: VW values along K) in place, so
+ * that x[p] holds the block's column p: log2(VW) rounds, each taking row
+ * h of the result from the even values of rows 2h and 2h + 1 and row h +
+ * VW/2 from their odd values (rotating each value's index, row then column
+ * bits, right by one bit), whose swizzles are two-vector shuffles. */
+#if VW == 16
+#define VW_ROUNDS 4
+#else
+#define VW_ROUNDS 3
+#endif
+#define TRANSPOSE_VW(x)                                                                                         \
+    _Pragma("unroll") for (int s_ = 0; s_ < VW_ROUNDS; s_++) {                                                  \
+        floatv y_[VW];                                                                                          \
+        _Pragma("unroll") for (int h = 0; h < VW / 2; h++) {                                                    \
+            y_[h] = (floatv)(x[2 * h].even, x[2 * h + 1].even);                                                 \
+            y_[h + VW / 2] = (floatv)(x[2 * h].odd, x[2 * h + 1].odd);                                          \
+        }                                                                                                       \
+        _Pragma("unroll") for (int h = 0; h < VW; h++) x[h] = y_[h];                                            \
+    }
+
 /* Packs op(A) (M,K), A row-major with leading dimension lda and transposed
  * when trans is set, into panels of TM rows, (ceil(M/TM), K, TM), zero rows
- * past M; each work-item packs one panel, TM x 16 blocks through registers. */
+ * past M; each work-item packs one panel. A whole panel transposed is TM
+ * adjacent values a depth, copied; as is, where TM <= VW, blocks of VW
+ * depths go through registers (TM vector loads along K, TRANSPOSE_VW, the
+ * rows past TM zero and not stored); otherwise TM x 16 blocks through a
+ * private array. */
 __kernel void pack_a_f32(__global const float *a, ulong ao, ulong lda, uint trans, __global float *ap, ulong po,
                          ulong m, ulong k)
 {
@@ -266,9 +290,28 @@ __kernel void pack_a_f32(__global const float *a, ulong ao, ulong lda, uint tran
     if (i0 >= m) return;
     a += ao;
     __global float *dst = ap + po + ip * k * TM;
-    ulong mr = min((ulong)TM, m - i0);
+    ulong mr = min((ulong)TM, m - i0), kv = 0;
+    if (mr == TM && trans) {
+        for (ulong p = 0; p < k; p++)
+            _Pragma("unroll") for (int r = 0; r < TM; r++) dst[p * TM + r] = a[p * lda + i0 + r];
+        return;
+    }
+#if TM <= VW
+    if (mr == TM) kv = k / VW * VW;
+    for (ulong p0 = 0; p0 < kv; p0 += VW) {
+        floatv x[VW];
+        _Pragma("unroll") for (int r = 0; r < VW; r++)
+            x[r] = r < TM ? vloadv(0, a + (i0 + r) * lda + p0) : (floatv)(0.0f);
+        TRANSPOSE_VW(x)
+        _Pragma("unroll") for (int p = 0; p < VW; p++) {
+            float t[VW];
+            vstorev(x[p], 0, t);
+            _Pragma("unroll") for (int r = 0; r < TM; r++) dst[(p0 + p) * TM + r] = t[r];
+        }
+    }
+#endif
     float t[16][TM];
-    for (ulong p0 = 0; p0 < k; p0 += 16) {
+    for (ulong p0 = kv; p0 < k; p0 += 16) {
         ulong pc = min((ulong)16, k - p0);
         if (trans) {
             for (ulong p = 0; p < 16; p++)
@@ -301,8 +344,10 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
 }
 
 /* Packs bt (N,K), leading dimension ldb, as B = bt^T in float32 panels;
- * each work-item packs one panel, TN x TN blocks at a time through a
- * private array. */
+ * each work-item packs one panel. Whole VW x VW blocks (VW columns, VW
+ * depths) go through registers: VW vector loads along K, TRANSPOSE_VW, VW
+ * vector stores; the rest (a panel's last columns past N, the last depths)
+ * one value at a time, zero past N. */
 #define PACK_BT(name, TB)                                                                                       \
     __kernel void name(__global const TB *bt, ulong bo, ulong ldb, __global float *bp, ulong po, ulong n,       \
                        ulong k)                                                                                 \
@@ -311,16 +356,17 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
         if (j0 >= n) return;                                                                                    \
         bt += bo + j0 * ldb;                                                                                    \
         __global float *dst = bp + po + jp * k * TN;                                                            \
-        ulong nc = min((ulong)TN, n - j0);                                                                      \
-        float t[TN][TN];                                                                                        \
-        for (ulong p0 = 0; p0 < k; p0 += TN) {                                                                  \
-            ulong pc = min((ulong)TN, k - p0);                                                                  \
-            for (ulong q = 0; q < TN; q++)                                                                      \
-                for (ulong p = 0; p < TN; p++)                                                                  \
-                    t[p][q] = q < nc && p < pc ? LD_##TB(bt, q * ldb + p0 + p) : 0.0f;                          \
-            for (ulong p = 0; p < pc; p++)                                                                      \
-                for (int v = 0; v < NV; v++) vstorev(vloadv(v, t[p]), (p0 + p) * NV + v, dst);                  \
+        ulong nc = min((ulong)TN, n - j0), kv = nc == TN ? k / VW * VW : 0;                                     \
+        for (ulong p0 = 0; p0 < kv; p0 += VW) {                                                                 \
+            _Pragma("unroll") for (int v = 0; v < NV; v++) {                                                    \
+                floatv x[VW];                                                                                   \
+                _Pragma("unroll") for (int r = 0; r < VW; r++) x[r] = LDV_##TB(bt + (v * VW + r) * ldb + p0, 0); \
+                TRANSPOSE_VW(x)                                                                                 \
+                _Pragma("unroll") for (int p = 0; p < VW; p++) vstorev(x[p], (p0 + p) * NV + v, dst);           \
+            }                                                                                                   \
         }                                                                                                       \
+        for (ulong p = kv; p < k; p++)                                                                          \
+            for (ulong q = 0; q < TN; q++) dst[p * TN + q] = q < nc ? LD_##TB(bt, q * ldb + p) : 0.0f;          \
     }
 
 PACK_BT(pack_bt_f32, float)
