@@ -77,20 +77,25 @@ softmax_xent_mean_wg_f32(__global const float *logits, ulong lo, __global const 
     if (l == 0) write_mean(t[0], rows, mean, mo, sum, so, want_sum);
 }
 
-/* The CPU-class form for small batches (src/ops/loss.c): one work-item
- * takes every row in order and adds their losses one after the other, the
- * order of cl/reduce.cl's sum_partial_f32 and sum_final_f32 over the
- * per-row losses while there are fewer than 4096 (one partial a row,
- * clt__sum_parts), so the same bits in one launch instead of three (four
- * with the sum); arguments and results as softmax_xent_mean_wg_f32's. */
-__kernel void softmax_xent_mean_seq_f32(__global const float *logits, ulong lo, __global const int *labels,
-                                        ulong labo, ulong rows, ulong cols, __global float *mean, ulong mo,
-                                        __global float *dlogits, ulong dlo, int want_grad, __global float *sum,
-                                        ulong so, int want_sum)
+/* The CPU-class form of softmax_xent_mean_wg_f32 (src/ops/loss.c), same
+ * arguments and results: work-item l takes row l, then work-item 0 adds
+ * the rows' losses one after the other, the order of cl/reduce.cl's
+ * sum_partial_f32 and sum_final_f32 over the per-row losses (one partial a
+ * row, clt__sum_parts), so their bits in one launch instead of three (four
+ * with the sum). On pocl the rows run as one loop the work-group
+ * vectoriser widens, the sum as one scalar loop. */
+__kernel __attribute__((reqd_work_group_size(WG_ROWS, 1, 1))) void
+softmax_xent_mean_seq_f32(__global const float *logits, ulong lo, __global const int *labels, ulong labo,
+                          ulong rows, ulong cols, __global float *mean, ulong mo, __global float *dlogits, ulong dlo,
+                          int want_grad, __global float *sum, ulong so, int want_sum)
 {
-    if (get_global_id(0) != 0) return;
+    __local float t[WG_ROWS];
+    uint l = (uint)get_local_id(0);
+    t[l] = l < rows ? xent_row(logits, lo, labels, labo, rows, cols, l, dlogits, dlo, want_grad) : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l != 0) return;
     float s = 0.0f;
-    for (ulong r = 0; r < rows; r++) s += xent_row(logits, lo, labels, labo, rows, cols, r, dlogits, dlo, want_grad);
+    for (uint r = 0; r < rows; r++) s += t[r];
     write_mean(s, rows, mean, mo, sum, so, want_sum);
 }
 

@@ -5,28 +5,23 @@
 #include "../device/device_internal.h"
 #include "ops_internal.h"
 
-/* The CPU class's one-launch loss takes batches of at most this many
- * logits: one work-item computes them all, which beats the per-row
- * kernel's three launches while the rows are few. */
-#define XENT_SEQ_LOGITS 4096
-
-/* The loss kernel for `rows` rows of `cols` logits: XENT_ROWS the per-row
- * kernel (then the two passes of the mean), else one launch that also takes
- * the mean: on GPU-class devices whose work-groups hold
- * CLT__XENT_WG_ROWS work-items (clt__reduce_wg), batches of 1 to
- * CLT__XENT_WG_ROWS rows in one work-group; on the CPU class, batches of 1
- * to XENT_SEQ_LOGITS logits (fewer rows than clt__sum_parts's largest, so
- * one partial a row) in one work-item. */
+/* The loss kernel for `rows` rows: XENT_ROWS the per-row kernel (then the
+ * two passes of the mean), else one launch of one work-group of
+ * CLT__XENT_WG_ROWS work-items that also takes the mean, for batches of 1
+ * to CLT__XENT_WG_ROWS rows: XENT_WG on GPU-class devices whose
+ * work-groups hold them (clt__reduce_wg), the tree of the _wg sums;
+ * XENT_SEQ on the CPU class (its work-groups as large), the order of its
+ * sums. */
 typedef enum { XENT_ROWS, XENT_WG, XENT_SEQ } xent_form;
 
-static clt_status xent_one_launch(int slot, cl_ulong rows, cl_ulong cols, xent_form *out)
+static clt_status xent_one_launch(int slot, cl_ulong rows, xent_form *out)
 {
     int wg, gpu;
     CLT_TRY(clt__reduce_wg(slot, &wg));
     CLT_TRY(clt__gpu_class(slot, &gpu));
+    int wide = clt__slot_get(slot)->max_work_group >= CLT__XENT_WG_ROWS;
     *out = XENT_ROWS;
-    if (rows >= 1 && wg && rows <= CLT__XENT_WG_ROWS) *out = XENT_WG;
-    else if (rows >= 1 && !gpu && cols > 0 && rows <= XENT_SEQ_LOGITS / cols) *out = XENT_SEQ;
+    if (rows >= 1 && rows <= CLT__XENT_WG_ROWS && (wg || (!gpu && wide))) *out = wg ? XENT_WG : XENT_SEQ;
     return CLT_OK;
 }
 
@@ -49,8 +44,9 @@ static clt_status xent_launch(clt_tensor *out, clt_tensor *grad, const clt_tenso
     size_t size = CLT__XENT_WG_ROWS;
     int slot = out->st->slot;
     if (sum) CLT_TRY(clt__wait_foreign_read(slot, sum));
-    if (form == XENT_WG) CLT_TRY(clt__launch(slot, "loss", "softmax_xent_mean_wg_f32", 14, args, 1, &size, &size, out));
-    else if (form == XENT_SEQ) CLT_TRY(clt__launch1(slot, "loss", "softmax_xent_mean_seq_f32", 14, args, 1, out));
+    if (form != XENT_ROWS)
+        CLT_TRY(clt__launch(slot, "loss", form == XENT_WG ? "softmax_xent_mean_wg_f32" : "softmax_xent_mean_seq_f32",
+                            14, args, 1, &size, &size, out));
     else CLT_TRY(clt__launch1(slot, "loss", "softmax_xent_f32", 11, args, (size_t)rows, out));
     if (grad) clt__same_write(grad, out);
     if (sum) clt__same_write(sum, out);
@@ -77,7 +73,7 @@ static clt_status xent(const char *op, clt_tensor **loss, clt_tensor **dlogits, 
     }
     int slot = logits->st->slot;
     xent_form form;
-    CLT_TRY(xent_one_launch(slot, rows, (cl_ulong)logits->shape[1], &form));
+    CLT_TRY(xent_one_launch(slot, rows, &form));
     int one_launch = form != XENT_ROWS;
     int64_t rshape[] = {(int64_t)rows};
     clt_tensor *out = NULL, *grad = NULL, *per_row = NULL;
