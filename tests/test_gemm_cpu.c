@@ -95,15 +95,45 @@ START_TEST(test_gemm_power_of_two_strides)
     check_gemm("cpu", 1, 0, 1024, 19, 29, 0.5f, 1.0f);
     check_gemm("cpu", 1, 1, 1024, 19, 29, 1.0f, 0.0f);
     /* B as is with rows 4 KiB or 2 KiB (and 6 KiB) apart is packed too, with a k (40, 21) unlike its rows'
-     * length; 520 floats apart it is read in place. */
+     * length; 520 floats apart it is read in place (with a 4 KiB way of L1, as on the CPUs measured). */
     clt__gemm_tile tile = default_tile();
+    clt__cpu_l1_way_override(4096);
     ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 13, 512, 40, 512, tile), 0);
     ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 7, 1536, 21, 1536, tile), 0);
     ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(test_slot(), 0, 13, 520, 40, 520, tile), 0);
+    clt__cpu_l1_way_override(0);
     check_gemm("cpu", 0, 0, 13, 1024, 40, 1.0f, 0.5f);
     check_gemm("cpu", 1, 0, 13, 1024, 40, 0.75f, 0.0f);
     check_gemm("cpu", 0, 0, 13, 512, 40, 1.0f, 0.5f);
     check_gemm("cpu", 1, 0, 7, 1536, 21, 0.75f, 0.0f);
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* The packing rules follow L1's way (clt__cpu_l1_way): with an 8 KiB way
+ * (a 64 KiB 8-way L1) an A as is whose rows are 4 KiB apart is read in
+ * place and 8 KiB apart packed, a B as is 2 KiB apart read in place and
+ * 4 KiB apart packed; with a 2 KiB way rows 2 KiB apart pack A and 1 KiB
+ * apart pack B. Products match the reference either way. */
+START_TEST(test_gemm_l1_way)
+{
+    clt__gemm_tile tile = default_tile();
+    int slot = test_slot();
+    clt__cpu_l1_way_override(8192);
+    ck_assert_uint_eq(clt__cpu_l1_way(slot), 8192);
+    ck_assert_int_eq(clt__cpu_gemm_pack_a_bytes(slot, 0, 13, 20, 1024, 1024, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_a_bytes(slot, 0, 13, 20, 40, 2048, tile), 0);
+    ck_assert_int_eq(clt__cpu_gemm_pack_b_bytes(slot, 0, 13, 512, 40, 512, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(slot, 0, 13, 1024, 40, 1024, tile), 0);
+    check_gemm("cpu", 0, 0, 13, 1024, 40, 1.0f, 0.5f);
+    check_gemm("cpu", 0, 0, 13, 20, 2048, 1.0f, 0.0f);
+    clt__cpu_l1_way_override(2048);
+    ck_assert_int_gt(clt__cpu_gemm_pack_a_bytes(slot, 0, 13, 20, 512, 512, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_b_bytes(slot, 0, 13, 256, 40, 256, tile), 0);
+    check_gemm("cpu", 0, 0, 13, 20, 512, 0.75f, 0.5f);
+    check_gemm("cpu", 0, 0, 13, 256, 40, 1.0f, 0.0f);
+    clt__cpu_l1_way_override(0);
     unsetenv("CLT_DENSE");
     clt_test_assert_no_live_tensors();
 }
@@ -424,6 +454,7 @@ int main(void)
     tcase_add_test(tc, test_gemm_sizes_and_transposes);
     tcase_add_test(tc, test_gemm_power_of_two_strides);
     tcase_add_test(tc, test_gemm_deep_b_packed);
+    tcase_add_test(tc, test_gemm_l1_way);
     tcase_add_test(tc, test_gemm_row_blocks);
     tcase_add_test(tc, test_gemm_alpha_beta);
     tcase_add_test(tc, test_gemm_blocked);

@@ -11,12 +11,20 @@
 #include "gemm_cpu.h"
 #include "ops_internal.h"
 
-/* One cache's size from sysfs ("48K", "1280K", "2M"), 0 when unreadable. */
-static size_t sysfs_cache_size(int index, int *level, int *data)
+/* One cache's size from sysfs ("48K", "1280K", "2M"), 0 when unreadable;
+ * its associativity in *ways, 0 when unreadable. */
+static size_t sysfs_cache_size(int index, int *level, int *data, int *ways)
 {
     char path[96], buf[64];
     *level = 0;
     *data = 0;
+    *ways = 0;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/ways_of_associativity", index);
+    FILE *w = fopen(path, "r");
+    if (w) {
+        if (fscanf(w, "%d", ways) != 1) *ways = 0;
+        fclose(w);
+    }
     snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
     FILE *f = fopen(path, "r");
     if (!f) return 0;
@@ -41,8 +49,16 @@ static size_t sysfs_cache_size(int index, int *level, int *data)
     return (size_t)(v * mul);
 }
 
-static size_t cache_l1, cache_l2;
+static size_t cache_l1, cache_l2, cache_l1_way = CLT__L1_WAY_DEFAULT;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+/* L1's way, size / ways, where that is a power of two from 64 bytes to the
+ * size, else 0. */
+static size_t way_bytes(size_t size, int ways)
+{
+    size_t way = ways > 0 && size % (size_t)ways == 0 ? size / (size_t)ways : 0;
+    return way >= 64 && (way & (way - 1)) == 0 ? way : 0;
+}
 
 static void read_caches(void)
 {
@@ -50,16 +66,18 @@ static void read_caches(void)
     cache_l1 = (size_t)d.l1_cache_bytes;
     cache_l2 = (size_t)d.l2_cache_bytes;
     for (int i = 0; i < 8; i++) {
-        int level, data;
-        size_t size = sysfs_cache_size(i, &level, &data);
+        int level, data, ways;
+        size_t size = sysfs_cache_size(i, &level, &data, &ways);
         if (!size || !data) continue;
         if (level == 1) cache_l1 = size;
+        if (level == 1 && way_bytes(size, ways)) cache_l1_way = way_bytes(size, ways);
         if (level == 2) cache_l2 = size;
     }
 }
 
-/* Set by tests only (clt__cpu_cache_sizes_override); 0 when unset. */
-static _Atomic size_t forced_l1, forced_l2;
+/* Set by tests only (clt__cpu_cache_sizes_override,
+ * clt__cpu_l1_way_override); 0 when unset. */
+static _Atomic size_t forced_l1, forced_l2, forced_way;
 
 void clt__cpu_cache_sizes(int slot, size_t *l1, size_t *l2)
 {
@@ -80,6 +98,17 @@ void clt__cpu_cache_sizes_override(size_t l1, size_t l2)
     forced_l1 = l1;
     forced_l2 = l2;
 }
+
+size_t clt__cpu_l1_way(int slot)
+{
+    const clt__slot *s = clt__slot_get(slot);
+    if (s && s->cache_l1 && s->cache_l2) return CLT__L1_WAY_DEFAULT; /* a described device's */
+    pthread_once(&cache_once, read_caches);
+    size_t f = forced_way;
+    return f ? f : cache_l1_way;
+}
+
+void clt__cpu_l1_way_override(size_t bytes) { forced_way = bytes; }
 
 /* Packs op(x) for the CPU kernels, k depths from element offset off of x
  * (x's own offset included), into packed, made when *packed is NULL:
@@ -152,13 +181,14 @@ int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n
     size_t tm = (size_t)tile.tm, kc = clt__cpu_gemm_blocking(slot, m, n, k, tile).kc;
     if (kc) return (int64_t)((m + tm - 1) / tm * tm * kc * sizeof(float));
     if (k < 16) return 0;
-    /* Rows a multiple of 4 KiB apart: a tile's rows fall into the same cache
-     * sets and evict each other. A transposed A read by two or more column
+    /* Rows a multiple of L1's way apart (clt__cpu_l1_way: 4 KiB on the
+     * CPUs measured): a tile's rows fall into the same cache sets and evict
+     * each other. A transposed A read by two or more column
      * panels: each depth's tm values sit lda apart from the last depth's,
      * and a capstone's dw = dy^T x (lda = 256 floats, 1 KiB) ran 0.75x
      * OpenBLAS in place against 0.82-0.85x packed, pass included. A as is
      * measured no faster packed (the forward x w^T lost what the pass cost). */
-    if (lda % 1024 != 0 && !(transpose_a && n > (size_t)tile.tn)) return 0;
+    if (lda % (clt__cpu_l1_way(slot) / sizeof(float)) != 0 && !(transpose_a && n > (size_t)tile.tn)) return 0;
     return (int64_t)((m + tm - 1) / tm * tm * k * sizeof(float));
 }
 
@@ -167,9 +197,9 @@ int64_t clt__cpu_gemm_pack_b_bytes(int slot, int transpose_b, size_t m, size_t n
 {
     size_t tn = (size_t)tile.tn, kc = clt__cpu_gemm_blocking(slot, m, n, k, tile).kc;
     if (kc) return (int64_t)((n + tn - 1) / tn * tn * kc * sizeof(float));
-    /* A B used as is whose rows are a multiple of 2 KiB apart: a panel's
-     * depths fall into a few cache sets and evict each other (in L1, 64
-     * sets of 64 bytes, rows 2 KiB apart use 2 of them). 512^3 ran at
+    /* A B used as is whose rows are a multiple of half L1's way apart: a
+     * panel's depths fall into two cache sets and evict each other (in a
+     * 4 KiB way, 64 sets of 64 bytes, rows 2 KiB apart use 2 of them). 512^3 ran at
      * 0.59-0.66x OpenBLAS in place with one thread, 0.81-1.08x packed.
      * Likewise in L2 for a deep panel: rows whose stride has p bytes as its
      * largest power-of-two factor use at most 64/p of L2's sets of 64-byte
@@ -181,7 +211,7 @@ int64_t clt__cpu_gemm_pack_b_bytes(int slot, int transpose_b, size_t m, size_t n
     size_t l1, l2;
     clt__cpu_cache_sizes(slot, &l1, &l2);
     size_t pow2 = (ldb * sizeof(float)) & (~(ldb * sizeof(float)) + 1);
-    int far = ldb % 512 == 0 || (k > 0 && pow2 > l2 / k);
+    int far = ldb % (clt__cpu_l1_way(slot) / 2 / sizeof(float)) == 0 || (k > 0 && pow2 > l2 / k);
     if (k == 0 || (!transpose_b && (!far || k < 16))) return 0;
     return (int64_t)((n + tn - 1) / tn * tn * k * sizeof(float));
 }
@@ -258,9 +288,9 @@ static clt_status packed_weight(int slot, const char *options, size_t tn, const 
 
 /* The register-tiled kernels; a transposed B is packed into panels first,
  * and so is a float32 B as is, k at least 16, when its rows are a multiple
- * of 2 KiB apart or a panel's k rows would not stay in L2 for their stride
+ * of half L1's way apart or a panel's k rows would not stay in L2 for their stride
  * (clt__cpu_gemm_pack_b_bytes), and a float32 A, k at least
- * 16, when its rows are a multiple of 4 KiB apart or it is transposed and
+ * 16, when its rows are a multiple of L1's way apart or it is transposed and
  * read by two or more column panels (clt__cpu_gemm_pack_a_bytes). A large float32
  * product (clt__cpu_gemm_blocking) runs one launch per block of kc depths,
  * each after packing that block of A and of B (buffers of kc depths, reused

@@ -27,6 +27,16 @@ void clt__cpu_cache_sizes(int slot, size_t *l1, size_t *l2);
  * sysfs again (0, 0). The GEMM's cache blocking (clt__cpu_gemm_blocking)
  * follows them from the next product. */
 void clt__cpu_cache_sizes_override(size_t l1, size_t l2);
+/* The bytes of one way of the L1 data cache (its size over its
+ * associativity: addresses that many bytes apart share a set) that the
+ * packing rules follow: cpu0's level 1 data entry in sysfs (size and
+ * ways_of_associativity, read once) where that is a power of two, else, and
+ * on a described device, CLT__L1_WAY_DEFAULT. */
+#define CLT__L1_WAY_DEFAULT ((size_t)4096)
+size_t clt__cpu_l1_way(int slot);
+/* For tests: makes clt__cpu_l1_way report bytes for every slot but a
+ * described device's, or the CPU's own again (0). */
+void clt__cpu_l1_way_override(size_t bytes);
 
 /* How the CPU kernels run a large product on a slot (op(a) (m,k) beyond
  * twice its L2, clt__cpu_cache_sizes,
@@ -43,11 +53,11 @@ clt__gemm_blocking clt__cpu_gemm_blocking(int slot, size_t m, size_t n, size_t k
 /* Bytes of the row panels A is packed into for a product on the CPU kernels
  * (op(a) (m,k), a transposed when transpose_a, op(b) (k,n), leading
  * dimension of a lda), 0 when A is read in place: packing pays where rows a
- * multiple of 4 KiB apart would evict each other from the cache, for a
- * transposed A that two or more column panels read, and in blocked
- * products. Likewise the column panels of B (leading dimension ldb): a
- * transposed B is always packed, a B as is when its rows are a multiple of
- * 2 KiB apart or its panels too deep for L2 at their rows' stride (16 or
+ * multiple of L1's way apart (clt__cpu_l1_way) would evict each other from
+ * the cache, for a transposed A that two or more column panels read, and in
+ * blocked products. Likewise the column panels of B (leading dimension
+ * ldb): a transposed B is always packed, a B as is when its rows are a
+ * multiple of half L1's way apart or its panels too deep for L2 at their rows' stride (16 or
  * more deep) and in blocked products. The memory planner
  * counts the same bytes. */
 int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda,
