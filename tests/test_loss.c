@@ -88,6 +88,34 @@ START_TEST(test_matches_reference)
 }
 END_TEST
 
+/* A one-launch mean has the bits of the three launches: the per-row
+ * losses (each row's alone, as a batch of one on the CPU class, is exactly
+ * its loss), then the mean of cl/reduce.cl's two passes on class cls,
+ * which stays set. */
+static void expect_three_launches(const float *x, const int32_t *labels, int64_t rows, int64_t cols, const char *cls,
+                                  double one_launch)
+{
+    float *per_row = malloc((size_t)rows * sizeof *per_row);
+    setenv("CLT_DEVICE_CLASS", "cpu", 1);
+    for (int64_t r = 0; r < rows; r++) {
+        double one;
+        run(x + r * cols, labels + r, 1, cols, 0, &one, NULL);
+        per_row[r] = (float)one;
+    }
+    setenv("CLT_DEVICE_CLASS", cls, 1);
+    clt_tensor *t = NULL, *mean = NULL;
+    ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_FLOAT32, 1, &rows, per_row));
+    ck_assert_ok(clt_mean(&mean, t));
+    double three;
+    ck_assert_ok(clt_item(mean, &three));
+    float a = (float)one_launch, b = (float)three;
+    ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "%s class (%lld, %lld): one launch %.9g, three %.9g", cls,
+                  (long long)rows, (long long)cols, one_launch, three);
+    clt_tensor_release(mean);
+    clt_tensor_release(t);
+    free(per_row);
+}
+
 /* On a GPU-class device with work-groups of 256 (CLT_DEVICE_CLASS=gpu
  * here), a batch of 1 to 256 rows takes the one-work-group loss, which also
  * takes the mean: one launch, where a larger batch makes three (the per-row
@@ -126,28 +154,8 @@ START_TEST(test_gpu_class_one_launch)
         ck_assert_msg(memcmp(gpu, cpu, (size_t)(rows * cols) * sizeof *gpu) == 0, "(%lld, %lld): gradients differ",
                       (long long)rows, (long long)cols);
         if (expect == 1) {
-            /* The one launch has the bits of the GPU class's three: the per-row losses (each row's alone, as a
-             * batch of one on the CPU class, is exactly its loss), then the mean of cl/reduce.cl's two passes. */
-            float *per_row = malloc((size_t)rows * sizeof *per_row);
-            setenv("CLT_DEVICE_CLASS", "cpu", 1);
-            for (int64_t r = 0; r < rows; r++) {
-                double one;
-                run(x + r * cols, labels + r, 1, cols, 0, &one, NULL);
-                per_row[r] = (float)one;
-            }
-            setenv("CLT_DEVICE_CLASS", "gpu", 1);
-            clt_tensor *t = NULL, *mean = NULL;
-            ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_FLOAT32, 1, &rows, per_row));
-            ck_assert_ok(clt_mean(&mean, t));
+            expect_three_launches(x, labels, rows, cols, "gpu", on_gpu);
             unsetenv("CLT_DEVICE_CLASS");
-            double three;
-            ck_assert_ok(clt_item(mean, &three));
-            float a = (float)on_gpu, b = (float)three;
-            ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "(%lld, %lld): one launch %.9g, three %.9g", (long long)rows,
-                          (long long)cols, on_gpu, three);
-            clt_tensor_release(mean);
-            clt_tensor_release(t);
-            free(per_row);
         }
         free(x);
         free(want);
@@ -191,7 +199,6 @@ START_TEST(test_cpu_class_one_launch)
         int64_t rows = shapes[i][0], cols = shapes[i][1];
         float *x = malloc((size_t)(rows * cols) * sizeof *x), *want = malloc((size_t)(rows * cols) * sizeof *want);
         float *cpu = malloc((size_t)(rows * cols) * sizeof *cpu), *gpu = malloc((size_t)(rows * cols) * sizeof *gpu);
-        float *per_row = malloc((size_t)rows * sizeof *per_row);
         int32_t *labels = malloc((size_t)rows * sizeof *labels);
         clt_test_fill_uniform(x, rows * cols, 60 + (uint64_t)i, -4, 4);
         for (int64_t r = 0; r < rows; r++) labels[r] = (int32_t)((r * 7 + 3) % cols);
@@ -210,22 +217,7 @@ START_TEST(test_cpu_class_one_launch)
         setenv("CLT_DEVICE_CLASS", "cpu", 1);
         ck_assert_msg(memcmp(gpu, cpu, (size_t)(rows * cols) * sizeof *gpu) == 0, "(%lld, %lld): gradients differ",
                       (long long)rows, (long long)cols);
-        for (int64_t r = 0; r < rows; r++) {
-            double one;
-            run(x + r * cols, labels + r, 1, cols, 0, &one, NULL);
-            per_row[r] = (float)one;
-        }
-        clt_tensor *t = NULL, *mean = NULL;
-        ck_assert_ok(clt_from_host(&t, clt_test_device(), CLT_FLOAT32, 1, &rows, per_row));
-        ck_assert_ok(clt_mean(&mean, t));
-        double three;
-        ck_assert_ok(clt_item(mean, &three));
-        float a = (float)on_cpu, b = (float)three;
-        ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "(%lld, %lld): one launch %.9g, three %.9g", (long long)rows,
-                      (long long)cols, on_cpu, three);
-        clt_tensor_release(mean);
-        clt_tensor_release(t);
-        free(per_row);
+        if (expect == 1) expect_three_launches(x, labels, rows, cols, "cpu", on_cpu);
         free(x);
         free(want);
         free(cpu);
