@@ -360,14 +360,21 @@ int main(void)
     tcase_add_test(tc, test_bad_input_is_refused);
     tcase_add_test(tc, test_interrupt_and_resume);
     tcase_add_test(tc, test_fp16_resume_exact);
-    tcase_add_test(tc, test_fp16_num_gpus);
-    tcase_add_test(tc, test_num_gpus_interrupt_and_resume);
     tcase_add_test(tc, test_resumed_metrics_row);
     tcase_add_test(tc, test_clt_device);
     tcase_add_test(tc, test_sync_points_name_the_trainer);
     tcase_add_test(tc, test_divergence_exits_nonzero);
     tcase_add_test(tc, test_help_and_messages);
     suite_add_tcase(s, tc);
+    /* The cases that count GPUs: a ctest entry of their own, the one the
+     * sanitizers also run on one device (tests/CMakeLists.txt). */
+    TCase *gpus = clt_test_tcase("gpus");
+    tcase_set_tags(gpus, "gpus");
+    tcase_set_timeout(gpus, 600);
+    tcase_add_unchecked_fixture(gpus, setup, teardown);
+    tcase_add_test(gpus, test_fp16_num_gpus);
+    tcase_add_test(gpus, test_num_gpus_interrupt_and_resume);
+    suite_add_tcase(s, gpus);
     /* Its own ctest entry (tests/CMakeLists.txt), which may skip. */
     TCase *torch = clt_test_tcase("pytorch");
     tcase_set_tags(torch, "torch");
