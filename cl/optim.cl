@@ -111,7 +111,7 @@ __kernel void sgd_step_f32(__global float *p, ulong po, __global float *g, ulong
                            flags);
 }
 
-/* sgd_step_f32's update, `per` contiguous elements a work-item, eight at a
+/* sgd_step_f32's update, `per` contiguous elements a work-item, sixteen at a
  * time with vector loads and stores: on a CPU the work-items are loop
  * iterations, and one per element costs more than its arithmetic (the
  * conditional store of ZERO_GRAD keeps pocl from vectorizing across them). */
