@@ -329,6 +329,12 @@ START_TEST(test_gemm_every_tile)
             check_tile(tiles[i], t & 1, t >> 1, 29, 71, 19, 0.5f, 0);
             check_tile(tiles[i], t & 1, t >> 1, 13, 33, 7, 0.0f, 1);
         }
+    /* With a 16-byte way of L1 (clt__cpu_l1_way), rows 52 floats apart pack
+     * A and B as is: every tile's pack_a_f32 over whole blocks and a last
+     * partial one. */
+    clt__cpu_l1_way_override(16);
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) check_tile(tiles[i], 0, 0, 29, 40, 52, 0.5f, 0);
+    clt__cpu_l1_way_override(0);
     if (!clt_test_simulated()) {
         int64_t m, n, k, kc;
         small_caches();
