@@ -349,12 +349,22 @@ START_TEST(test_matches_pytorch)
 }
 END_TEST
 
+/* A TCase of the suite with the data fixture; tag (may be NULL) makes it
+ * a ctest entry of its own (tests/CMakeLists.txt). */
+static TCase *with_data(Suite *s, const char *name, const char *tag)
+{
+    TCase *tc = clt_test_tcase(name);
+    if (tag) tcase_set_tags(tc, tag);
+    tcase_set_timeout(tc, 600);
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
 int main(void)
 {
     Suite *s = suite_create("train_cli");
-    TCase *tc = clt_test_tcase("train_cli");
-    tcase_set_timeout(tc, 600);
-    tcase_add_unchecked_fixture(tc, setup, teardown);
+    TCase *tc = with_data(s, "train_cli", NULL);
     tcase_add_test(tc, test_train_save_eval_load);
     tcase_add_test(tc, test_same_seed_same_checkpoint);
     tcase_add_test(tc, test_bad_input_is_refused);
@@ -365,22 +375,13 @@ int main(void)
     tcase_add_test(tc, test_sync_points_name_the_trainer);
     tcase_add_test(tc, test_divergence_exits_nonzero);
     tcase_add_test(tc, test_help_and_messages);
-    suite_add_tcase(s, tc);
-    /* The cases that count GPUs: a ctest entry of their own, the one the
-     * sanitizers also run on one device (tests/CMakeLists.txt). */
-    TCase *gpus = clt_test_tcase("gpus");
-    tcase_set_tags(gpus, "gpus");
-    tcase_set_timeout(gpus, 600);
-    tcase_add_unchecked_fixture(gpus, setup, teardown);
+    /* The cases that count GPUs, the entry the sanitizers also run on one
+     * device (tests/CMakeLists.txt). */
+    TCase *gpus = with_data(s, "gpus", "gpus");
     tcase_add_test(gpus, test_fp16_num_gpus);
     tcase_add_test(gpus, test_num_gpus_interrupt_and_resume);
-    suite_add_tcase(s, gpus);
-    /* Its own ctest entry (tests/CMakeLists.txt), which may skip. */
-    TCase *torch = clt_test_tcase("pytorch");
-    tcase_set_tags(torch, "torch");
-    tcase_set_timeout(torch, 600);
-    tcase_add_unchecked_fixture(torch, setup, teardown);
+    /* PyTorch parity, which may skip. */
+    TCase *torch = with_data(s, "pytorch", "torch");
     tcase_add_test(torch, test_matches_pytorch);
-    suite_add_tcase(s, torch);
     return clt_test_run(s);
 }
