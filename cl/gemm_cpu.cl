@@ -346,8 +346,8 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
 /* Packs bt (N,K), leading dimension ldb, as B = bt^T in float32 panels;
  * each work-item packs one panel. Whole VW x VW blocks (VW columns, VW
  * depths) go through registers: VW vector loads along K, TRANSPOSE_VW, VW
- * vector stores; the rest (a panel's last columns past N, the last depths)
- * one value at a time, zero past N. */
+ * vector stores; the rest (a last panel with columns past N, whole; the
+ * last k mod VW depths of the others) one value at a time, zero past N. */
 #define PACK_BT(name, TB)                                                                                       \
     __kernel void name(__global const TB *bt, ulong bo, ulong ldb, __global float *bp, ulong po, ulong n,       \
                        ulong k)                                                                                 \
