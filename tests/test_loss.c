@@ -116,12 +116,15 @@ static void expect_three_launches(const float *x, const int32_t *labels, int64_t
     free(per_row);
 }
 
-/* On a GPU-class device with work-groups of 256 (CLT_DEVICE_CLASS=gpu
- * here), a batch of 1 to 256 rows takes the one-work-group loss, which also
- * takes the mean: one launch, where a larger batch makes three (the per-row
- * losses, the two passes of the mean); both against the reference, and the
- * gradients the same bits (one row's arithmetic, cl/loss.cl xent_row). */
-START_TEST(test_gpu_class_one_launch)
+/* Under device class cls (CLT_DEVICE_CLASS) with work-groups of 256, a
+ * batch of 1 to 256 rows takes the one-work-group loss, which also takes
+ * the mean: one launch, where a larger batch makes three (the per-row
+ * losses, the two passes of the mean); against the reference and the CPU
+ * class, the gradients the CPU class's bits (one row's arithmetic,
+ * cl/loss.cl xent_row), the mean the three launches' (the GPU class's tree
+ * or the CPU class's row order), and a label outside [0, cols) still makes
+ * the mean NaN. */
+static void check_one_launch(const char *cls, uint64_t seed)
 {
     int slot;
     ck_assert_ok(clt__resolve(clt_test_device(), &slot));
@@ -130,108 +133,71 @@ START_TEST(test_gpu_class_one_launch)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t rows = shapes[i][0], cols = shapes[i][1];
         float *x = malloc((size_t)(rows * cols) * sizeof *x), *want = malloc((size_t)(rows * cols) * sizeof *want);
-        float *cpu = malloc((size_t)(rows * cols) * sizeof *cpu), *gpu = malloc((size_t)(rows * cols) * sizeof *gpu);
+        float *cpu = malloc((size_t)(rows * cols) * sizeof *cpu), *got = malloc((size_t)(rows * cols) * sizeof *got);
         int32_t *labels = malloc((size_t)rows * sizeof *labels);
-        clt_test_fill_uniform(x, rows * cols, 40 + (uint64_t)i, -4, 4);
+        clt_test_fill_uniform(x, rows * cols, seed + (uint64_t)i, -4, 4);
         for (int64_t r = 0; r < rows; r++) labels[r] = (int32_t)((r * 7 + 3) % cols);
-        double ref = ref_xent(x, labels, rows, cols, want), on_cpu, on_gpu;
+        double ref = ref_xent(x, labels, rows, cols, want), on_cpu, on_cls;
         setenv("CLT_DEVICE_CLASS", "cpu", 1);
         run(x, labels, rows, cols, 0, &on_cpu, cpu);
-        setenv("CLT_DEVICE_CLASS", "gpu", 1);
-        run(x, labels, rows, cols, 0, &on_gpu, NULL); /* built and cached before counting */
+        setenv("CLT_DEVICE_CLASS", cls, 1);
+        run(x, labels, rows, cols, 0, &on_cls, NULL); /* built and cached before counting */
         clt_test_kernels_start();
-        run(x, labels, rows, cols, (int)(i & 1), &on_gpu, gpu);
+        run(x, labels, rows, cols, (int)(i & 1), &on_cls, got);
         uint64_t launches = clt_test_kernels_stop();
-        unsetenv("CLT_DEVICE_CLASS");
         uint64_t expect = wide && rows <= 256 ? 1 : 3;
-        ck_assert_msg(launches == expect, "(%lld, %lld): %llu launches for the loss, expected %llu", (long long)rows,
-                      (long long)cols, (unsigned long long)launches, (unsigned long long)expect);
-        ck_assert_msg(fabs(on_gpu - ref) < 1e-5 * fmax(1, fabs(ref)), "loss (%lld, %lld): %.9g, expected %.9g",
-                      (long long)rows, (long long)cols, on_gpu, ref);
-        ck_assert_msg(fabs(on_gpu - on_cpu) < 1e-5 * fmax(1, fabs(on_cpu)), "gpu class %.9g, cpu class %.9g", on_gpu,
-                      on_cpu);
-        ck_assert_double_lt(clt_test_max_rel_err(gpu, want, rows * cols), 1e-6);
-        ck_assert_msg(memcmp(gpu, cpu, (size_t)(rows * cols) * sizeof *gpu) == 0, "(%lld, %lld): gradients differ",
+        ck_assert_msg(launches == expect, "%s class (%lld, %lld): %llu launches for the loss, expected %llu", cls,
+                      (long long)rows, (long long)cols, (unsigned long long)launches, (unsigned long long)expect);
+        ck_assert_msg(fabs(on_cls - ref) < 1e-5 * fmax(1, fabs(ref)), "loss (%lld, %lld): %.9g, expected %.9g",
+                      (long long)rows, (long long)cols, on_cls, ref);
+        ck_assert_msg(fabs(on_cls - on_cpu) < 1e-5 * fmax(1, fabs(on_cpu)), "%s class %.9g, cpu class %.9g", cls,
+                      on_cls, on_cpu);
+        ck_assert_double_lt(clt_test_max_rel_err(got, want, rows * cols), 1e-6);
+        ck_assert_msg(memcmp(got, cpu, (size_t)(rows * cols) * sizeof *got) == 0, "(%lld, %lld): gradients differ",
                       (long long)rows, (long long)cols);
-        if (expect == 1) {
-            expect_three_launches(x, labels, rows, cols, "gpu", on_gpu);
-            unsetenv("CLT_DEVICE_CLASS");
-        }
+        if (expect == 1) expect_three_launches(x, labels, rows, cols, cls, on_cls);
+        unsetenv("CLT_DEVICE_CLASS");
         free(x);
         free(want);
         free(cpu);
-        free(gpu);
+        free(got);
         free(labels);
     }
-    /* The work-group cl/loss.cl compiles its one-group loss for is the one src/ops/loss.c launches. */
-    cl_kernel k;
-    size_t wg[3] = {0};
-    ck_assert_ok(clt__kernel(slot, "loss", "softmax_xent_mean_wg_f32", &k));
-    ck_assert_int_eq(clGetKernelWorkGroupInfo(k, clt__slot_get(slot)->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
-                                              sizeof wg, wg, NULL), CL_SUCCESS);
-    ck_assert_int_eq(wg[0], CLT__XENT_WG_ROWS);
-    /* A label outside [0, cols) still makes the mean NaN in one group. */
     float x[3 * 4] = {0};
     int32_t bad[3] = {1, 4, 0};
     double loss;
-    setenv("CLT_DEVICE_CLASS", "gpu", 1);
+    setenv("CLT_DEVICE_CLASS", cls, 1);
     run(x, bad, 3, 4, 0, &loss, NULL);
     unsetenv("CLT_DEVICE_CLASS");
     ck_assert(isnan(loss));
     clt_test_assert_no_live_tensors();
 }
-END_TEST
 
-/* On the CPU class (with work-groups of 256), a batch of 1 to 256 rows
- * takes the one-work-group loss that adds the rows' losses in order and
- * takes the mean: one launch where a larger batch makes three; the mean
- * has the bits of the three (the per-row losses, each row's alone exactly
- * its loss, then cl/reduce.cl's two passes), and the gradients those of
- * the GPU class's kernels (one row's arithmetic, cl/loss.cl xent_row). */
-START_TEST(test_cpu_class_one_launch)
+/* check_one_launch on the GPU class (CLT_DEVICE_CLASS=gpu here), and the
+ * work-group its kernel is compiled for. */
+START_TEST(test_gpu_class_one_launch)
 {
+    check_one_launch("gpu", 40);
+    /* The work-group cl/loss.cl compiles its one-group losses for is the one src/ops/loss.c launches. */
     int slot;
     ck_assert_ok(clt__resolve(clt_test_device(), &slot));
-    int wide = clt__slot_get(slot)->max_work_group >= 256;
-    static const int64_t shapes[][2] = {{1, 10}, {37, 10}, {256, 10}, {257, 10}, {5, 1000}};
-    setenv("CLT_DEVICE_CLASS", "cpu", 1);
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        int64_t rows = shapes[i][0], cols = shapes[i][1];
-        float *x = malloc((size_t)(rows * cols) * sizeof *x), *want = malloc((size_t)(rows * cols) * sizeof *want);
-        float *cpu = malloc((size_t)(rows * cols) * sizeof *cpu), *gpu = malloc((size_t)(rows * cols) * sizeof *gpu);
-        int32_t *labels = malloc((size_t)rows * sizeof *labels);
-        clt_test_fill_uniform(x, rows * cols, 60 + (uint64_t)i, -4, 4);
-        for (int64_t r = 0; r < rows; r++) labels[r] = (int32_t)((r * 7 + 3) % cols);
-        double ref = ref_xent(x, labels, rows, cols, want), on_cpu, on_gpu;
-        run(x, labels, rows, cols, 0, &on_cpu, NULL); /* built and cached before counting */
-        clt_test_kernels_start();
-        run(x, labels, rows, cols, (int)(i & 1), &on_cpu, cpu);
-        uint64_t launches = clt_test_kernels_stop();
-        uint64_t expect = wide && rows <= 256 ? 1 : 3;
-        ck_assert_msg(launches == expect, "(%lld, %lld): %llu launches for the loss, expected %llu", (long long)rows,
-                      (long long)cols, (unsigned long long)launches, (unsigned long long)expect);
-        ck_assert_msg(fabs(on_cpu - ref) < 1e-5 * fmax(1, fabs(ref)), "loss (%lld, %lld): %.9g, expected %.9g",
-                      (long long)rows, (long long)cols, on_cpu, ref);
-        setenv("CLT_DEVICE_CLASS", "gpu", 1);
-        run(x, labels, rows, cols, 0, &on_gpu, gpu);
-        setenv("CLT_DEVICE_CLASS", "cpu", 1);
-        ck_assert_msg(memcmp(gpu, cpu, (size_t)(rows * cols) * sizeof *gpu) == 0, "(%lld, %lld): gradients differ",
-                      (long long)rows, (long long)cols);
-        if (expect == 1) expect_three_launches(x, labels, rows, cols, "cpu", on_cpu);
-        free(x);
-        free(want);
-        free(cpu);
-        free(gpu);
-        free(labels);
+    static const char *const kernels[] = {"softmax_xent_mean_wg_f32", "softmax_xent_mean_seq_f32"};
+    for (int i = 0; i < 2; i++) {
+        cl_kernel k;
+        size_t wg[3] = {0};
+        ck_assert_ok(clt__kernel(slot, "loss", kernels[i], &k));
+        ck_assert_int_eq(clGetKernelWorkGroupInfo(k, clt__slot_get(slot)->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                                                  sizeof wg, wg, NULL), CL_SUCCESS);
+        ck_assert_int_eq(wg[0], CLT__XENT_WG_ROWS);
     }
-    /* A label outside [0, cols) still makes the mean NaN in one launch. */
-    float x[3 * 4] = {0};
-    int32_t bad[3] = {1, 4, 0};
-    double loss;
-    run(x, bad, 3, 4, 0, &loss, NULL);
-    unsetenv("CLT_DEVICE_CLASS");
-    ck_assert(isnan(loss));
-    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
+/* check_one_launch on the CPU class, whose one launch adds the rows' losses
+ * in row order. */
+START_TEST(test_cpu_class_one_launch)
+{
+    check_one_launch("cpu", 60);
 }
 END_TEST
 
