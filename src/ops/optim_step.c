@@ -2,8 +2,6 @@
 #include "optim_step.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <string.h>
 
 #include "../device/device_internal.h"
 #include "half.h"
@@ -68,15 +66,16 @@ static void update_writes(const clt_tensor *param, clt_tensor *grad, const clt__
 #define CPU_PER_ITEM 512
 
 /* Launches kernel `name` (args[0..nargs)) over the n elements of param:
- * one a work-item on a GPU-class device, else its _chunk_ form, which
- * takes CPU_PER_ITEM as one argument more, args[nargs]. */
-static clt_status launch_update(clt_tensor *param, const char *name, int nargs, clt__arg *args, cl_ulong n)
+ * one a work-item on a GPU-class device, else its _chunk_ form `chunked`,
+ * which takes CPU_PER_ITEM as one argument more, args[nargs]. Both names
+ * are string literals: the kernel table, traces and replay keep the
+ * pointer. */
+static clt_status launch_update(clt_tensor *param, const char *name, const char *chunked, int nargs, clt__arg *args,
+                                cl_ulong n)
 {
     int slot = param->st->slot, gpu;
     CLT_TRY(clt__gpu_class(slot, &gpu));
     if (gpu) return clt__launch1(slot, "optim", name, nargs, args, (size_t)n, param);
-    char chunked[64];
-    snprintf(chunked, sizeof chunked, "%.*s_chunk_f32", (int)(strlen(name) - 4), name);
     static const cl_ulong per = CPU_PER_ITEM;
     args[nargs] = CLT_ARG(per);
     return clt__launch1(slot, "optim", chunked, nargs + 1, args, (size_t)((n + per - 1) / per), param);
@@ -116,7 +115,7 @@ clt_status clt__sgd_step(clt_tensor *param, clt_tensor *grad, clt_tensor *moment
                        CLT_ARG(momentum),     CLT_ARG(weight_decay), CLT_ARG(mode),        CLT_ARG(ua.amp.mem),
                        CLT_ARG(ua.amp.off),   CLT_ARG(ua.half.mem), CLT_ARG(ua.half.off), CLT_ARG(ua.flags),
                        {0, NULL}};
-    CLT_TRY(launch_update(param, "sgd_step_f32", 16, args, n));
+    CLT_TRY(launch_update(param, "sgd_step_f32", "sgd_step_chunk_f32", 16, args, n));
     if (mode != 0) clt__same_write(momentum_buf, param);
     update_writes(param, grad, u);
     return CLT_OK;
@@ -163,7 +162,7 @@ clt_status clt__adam_step(clt_tensor *param, clt_tensor *grad, clt_tensor *m, cl
                        CLT_ARG(l2),     CLT_ARG(decay),  CLT_ARG(step_size), CLT_ARG(bc2_sqrt),
                        CLT_ARG(ua.amp.mem), CLT_ARG(ua.amp.off), CLT_ARG(ua.half.mem), CLT_ARG(ua.half.off),
                        CLT_ARG(ua.flags), CLT_ARG(lr), CLT_ARG(ua.base), {0, NULL}};
-    CLT_TRY(launch_update(param, "adam_step_f32", 23, args, n));
+    CLT_TRY(launch_update(param, "adam_step_f32", "adam_step_chunk_f32", 23, args, n));
     clt__same_write(m, param);
     clt__same_write(v, param);
     update_writes(param, grad, u);
