@@ -86,9 +86,12 @@ END_TEST
  * and B as is with such rows are packed. */
 START_TEST(test_gemm_power_of_two_strides)
 {
-    /* On a simulator 13 rows (a full panel and a partial one) instead of 25. */
-    int64_t rows = clt_test_simulated() ? 13 : 25;
-    for (int t = 0; t < 4; t++) check_gemm("cpu", t & 1, t >> 1, rows, 1024, 1024, 1.0f, 1.0f);
+    /* On a simulator 13 rows (a full panel and a partial one) instead of 25,
+     * and 256 columns: A's rows (and a transposed B's) stay 4 KiB apart; B
+     * as is with rows 4 KiB apart comes below. */
+    int sim = clt_test_simulated();
+    int64_t rows = sim ? 13 : 25, cols = sim ? 256 : 1024;
+    for (int t = 0; t < 4; t++) check_gemm("cpu", t & 1, t >> 1, rows, cols, 1024, 1.0f, 1.0f);
     /* A packed into row panels: a partial last panel (37 rows) and depth block (k 29). */
     check_gemm("cpu", 0, 0, 37, 20, 1024, 1.0f, 0.5f);
     check_gemm("cpu", 0, 1, 37, 20, 1024, 1.0f, 0.0f);
