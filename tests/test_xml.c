@@ -16,19 +16,11 @@
 static char out[1 << 16];
 #define run(...) clt_test_shell(out, sizeof out, __VA_ARGS__)
 
-/* Check's ck_assert marks every passing check (_mark_point: a write to the
- * file its parent process reads); the loops below make millions of checks,
- * so theirs report only a failure (ck_abort_msg). */
-#define require(cond, ...)                                                                                             \
-    do {                                                                                                               \
-        if (!(cond)) ck_abort_msg(__VA_ARGS__);                                                                        \
-    } while (0)
-
 static char *escaped(const char *in)
 {
     static char buf[1024];
     size_t n = clt_xml_escape(in, buf, sizeof buf);
-    require(n < sizeof buf && n == strlen(buf), "'%s' escapes to %zu bytes, '%s'", in, n, buf);
+    CLT_TEST_REQUIRE(n < sizeof buf && n == strlen(buf), "'%s' escapes to %zu bytes, '%s'", in, n, buf);
     return buf;
 }
 
@@ -129,7 +121,7 @@ static void check_escape(const unsigned char *in, size_t n)
         for (size_t i = 0; i < n; i++) snprintf(hex + 3 * i, sizeof hex - 3 * i, " %02x", in[i]);
         ck_abort_msg("bytes%s escape to '%s': %s", hex, e, bad);
     }
-    require(!strpbrk(e, "<>\"'"), "'%s' escapes to '%s'", s, e);
+    CLT_TEST_REQUIRE(!strpbrk(e, "<>\"'"), "'%s' escapes to '%s'", s, e);
     int plain = xml_check_chars(s) == NULL && strpbrk(s, "<>&\"'") == NULL;
     for (const unsigned char *p = (const unsigned char *)s; plain && *p;) {
         int len = 0;
@@ -137,7 +129,7 @@ static void check_escape(const unsigned char *in, size_t n)
         plain = c >= 0x20 ? !(c >= 0x7f && c <= 0x9f) : (c == '\t' || c == '\n' || c == '\r');
         p += len;
     }
-    require(!plain || strcmp(e, s) == 0, "'%s' escapes to '%s'", s, e);
+    CLT_TEST_REQUIRE(!plain || strcmp(e, s) == 0, "'%s' escapes to '%s'", s, e);
 }
 
 START_TEST(test_every_short_string_escapes_to_valid_xml)
