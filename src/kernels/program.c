@@ -40,7 +40,7 @@
 #define BUILD_OPTIONS "-cl-std=CL1.2"
 
 typedef struct cached_kernel {
-    const char *name;
+    char *name;    /* the table's own copy */
     char *options; /* extra build options, NULL for none */
     cl_kernel kernel;
     size_t most;   /* CL_KERNEL_WORK_GROUP_SIZE on the slot's device */
@@ -549,26 +549,35 @@ static clt_status reserve_kernel(slot_programs *sp)
 }
 
 /* Creates kernel `name` of program p (from cl/<program>.cl) and queries its
- * largest work-group size on the slot's device; out owns a copy of options. */
+ * largest work-group size on the slot's device; out owns copies of name and
+ * options, so a caller's name may be a buffer it reuses. */
 static clt_status create_kernel(int slot, cl_program p, const char *program, const char *name, const char *options,
                                 cached_kernel *out)
 {
-    char *copy = options ? strdup(options) : NULL;
-    if (options && !copy) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+    char *own = strdup(name), *copy = options ? strdup(options) : NULL;
+    if (!own || (options && !copy)) {
+        free(own);
+        free(copy);
+        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory for kernel tables");
+    }
     cl_int err = CL_SUCCESS;
     cl_kernel k = clCreateKernel(p, name, &err);
-    if (err != CL_SUCCESS) {
-        free(copy);
-        return clt__cl_fail(err, "clCreateKernel %s from cl/%s.cl", name, program);
-    }
     size_t wg = 0;
-    err = clGetKernelWorkGroupInfo(k, clt__slot_get(slot)->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
-    if (err != CL_SUCCESS) {
-        clReleaseKernel(k);
-        free(copy);
-        return clt__cl_fail(err, "querying the work-group size of kernel %s", name);
+    clt_status st = err == CL_SUCCESS ? CLT_OK : clt__cl_fail(err, "clCreateKernel %s from cl/%s.cl", name, program);
+    if (st == CLT_OK) {
+        err = clGetKernelWorkGroupInfo(k, clt__slot_get(slot)->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
+                                       NULL);
+        if (err != CL_SUCCESS) {
+            clReleaseKernel(k);
+            st = clt__cl_fail(err, "querying the work-group size of kernel %s", name);
+        }
     }
-    *out = (cached_kernel){name, copy, k, wg};
+    if (st != CLT_OK) {
+        free(own);
+        free(copy);
+        return st;
+    }
+    *out = (cached_kernel){own, copy, k, wg};
     return CLT_OK;
 }
 

@@ -11,8 +11,8 @@
 /* The kernel `name` of cl/<program>.cl on a slot's device. The program is
  * built once per device per process; its binary is cached on disk (on pocl
  * only when asked: clt__program_prepare's save or clt__program_save_binaries).
- * Here and in the launches below, `name` is a string literal: the kernel
- * table, traces and replay keep the pointer for the process's life. */
+ * Here and in the launches below, `name` may be any string, a buffer the
+ * caller reuses too: the kernel table, traces and replay keep copies. */
 clt_status clt__kernel(int slot, const char *program, const char *name, cl_kernel *out);
 /* The same, from the program built with extra build options (such as
  * "-DTM=8 -DTN=16"; NULL or "" for none). Each option string is a program
