@@ -142,6 +142,29 @@ START_TEST(test_gemm_l1_way)
 }
 END_TEST
 
+/* A transposed A (rows not a multiple of L1's way apart) is read in place
+ * by up to 8 column panels and packed for more (clt__cpu_gemm_pack_a_bytes):
+ * products on both sides of that width, partial row tiles and panels, match
+ * the reference. */
+START_TEST(test_gemm_transposed_a_panels)
+{
+    clt__gemm_tile tile = default_tile();
+    int slot = test_slot();
+    int64_t wide = 8 * tile.tn;
+    clt__cpu_l1_way_override(4096);
+    ck_assert_int_eq(clt__cpu_gemm_pack_a_bytes(slot, 1, 37, (size_t)wide, 100, 37, tile), 0);
+    ck_assert_int_gt(clt__cpu_gemm_pack_a_bytes(slot, 1, 37, (size_t)wide + 1, 100, 37, tile), 0);
+    ck_assert_int_eq(clt__cpu_gemm_pack_a_bytes(slot, 1, 256, (size_t)wide - 5, 256, 256, tile), 0);
+    clt__cpu_l1_way_override(0);
+    for (int tb = 0; tb < 2; tb++) {
+        check_gemm("cpu", 1, tb, 37, wide - 5, 100, 0.75f, 0.5f);
+        check_gemm("cpu", 1, tb, 37, wide + 1, 100, 1.0f, 0.0f);
+    }
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* A B as is whose panel of k rows cannot stay in L2 for the rows' stride
  * (k times its largest power-of-two factor in bytes past L2's size) is
  * packed: with L2 at 64 KiB, rows 1 KiB apart (256 floats) from k 65 on,
@@ -167,8 +190,9 @@ START_TEST(test_gemm_deep_b_packed)
 }
 END_TEST
 
-/* Caches that block products a quarter of the size the CPU's own L1 and L2
- * would (L2 a quarter of this CPU's), or 8 KiB and 16 KiB on a simulator,
+/* Caches that block products of half the size the CPU's own caches would
+ * (L2 half of this CPU's, so that a row block still holds several tiles),
+ * or 8 KiB and 16 KiB on a simulator,
  * until clt__cpu_cache_sizes_override(0, 0). */
 static void small_caches(void)
 {
@@ -176,7 +200,7 @@ static void small_caches(void)
     clt__cpu_cache_sizes_override(0, 0);
     clt__cpu_cache_sizes(test_slot(), &l1, &l2);
     if (clt_test_simulated()) clt__cpu_cache_sizes_override(8 * 1024, 16 * 1024);
-    else clt__cpu_cache_sizes_override(l1, l2 / 4);
+    else clt__cpu_cache_sizes_override(l1, l2 / 2);
 }
 
 /* A shape the current cache sizes make blocked (clt__cpu_gemm_blocking,
@@ -201,15 +225,28 @@ static void blocked_shape(int64_t *m, int64_t *n, int64_t *k, int64_t *kc)
 
 /* Blocked products over several counts of row tiles, the last tile partial:
  * the kernel splits ceil(tiles / mtiles) row blocks as evenly as the tiles
- * allow, and every tile must be computed (a tile missed keeps -0.5 C). */
+ * allow, and every tile must be computed (a tile missed keeps -0.5 C). A
+ * row block's A (mtiles x tm x kc floats) is the most whole tiles that fit
+ * a quarter of L2 (with a 4 MiB L2, several). */
 START_TEST(test_gemm_row_blocks)
 {
     int64_t m, n, k, kc;
+    size_t l1, l2;
+    clt__gemm_tile tile = default_tile();
+    clt__cpu_cache_sizes_override(0, 0);
+    clt__cpu_cache_sizes(test_slot(), &l1, &l2);
+    clt__cpu_cache_sizes_override(l1, (size_t)4 << 20);
+    clt__gemm_blocking big = clt__cpu_gemm_blocking(test_slot(), 1 << 20, 1 << 20, 1 << 20, tile);
+    size_t tile_bytes = (size_t)tile.tm * big.kc * sizeof(float);
+    ck_assert_msg(big.mtiles > 1 && big.mtiles * tile_bytes <= (1u << 20) && (big.mtiles + 1) * tile_bytes > (1u << 20),
+                  "%zu tiles of %zu bytes in a row block with a 4 MiB L2", big.mtiles, tile_bytes);
     small_caches();
     blocked_shape(&m, &n, &k, &kc);
-    clt__gemm_tile tile = default_tile();
     size_t most = clt__cpu_gemm_blocking(test_slot(), (size_t)m, (size_t)n, (size_t)k, tile).mtiles;
-    size_t counts[] = {2 * most + 1, 3 * most - 1, 3 * most + 1};
+    /* q blocks of tiles reach past m, the smallest blocked height. */
+    size_t tiles = ((size_t)m + (size_t)tile.tm - 1) / (size_t)tile.tm, q = (tiles + most - 1) / most;
+    if (q < 2) q = 2;
+    size_t counts[] = {q * most + 1, (q + 1) * most - 1, (q + 1) * most + 1};
     int checked = 0;
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         int64_t rows = (int64_t)(counts[i] * (size_t)tile.tm) - 5;
@@ -231,8 +268,8 @@ START_TEST(test_gemm_blocked)
 {
     int64_t m, n, k, kc;
     /* Smaller caches block a smaller product the same way (two blocks of
-     * depths and a partial third): 117 x 531 x 1573 with an Ice Lake's
-     * 48 KiB and a quarter of its 1.25 MiB, 40 x 531 x 293 on a simulator,
+     * depths and a partial third): 221 x 531 x 1573 with an Ice Lake's
+     * 48 KiB and half of its 1.25 MiB, 40 x 531 x 293 on a simulator,
      * against 429 x 531 x 1573 with the whole L2. */
     small_caches();
     blocked_shape(&m, &n, &k, &kc);
@@ -464,6 +501,7 @@ int main(void)
     tcase_add_test(tc, test_gemm_power_of_two_strides);
     tcase_add_test(tc, test_gemm_deep_b_packed);
     tcase_add_test(tc, test_gemm_l1_way);
+    tcase_add_test(tc, test_gemm_transposed_a_panels);
     tcase_add_test(tc, test_gemm_row_blocks);
     tcase_add_test(tc, test_gemm_alpha_beta);
     tcase_add_test(tc, test_gemm_blocked);

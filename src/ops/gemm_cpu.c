@@ -156,10 +156,16 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
  * 4096 x 4096 x 1024 from 0.88x to 0.95x (medians), and 1024^3 from 0.85x
  * to 0.96x with one thread, the others the same with one thread; 192 was
  * slower than 384. A block of rows keeps its A
- * (mtiles x tm x kc floats) in half of L2 while it visits every column
- * panel: ceil(tiles / mtiles) row blocks, which the kernel makes as even
- * as the tiles allow (gemm_cpu.cl), so that no last block of a tile or two
- * idles a thread. */
+ * (mtiles x tm x kc floats) in a quarter of L2 while it visits every
+ * column panel, the rest of L2 holding the panel of B that streams through
+ * it (kc x tn floats, one L1 or two) and the lines of C and of the next
+ * block's A that the tiles touch: on a Zen 5 (1 MiB L2, 12 x 32 tiles, kc
+ * 768) 2048^3 with one thread went from a median 0.92-0.96x OpenBLAS with
+ * half of L2 (14 tiles) to 0.96-0.97x with a quarter (7), in three sets of
+ * five or six alternating runs; 1024^3 and 4096 x 4096 x 1024 stayed
+ * within the runs' spread. There are ceil(tiles / mtiles) row blocks,
+ * which the kernel makes as even as the tiles allow (gemm_cpu.cl), so that
+ * no last block of a tile or two idles a thread. */
 #define BLOCK_MIN_N 512
 clt__gemm_blocking clt__cpu_gemm_blocking(int slot, size_t m, size_t n, size_t k, clt__gemm_tile tile)
 {
@@ -170,11 +176,12 @@ clt__gemm_blocking clt__cpu_gemm_blocking(int slot, size_t m, size_t n, size_t k
     if (kc < 64) kc = 64;
     if (k <= kc || n < BLOCK_MIN_N || m > SIZE_MAX / k / sizeof(float) || m * k * sizeof(float) <= 2 * l2) return bl;
     bl.kc = kc;
-    bl.mtiles = l2 / 2 / (kc * sizeof(float)) / (size_t)tile.tm;
+    bl.mtiles = l2 / 4 / (kc * sizeof(float)) / (size_t)tile.tm;
     if (bl.mtiles < 1) bl.mtiles = 1;
     return bl;
 }
 
+#define AT_IN_PLACE_PANELS 8
 int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda,
                                    clt__gemm_tile tile)
 {
@@ -183,12 +190,20 @@ int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n
     if (k < 16) return 0;
     /* Rows a multiple of L1's way apart (clt__cpu_l1_way: 4 KiB on the
      * CPUs measured): a tile's rows fall into the same cache sets and evict
-     * each other. A transposed A read by two or more column
-     * panels: each depth's tm values sit lda apart from the last depth's,
-     * and a capstone's dw = dy^T x (lda = 256 floats, 1 KiB) ran 0.75x
-     * OpenBLAS in place against 0.82-0.85x packed, pass included. A as is
-     * measured no faster packed (the forward x w^T lost what the pass cost). */
-    if (lda % (clt__cpu_l1_way(slot) / sizeof(float)) != 0 && !(transpose_a && n > (size_t)tile.tn)) return 0;
+     * each other. A transposed A read by more than AT_IN_PLACE_PANELS
+     * column panels: each depth's tm values sit lda apart from the last
+     * depth's, one or two cache lines a depth where a packed panel's
+     * depths are adjacent: a saving each panel's pass makes again, while
+     * the packing pass and its launch are paid once. A capstone's dw = dy^T x
+     * (256 x 784 x 256, lda = 256 floats, 25 panels) ran 0.75x OpenBLAS in
+     * place against 0.82-0.85x packed on an Ice Lake, and the same on a
+     * Zen 5 (0.94x and 0.955x, one thread); 256 x 512 x 256 (16 panels)
+     * 0.90x and 0.92x; but 256^3 (8 panels) 0.99-1.02x in place against
+     * 0.92-0.93x packed (medians of 5 to 7 alternating runs, one thread).
+     * A as is measured no faster packed (the forward x w^T lost what the
+     * pass cost). */
+    int far = lda % (clt__cpu_l1_way(slot) / sizeof(float)) == 0;
+    if (!far && !(transpose_a && n > AT_IN_PLACE_PANELS * (size_t)tile.tn)) return 0;
     return (int64_t)((m + tm - 1) / tm * tm * k * sizeof(float));
 }
 
@@ -291,7 +306,7 @@ static clt_status packed_weight(int slot, const char *options, size_t tn, const 
  * of half L1's way apart or a panel's k rows would not stay in L2 for their stride
  * (clt__cpu_gemm_pack_b_bytes), and a float32 A, k at least
  * 16, when its rows are a multiple of L1's way apart or it is transposed and
- * read by two or more column panels (clt__cpu_gemm_pack_a_bytes). A large float32
+ * read by more than 8 column panels (clt__cpu_gemm_pack_a_bytes). A large float32
  * product (clt__cpu_gemm_blocking) runs one launch per block of kc depths,
  * each after packing that block of A and of B (buffers of kc depths, reused
  * block after block: the queue runs in order), the first with the caller's
