@@ -392,9 +392,10 @@ static void step(clt_model *m, clt_optimizer *opt, clt_loader *l, clt_tensor *to
 }
 
 /* A hand-written loop over the loader and a model needs no synchronization
- * point until the loss is read: with the device held back (a gate) no copy
- * finishes, so the loader must stage every batch in a buffer of its own
- * rather than wait to reuse one. */
+ * point until the loss is read, on the host path and with the set resident
+ * (_i: o.resident): with the device held back (a gate) no copy finishes,
+ * so the loader must stage every batch in a buffer of its own rather than
+ * wait to reuse one. */
 START_TEST(test_epoch_without_sync_points)
 {
     enum { N = 1000, B = 50 };
@@ -403,6 +404,7 @@ START_TEST(test_epoch_without_sync_points)
     clt_loader_options o = clt_loader_default_options();
     o.batch_size = B;
     o.flatten = 1;
+    o.resident = _i;
     clt_loader *l;
     ck_assert_ok(clt_loader_create(&l, &ds, dev, &o));
     int64_t hidden[] = {16}, one = 1;
@@ -456,9 +458,9 @@ static void same_tensor(const clt_tensor *a, const clt_tensor *b)
     free(y);
 }
 
-/* Two epochs of ds through a resident loader and a host one on a
- * GPU-class device: the same batches to the bit, the resident one
- * launching one kernel (cl/gather.cl) per batch. */
+/* Two epochs of ds through a resident loader and a host one: the same
+ * batches to the bit, the resident one launching one kernel
+ * (cl/gather.cl) per batch. */
 static void resident_matches_host(const clt_dataset *ds, clt_loader_options o)
 {
     clt_device dev = clt_try_gpu(0);
@@ -493,14 +495,16 @@ static void resident_matches_host(const clt_dataset *ds, clt_loader_options o)
     clt_test_assert_no_live_tensors();
 }
 
-/* On the GPU class (CLT_DEVICE_CLASS=gpu): images, a float32 table with
- * int32 classes, and a regression's targets, shuffled, with a limit and a
- * partial last batch, 4-D and flattened. */
+/* On the device's own class (_i 0) and the GPU class (_i 1,
+ * CLT_DEVICE_CLASS=gpu): images of 5x7 bytes (runs shorter than 16) and of
+ * 16x16 holding all 256 byte values, a float32 table with int32 classes,
+ * and a regression's targets, shuffled, with a limit and a partial last
+ * batch, 4-D and flattened. */
 START_TEST(test_resident_matches_host)
 {
     const char *was = getenv("CLT_DEVICE_CLASS");
     char *old = was ? strdup(was) : NULL;
-    setenv("CLT_DEVICE_CLASS", "gpu", 1);
+    if (_i) setenv("CLT_DEVICE_CLASS", "gpu", 1);
     clt_dataset img = make_dataset(301, 5, 7);
     clt_loader_options o = clt_loader_default_options();
     o.batch_size = 64;
@@ -510,6 +514,12 @@ START_TEST(test_resident_matches_host)
     o.limit = 200;
     resident_matches_host(&img, o);
     clt_dataset_free(&img);
+    clt_dataset all = make_dataset(37, 16, 16);
+    for (int64_t i = 0; i < all.n * 256; i++) all.images[i] = (uint8_t)(i + i / 256);
+    o = clt_loader_default_options();
+    o.batch_size = 8;
+    resident_matches_host(&all, o);
+    clt_dataset_free(&all);
 
     enum { N = 97, W = 6, K = 3 };
     clt_dataset tab = {.n = N, .rows = 1, .cols = W, .num_classes = 4};
@@ -541,8 +551,8 @@ int main(void)
     tcase_add_test(tc, test_file_order_subset_and_flatten);
     tcase_add_test(tc, test_shards);
     tcase_add_test(tc, test_fashion_mnist_files);
-    tcase_add_test(tc, test_epoch_without_sync_points);
-    tcase_add_test(tc, test_resident_matches_host);
+    tcase_add_loop_test(tc, test_epoch_without_sync_points, 0, 2);
+    tcase_add_loop_test(tc, test_resident_matches_host, 0, 2);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
 }

@@ -198,7 +198,7 @@ clt_status clt_loader_create(clt_loader **out, const clt_dataset *ds, clt_device
     }
     l->most = most;
     for (int v = 0; v < 256; v++) l->scale[v] = (float)v / 255.0f;
-    clt_status made = opt->resident ? clt__resident_create(&l->resident, ds, l->n, opt->world, dev, l->scale) : CLT_OK;
+    clt_status made = opt->resident ? clt__resident_create(&l->resident, ds, l->n, opt->world, dev) : CLT_OK;
     if (made != CLT_OK) {
         clt_loader_free(l);
         return made;

@@ -1,4 +1,4 @@
-/* The data set resident on a GPU-class device (resident.h). */
+/* The data set resident on the device (resident.h). */
 #include <stdlib.h>
 
 #include "../core/checked.h"
@@ -13,10 +13,12 @@
  * the device's budget: the rest is the model's and the step's. */
 #define RESIDENT_SHARE 16
 
+/* Values of a row one work-item of cl/gather.cl writes. */
+#define GATHER_RUN 16
+
 struct clt__resident {
     clt_tensor *xs;    /* the examples: bytes packed in int32 words, or float32 features */
     clt_tensor *ys;    /* int32 class ids, or (n, outputs) float32 targets */
-    clt_tensor *table; /* 256 float32: the host loader's byte scale */
     int byte_pixels;   /* 1: xs holds bytes */
     int64_t pixels, width; /* values per example in xs and ys */
 };
@@ -38,8 +40,7 @@ int64_t clt__resident_bytes(const clt_dataset *ds, int64_t n)
     if (clt__mul_i64(n, pixels_of(ds), &values) != 0) return -1;
     x = words(values, ds->images ? 1 : 4);
     y = words(n, 4 * width_of(ds));
-    if (x < 0 || y < 0 || clt__add_i64(x, y, &total) != 0 || clt__add_i64(total, 256, &total) != 0 ||
-        clt__mul_i64(total, 4, &total) != 0)
+    if (x < 0 || y < 0 || clt__add_i64(x, y, &total) != 0 || clt__mul_i64(total, 4, &total) != 0)
         return -1;
     return total;
 }
@@ -64,12 +65,11 @@ static clt_status budget_of(int slot, int64_t *out)
 /* Whether the copy of n examples is kept on dev (resident.h's rule). */
 static clt_status wanted(const clt_dataset *ds, int64_t n, int world, clt_device dev, int *out)
 {
-    int slot, gpu;
+    int slot;
     int64_t budget;
     *out = 0;
     CLT_TRY(clt__resolve(dev, &slot));
-    CLT_TRY(clt__gpu_class(slot, &gpu));
-    if (!gpu || world > 1 || n == 0) return CLT_OK;
+    if (world > 1 || n == 0) return CLT_OK;
     CLT_TRY(budget_of(slot, &budget));
     int64_t bytes = clt__resident_bytes(ds, n);
     *out = bytes >= 0 && bytes <= budget / RESIDENT_SHARE;
@@ -106,8 +106,7 @@ static clt_status upload_examples(clt__resident *r, const clt_dataset *ds, int64
     return clt__write_host(r->xs, ds->images, (size_t)values);
 }
 
-clt_status clt__resident_create(clt__resident **out, const clt_dataset *ds, int64_t n, int world, clt_device dev,
-                                const float *scale)
+clt_status clt__resident_create(clt__resident **out, const clt_dataset *ds, int64_t n, int world, clt_device dev)
 {
     int keep;
     *out = NULL;
@@ -118,10 +117,8 @@ clt_status clt__resident_create(clt__resident **out, const clt_dataset *ds, int6
     r->byte_pixels = ds->images != NULL;
     r->pixels = pixels_of(ds);
     r->width = width_of(ds);
-    int64_t entries = 256;
     clt_status s = upload_examples(r, ds, n, dev);
     if (s == CLT_OK) s = upload_labels(r, ds, n, dev);
-    if (s == CLT_OK) s = clt_from_host(&r->table, dev, CLT_FLOAT32, 1, &entries, scale);
     /* The program built now, before a run's clock starts, as the model's are (clt_model_warmup). */
     if (s == CLT_OK) s = clt__program_prepare(clt__tensor_slot(r->xs), "gather", 0);
     if (s != CLT_OK) {
@@ -137,7 +134,6 @@ void clt__resident_free(clt__resident *r)
     if (!r) return;
     clt_tensor_release(r->xs);
     clt_tensor_release(r->ys);
-    clt_tensor_release(r->table);
     free(r);
 }
 
@@ -149,17 +145,17 @@ clt_status clt__resident_gather(const clt__resident *r, const clt_tensor *idx, i
     int regress = clt_tensor_dtype(r->ys) == CLT_FLOAT32;
     CLT_TRY(clt_empty(x, dev, CLT_FLOAT32, 2, xshape));
     clt_status s = clt_empty(y, dev, clt_tensor_dtype(r->ys), regress ? 2 : 1, yshape);
-    clt__buf xs = clt__tensor_buf(r->xs), ys = clt__tensor_buf(r->ys), tb = clt__tensor_buf(r->table),
-             ib = clt__tensor_buf(idx), xb = clt__tensor_buf(*x), yb = clt__tensor_buf(*y);
+    clt__buf xs = clt__tensor_buf(r->xs), ys = clt__tensor_buf(r->ys), ib = clt__tensor_buf(idx),
+             xb = clt__tensor_buf(*x), yb = clt__tensor_buf(*y);
     cl_ulong xs_off = xs.off * 4, width = (cl_ulong)r->width, n = (cl_ulong)count, pixels = (cl_ulong)r->pixels;
     cl_int bytes = r->byte_pixels;
-    clt__arg args[] = {CLT_ARG(xs.mem), CLT_ARG(xs_off), CLT_ARG(bytes),  CLT_ARG(tb.mem), CLT_ARG(tb.off),
-                       CLT_ARG(ys.mem), CLT_ARG(ys.off), CLT_ARG(width),  CLT_ARG(ib.mem), CLT_ARG(ib.off),
-                       CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n),
-                       CLT_ARG(pixels)};
-    size_t total = (size_t)(count * (r->pixels + r->width));
-    if (s == CLT_OK && total > 0)
-        s = clt__launch1(clt__tensor_slot(r->xs), "gather", "gather_batch", 16, args, total, *x);
+    clt__arg args[] = {CLT_ARG(xs.mem), CLT_ARG(xs_off), CLT_ARG(bytes), CLT_ARG(ys.mem), CLT_ARG(ys.off),
+                       CLT_ARG(width),  CLT_ARG(ib.mem), CLT_ARG(ib.off), CLT_ARG(xb.mem), CLT_ARG(xb.off),
+                       CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n),     CLT_ARG(pixels)};
+    /* Dimension 0: a row's runs of GATHER_RUN values and its y; dimension 1: the examples. */
+    size_t global[2] = {(size_t)((r->pixels + GATHER_RUN - 1) / GATHER_RUN + 1), (size_t)count};
+    if (s == CLT_OK)
+        s = clt__launch(clt__tensor_slot(r->xs), "gather", "gather_batch", 14, args, 2, global, NULL, *x);
     if (s == CLT_OK) clt__tensor_set_write(*y, (*x)->st->last_write); /* the same launch wrote y */
     if (s != CLT_OK) {
         clt_tensor_release(*x);
