@@ -1,19 +1,25 @@
-/* Host time per training step with and without replay (src/device/replay.h).
+/* Host time per training step with and without replay (src/device/replay.h),
+ * or with the loader's host path and with the data set resident.
  *
- *   bench_step [MODEL BATCH STEPS REPEATS]
+ *   bench_step [MODEL BATCH STEPS REPEATS [SIDES]]
  *
  * MODEL is mlp (784-64-10) or resmlp (the capstone's 784-256, 2 residual
- * blocks, 10); defaults: mlp 32 200 5. Trains on clt_try_gpu(0) with SGD
- * lr 0.1 on random images, each step as the trainer runs it (a batch from
- * the loader, clt__train_step, through clt__replayed_step), REPEATS runs
- * of STEPS steps alternating CLT_REPLAY=0 and 1, after 20 warm-up steps
- * each. Per step it times the host call that enqueues the step (host),
- * that call less its clt_loader_next (the batch's upload, run as usual
- * either way; on the resident path, the indices' upload and the gather's
- * launch, which a replay holds back and replays with the step)
- * and, after waiting for the device (clt_synchronize), the whole step
- * (wall); prints the medians of each side over every run's steps and the
- * steps replayed. Set CLT_DEVICE_CLASS=gpu for the GPU-class branch. */
+ * blocks, 10); defaults: mlp 32 200 5 replay. Trains on clt_try_gpu(0)
+ * with SGD lr 0.1 on random images, each step as the trainer runs it (a
+ * batch from the loader, clt__train_step, through clt__replayed_step),
+ * REPEATS runs of STEPS steps alternating the two sides, after 20 warm-up
+ * steps each. SIDES replay (16 batches of images) alternates CLT_REPLAY=0
+ * and 1; SIDES loader (60,000 images, Fashion-MNIST's training set)
+ * alternates a loader on the host path (resident 0) and one with the set
+ * resident (src/data/resident.c), replay as CLT_REPLAY says. Per step it
+ * times the host call that enqueues the step (host), that call less its
+ * clt_loader_next (the batch's upload; on the resident path, the indices'
+ * upload and the gather's launch, which a replay holds back and replays
+ * with the step) and, after waiting for the device (clt_synchronize), the
+ * whole step (wall); then STEPS steps more enqueued one after the other
+ * with one wait at the end, as training runs them (pipelined, per step).
+ * Prints the medians of each side over every run and the steps replayed.
+ * Set CLT_DEVICE_CLASS=gpu for the GPU-class branch. */
 #define BENCH_NAME "bench_step"
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +32,8 @@
 typedef struct trainer {
     clt_model *model;
     clt_optimizer *opt;
-    clt_loader *loader;
+    clt_loader *loader; /* the side's: loaders[side] */
+    clt_loader *loaders[2];
     clt_tensor *loss_sum;
     double batch_seconds; /* the last step's in clt_loader_next */
 } trainer;
@@ -46,6 +53,19 @@ static clt_status one_step(void *ctx, int64_t *n, int *stop)
     if (s == CLT_OK) s = clt__train_step(t->model, t->opt, &st, t->loss_sum, 0, &so);
     clt__step_tensors_release(&st);
     return s;
+}
+
+/* STEPS steps enqueued one after the other, one wait at the end: the seconds per step. */
+static double pipelined(trainer *t, clt_device dev, int steps)
+{
+    double t0 = now();
+    for (int i = 0; i < steps; i++) {
+        int64_t n;
+        int stop = 0;
+        CHECK(clt__replayed_step(t->model, 1, one_step, t, &n, &stop));
+    }
+    CHECK(clt_synchronize(dev));
+    return (now() - t0) / steps;
 }
 
 /* STEPS steps; the seconds of each appended at *at: host (the call), own
@@ -70,13 +90,15 @@ int main(int argc, char **argv)
     const char *model = argc > 1 ? argv[1] : "mlp";
     int64_t batch = argc > 2 ? atoll(argv[2]) : 32;
     int steps = argc > 3 ? atoi(argv[3]) : 200, repeats = argc > 4 ? atoi(argv[4]) : 5;
-    int resmlp = strcmp(model, "resmlp") == 0;
-    if ((!resmlp && strcmp(model, "mlp") != 0) || batch < 1 || steps < 1 || repeats < 1) {
-        fprintf(stderr, "usage: bench_step [mlp|resmlp BATCH STEPS REPEATS]\n");
+    const char *sides = argc > 5 ? argv[5] : "replay";
+    int resmlp = strcmp(model, "resmlp") == 0, loaders = strcmp(sides, "loader") == 0;
+    if ((!resmlp && strcmp(model, "mlp") != 0) || batch < 1 || steps < 1 || repeats < 1 ||
+        (!loaders && strcmp(sides, "replay") != 0)) {
+        fprintf(stderr, "usage: bench_step [mlp|resmlp BATCH STEPS REPEATS [replay|loader]]\n");
         return 2;
     }
     clt_device dev = clt_try_gpu(0);
-    clt_dataset ds = {.n = batch * 16, .rows = 28, .cols = 28, .num_classes = 10};
+    clt_dataset ds = {.n = loaders ? 60000 : batch * 16, .rows = 28, .cols = 28, .num_classes = 10};
     ds.images = malloc((size_t)ds.n * 784);
     ds.labels = malloc((size_t)ds.n);
     if (!ds.images || !ds.labels) return 1;
@@ -91,40 +113,49 @@ int main(int argc, char **argv)
     clt_loader_options lo = clt_loader_default_options();
     lo.batch_size = batch;
     lo.flatten = 1;
-    CHECK(clt_loader_create(&t.loader, &ds, dev, &lo));
+    for (int side = 0; side < 1 + loaders; side++) {
+        lo.resident = loaders ? side : 1;
+        CHECK(clt_loader_create(&t.loaders[side], &ds, dev, &lo));
+    }
     CHECK(clt_zeros(&t.loss_sum, dev, CLT_FLOAT32, 1, &one));
     size_t per = (size_t)steps * (size_t)repeats;
-    double *host[2], *own[2], *wall[2];
+    double *host[2], *own[2], *wall[2], *pipe[2];
     int at[2] = {0, 0};
     uint64_t replayed = 0;
     for (int side = 0; side < 2; side++) {
         host[side] = malloc(per * sizeof(double));
         own[side] = malloc(per * sizeof(double));
         wall[side] = malloc(per * sizeof(double));
-        if (!host[side] || !own[side] || !wall[side]) return 1;
+        pipe[side] = malloc((size_t)repeats * sizeof(double));
+        if (!host[side] || !own[side] || !wall[side] || !pipe[side]) return 1;
     }
     for (int r = 0; r < repeats; r++)
         for (int side = 0; side < 2; side++) {
-            setenv("CLT_REPLAY", side ? "1" : "0", 1);
+            if (!loaders) setenv("CLT_REPLAY", side ? "1" : "0", 1);
+            t.loader = t.loaders[loaders ? side : 0];
             double scratch[20];
             int none = 0;
             run(&t, dev, 20, scratch, scratch, scratch, &none); /* warm-up: compilation, recordings */
             uint64_t before = clt__replay_count();
             run(&t, dev, steps, host[side], own[side], wall[side], &at[side]);
-            if (side) replayed += clt__replay_count() - before;
+            replayed += clt__replay_count() - before;
+            pipe[side][r] = pipelined(&t, dev, steps);
         }
     char name[32];
     CHECK(clt_device_name(dev, name, sizeof name));
-    double h[2], o[2], w[2];
+    double h[2], o[2], w[2], pl[2];
     for (int side = 0; side < 2; side++) {
         h[side] = 1e6 * median(host[side], (int)per);
         o[side] = 1e6 * median(own[side], (int)per);
         w[side] = 1e6 * median(wall[side], (int)per);
+        pl[side] = 1e6 * median(pipe[side], repeats);
     }
-    printf("%s batch %lld on %s, %d x %d steps, median us/step without / with replay:\n"
-           "  host %.1f / %.1f (%.2fx), host less the batch's %.1f / %.1f (%.2fx), wall %.1f / %.1f (%.2fx); "
-           "%llu of %zu steps replayed\n",
-           resmlp ? "resmlp 784-256x2-10" : "mlp 784-64-10", (long long)batch, name, repeats, steps, h[0], h[1],
-           h[0] / h[1], o[0], o[1], o[0] / o[1], w[0], w[1], w[0] / w[1], (unsigned long long)replayed, per);
+    printf("%s batch %lld on %s, %d x %d steps, median us/step %s:\n"
+           "  host %.1f / %.1f (%.2fx), host less the batch's %.1f / %.1f (%.2fx), wall %.1f / %.1f (%.2fx), "
+           "pipelined %.1f / %.1f (%.2fx); %llu of %zu steps replayed\n",
+           resmlp ? "resmlp 784-256x2-10" : "mlp 784-64-10", (long long)batch, name, repeats, steps,
+           loaders ? "host path / resident set" : "without / with replay", h[0], h[1], h[0] / h[1], o[0], o[1],
+           o[0] / o[1], w[0], w[1], w[0] / w[1], pl[0], pl[1], pl[0] / pl[1], (unsigned long long)replayed,
+           2 * per);
     return 0;
 }
