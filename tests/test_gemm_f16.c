@@ -71,8 +71,8 @@ static uint16_t *read_narrowed(const clt_tensor *t)
 static void assert_same_bits(const uint16_t *got, const uint16_t *want, int64_t n, const char *what)
 {
     for (int64_t i = 0; i < n; i++)
-        ck_assert_msg(got[i] == want[i], "%s: element %lld is 0x%04x, the float32 path's 0x%04x", what, (long long)i,
-                      got[i], want[i]);
+        CLT_TEST_REQUIRE(got[i] == want[i], "%s: element %lld is 0x%04x, the float32 path's 0x%04x", what,
+                         (long long)i, got[i], want[i]);
 }
 
 /* c = alpha op(a) op(b) + beta c (+ bias, then ReLU) with the given tile. */
@@ -121,8 +121,10 @@ static void check_gemm(clt__gemm_tile tile, int ta, int tb, int64_t m, int64_t n
     ck_assert_msg(err < TOL, "%s: error %g against the reference", what, err);
 
     uint16_t *all = read_bits(cb16);
-    for (int64_t i = 0; i < n; i++) ck_assert_uint_eq(all[i], FILL);
-    for (int64_t i = (m + 1) * n; i < (m + 2) * n; i++) ck_assert_uint_eq(all[i], FILL);
+    for (int64_t i = 0; i < n; i++)
+        CLT_TEST_REQUIRE(all[i] == FILL, "%s: guard element %lld is 0x%04x", what, (long long)i, all[i]);
+    for (int64_t i = (m + 1) * n; i < (m + 2) * n; i++)
+        CLT_TEST_REQUIRE(all[i] == FILL, "%s: guard element %lld is 0x%04x", what, (long long)i, all[i]);
     free(all);
     free(got);
     free(want);

@@ -41,11 +41,13 @@ START_TEST(test_host_conversion_exact_on_every_half)
     for (uint32_t h = 0; h < 65536; h++) {
         float f = clt_half_to_float((uint16_t)h);
         if (isnan(f)) {
-            ck_assert((h & 0x7c00) == 0x7c00 && (h & 0x3ff));
-            ck_assert(isnan(clt_half_to_float(clt_float_to_half(f))));
+            CLT_TEST_REQUIRE((h & 0x7c00) == 0x7c00 && (h & 0x3ff), "0x%04x, not a NaN, widens to NaN", (unsigned)h);
+            CLT_TEST_REQUIRE(isnan(clt_half_to_float(clt_float_to_half(f))), "0x%04x: NaN narrows to a number",
+                             (unsigned)h);
             continue;
         }
-        ck_assert_uint_eq(clt_float_to_half(f), h);
+        CLT_TEST_REQUIRE(clt_float_to_half(f) == h, "0x%04x widens to %a, which narrows to 0x%04x", (unsigned)h,
+                         (double)f, (unsigned)clt_float_to_half(f));
     }
     ck_assert_float_eq(clt_half_to_float(0x3c00), 1.0f);
     ck_assert_float_eq(clt_half_to_float(0x7bff), 65504.0f);
@@ -78,10 +80,10 @@ START_TEST(test_device_round_trip_bounds_and_specials)
         for (int64_t i = 0; i < n; i++) {
             /* Round to nearest: relative error at most 2^-11 for normals. */
             if (fabsf(x[i]) >= ldexpf(1, -14))
-                ck_assert_msg(fabsf(y[i] - x[i]) <= ldexpf(1, -11) * fabsf(x[i]), "%g became %g", (double)x[i],
-                              (double)y[i]);
+                CLT_TEST_REQUIRE(fabsf(y[i] - x[i]) <= ldexpf(1, -11) * fabsf(x[i]), "%g became %g", (double)x[i],
+                                 (double)y[i]);
             else
-                ck_assert_msg(fabsf(y[i] - x[i]) <= ldexpf(1, -25), "subnormal %g became %g", (double)x[i],
+                CLT_TEST_REQUIRE(fabsf(y[i] - x[i]) <= ldexpf(1, -25), "subnormal %g became %g", (double)x[i],
                               (double)y[i]);
             /* The device rounds as the host reference does. */
             ck_assert_msg(hv[i] == clt_half_to_float(clt_float_to_half(x[i])), "%g: device %g, host %g",
@@ -140,9 +142,13 @@ START_TEST(test_elementwise_ops_on_half)
         ck_assert(isnan(y[0]));
         for (int64_t i = 0; i < n; i++) {
             float want_y = x[i] < 0.0f ? 0.0f : x[i];
-            if (i > 0) ck_assert_float_eq(y[i], want_y);
-            ck_assert_float_eq(dx[i], want_y > 0.0f ? dy[i] : 0.0f);
-            if (i > 0) ck_assert_float_eq(sum[i], clt_half_to_float(clt_float_to_half(x[i] + dy[i])));
+            float want_dx = want_y > 0.0f ? dy[i] : 0.0f, want_sum = clt_half_to_float(clt_float_to_half(x[i] + dy[i]));
+            CLT_TEST_REQUIRE(i == 0 || y[i] == want_y, "%lld: y[%lld] %g, not %g", (long long)n, (long long)i,
+                             (double)y[i], (double)want_y);
+            CLT_TEST_REQUIRE(dx[i] == want_dx, "%lld: dx[%lld] %g, not %g", (long long)n, (long long)i, (double)dx[i],
+                             (double)want_dx);
+            CLT_TEST_REQUIRE(i == 0 || sum[i] == want_sum, "%lld: sum[%lld] %g, not %g", (long long)n, (long long)i,
+                             (double)sum[i], (double)want_sum);
         }
         free(y);
         free(dx);
@@ -210,13 +216,13 @@ static void assert_half_bits(const uint16_t *got, const float *want, int64_t n, 
 {
     for (int64_t i = 0; i < n; i++) {
         if (isnan(want[i])) {
-            ck_assert_msg(isnan(clt_half_to_float(got[i])), "%s of %lld: element %lld is 0x%04x, not NaN", what,
-                          (long long)n, (long long)i, got[i]);
+            CLT_TEST_REQUIRE(isnan(clt_half_to_float(got[i])), "%s of %lld: element %lld is 0x%04x, not NaN", what,
+                             (long long)n, (long long)i, got[i]);
             continue;
         }
         uint16_t w = clt_float_to_half(want[i]);
-        ck_assert_msg(got[i] == w, "%s of %lld: element %lld is 0x%04x, not 0x%04x", what, (long long)n, (long long)i,
-                      got[i], w);
+        CLT_TEST_REQUIRE(got[i] == w, "%s of %lld: element %lld is 0x%04x, not 0x%04x", what, (long long)n,
+                         (long long)i, got[i], w);
     }
 }
 
@@ -227,8 +233,8 @@ static void assert_float_bits(const float *got, const float *want, int64_t n, co
         uint32_t g, w;
         memcpy(&g, &got[i], 4);
         memcpy(&w, &want[i], 4);
-        ck_assert_msg(g == w || (isnan(got[i]) && isnan(want[i])), "%s of %lld: element %lld is %a, not %a", what,
-                      (long long)n, (long long)i, (double)got[i], (double)want[i]);
+        CLT_TEST_REQUIRE(g == w || (isnan(got[i]) && isnan(want[i])), "%s of %lld: element %lld is %a, not %a", what,
+                         (long long)n, (long long)i, (double)got[i], (double)want[i]);
     }
 }
 
@@ -375,8 +381,8 @@ START_TEST(test_half_kernels_at_vector_edges)
             free(gotf);
             uint16_t *zeroed = read_view(sbase, n, off);
             for (int64_t i = 0; i < n; i++)
-                ck_assert_msg(zeroed[i] == 0, "unscale_f16 of %lld left element %lld 0x%04x", (long long)n,
-                              (long long)i, zeroed[i]);
+                CLT_TEST_REQUIRE(zeroed[i] == 0, "unscale_f16 of %lld left element %lld 0x%04x", (long long)n,
+                                 (long long)i, zeroed[i]);
             free(zeroed);
             clt_tensor_release(half_scaler);
             clt_tensor_release(sv);
@@ -522,8 +528,8 @@ END_TEST
 static void assert_close(const float *a, const float *b, int64_t n, double atol, double rtol, const char *what)
 {
     for (int64_t i = 0; i < n; i++)
-        ck_assert_msg(fabs((double)a[i] - b[i]) <= atol + rtol * fabs(b[i]), "%s[%lld]: %g vs %g", what,
-                      (long long)i, (double)a[i], (double)b[i]);
+        CLT_TEST_REQUIRE(fabs((double)a[i] - b[i]) <= atol + rtol * fabs(b[i]), "%s[%lld]: %g vs %g", what,
+                         (long long)i, (double)a[i], (double)b[i]);
 }
 
 static clt_model *resmlp(int64_t h, int blocks, uint64_t seed)
@@ -683,7 +689,8 @@ START_TEST(test_half_model_matches_float_model)
     int64_t n = clt_model_num_parameter_elements(m32);
     float *p32 = clt_test_read(clt_model_parameters(m32)), *p16 = read_half(clt_model_parameters(m16));
     for (int64_t i = 0; i < n; i++) {
-        ck_assert_float_eq(p16[i], clt_half_to_float(clt_float_to_half(p32[i])));
+        CLT_TEST_REQUIRE(p16[i] == clt_half_to_float(clt_float_to_half(p32[i])), "parameter %lld: %g, float32 %g",
+                         (long long)i, (double)p16[i], (double)p32[i]);
         p32[i] = p16[i];
     }
     clt_tensor *rounded;
@@ -728,7 +735,7 @@ START_TEST(test_half_model_matches_float_model)
     /* zero_grad fills float16 gradients. */
     ck_assert_ok(clt_model_zero_grad(m16));
     a = read_half(clt_model_gradients(m16));
-    for (int64_t i = 0; i < n; i++) ck_assert_float_eq(a[i], 0.0f);
+    for (int64_t i = 0; i < n; i++) CLT_TEST_REQUIRE(a[i] == 0.0f, "gradient %lld: %g", (long long)i, (double)a[i]);
     free(a);
     free(xv);
     free(dyv);
@@ -894,7 +901,7 @@ START_TEST(test_overflow_skips_step_and_halves_scale)
     clt_tensor *state;
     ck_assert_ok(clt_optimizer_state(opt, 0, NULL, &state));
     float *mom = clt_test_read(state);
-    for (int64_t i = 0; i < n; i++) ck_assert_float_eq(mom[i], 0.0f);
+    for (int64_t i = 0; i < n; i++) CLT_TEST_REQUIRE(mom[i] == 0.0f, "momentum %lld: %g", (long long)i, (double)mom[i]);
     free(mom);
     float *after = read_half(clt_model_parameters(m));
     ck_assert_mem_eq(before, after, (size_t)n * 4);
@@ -1017,8 +1024,8 @@ START_TEST(test_widen3_one_launch)
                 ck_assert_int_eq(clt_tensor_numel(w[i]), sizes[k][i]);
                 float *got = clt_test_read(w[i]);
                 for (int64_t j = 0; j < sizes[k][i]; j++)
-                    ck_assert_msg(got[j] == clt_half_to_float(bits[i][3 + j]), "sizes %zu operand %d [%lld]: %g", k,
-                                  i, (long long)j, (double)got[j]);
+                    CLT_TEST_REQUIRE(got[j] == clt_half_to_float(bits[i][3 + j]), "sizes %zu operand %d [%lld]: %g",
+                                     k, i, (long long)j, (double)got[j]);
                 free(got);
                 free(bits[i]);
                 clt_tensor_release(w[i]);
