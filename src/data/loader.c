@@ -10,7 +10,7 @@
 
 /* Batches are staged in pinned host buffers and copied to the device without
  * waiting. A buffer is reused once its copy has finished (asked without
- * waiting); while every one is in flight a new one joins the ring, so the
+ * waiting); while the oldest one's is in flight a new one joins the ring, so the
  * ring grows to as many batches as the host runs ahead of the device and the
  * host never waits for a copy. Past MAX_STAGING_BYTES of staging (the ring
  * keeps at least FIRST_STAGES buffers and grows to at most 4096) it waits for
@@ -85,18 +85,19 @@ static int may_grow(const clt_loader *l)
     return clt_memory_get_stats(clt__pinned_beside(l->dev), &st) == CLT_OK && st.cap == 0;
 }
 
-/* The staging buffer for the next batch, writable now: the first one from
- * next_stage on whose copy has finished, else a new one, else (the ring at
- * its largest) the one at next_stage once its copy is done. */
+/* The staging buffer for the next batch, writable now: the one at
+ * next_stage, the ring's oldest, when its copy has finished (asked without
+ * waiting), else a new one, else (the ring at its largest) the oldest once
+ * its copy is done. The device's queue runs the copies in order, so while
+ * the oldest one's is in flight every other one's is too: the ring grows
+ * without asking each buffer (a query per buffer and step, with up to
+ * 4096 buffers when the host runs far ahead). */
 static clt_status take_stage(clt_loader *l, staging **out)
 {
-    for (int k = 0; k < l->nstages; k++) {
-        int i = (l->next_stage + k) % l->nstages;
-        if (!clt_tensor_in_flight(l->stage[i].x) && !clt_tensor_in_flight(l->stage[i].y)) {
-            l->next_stage = i;
-            *out = &l->stage[i];
-            return CLT_OK;
-        }
+    staging *oldest = &l->stage[l->next_stage];
+    if (!clt_tensor_in_flight(oldest->x) && !clt_tensor_in_flight(oldest->y)) {
+        *out = oldest;
+        return CLT_OK;
     }
     if (l->nstages < l->max_stages && may_grow(l)) {
         clt_status s = add_stage(l);
