@@ -15,10 +15,12 @@
  * times the host call that enqueues the step (host), that call less its
  * clt_loader_next (the batch's upload; on the resident path, the indices'
  * upload and the gather's launch, which a replay holds back and replays
- * with the step) and, after waiting for the device (clt_synchronize), the
- * whole step (wall); then STEPS steps more enqueued one after the other
- * with one wait at the end, as training runs them (pipelined, per step).
- * Prints the medians of each side over every run and the steps replayed.
+ * with the step), the host thread's CPU time in that call (host CPU: less
+ * lengthened by other processes' load than the others) and, after waiting
+ * for the device (clt_synchronize), the whole step (wall); then STEPS
+ * steps more enqueued one after the other with one wait at the end, as
+ * training runs them (pipelined, per step). Prints the medians of each
+ * side over every run and the steps replayed.
  * Set CLT_DEVICE_CLASS=gpu for the GPU-class branch. */
 #define BENCH_NAME "bench_step"
 #include <stdlib.h>
@@ -68,20 +70,36 @@ static double pipelined(trainer *t, clt_device dev, int steps)
     return (now() - t0) / steps;
 }
 
-/* STEPS steps; the seconds of each appended at *at: host (the call), own
- * (the call less the batch's), wall (the call and the wait for the device). */
-static void run(trainer *t, clt_device dev, int steps, double *host, double *own, double *wall, int *at)
+/* Seconds of CPU the calling thread has used. */
+static double thread_cpu(void)
 {
-    for (int i = 0; i < steps; i++, (*at)++) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One side's seconds per step: host (the call), own (the call less the
+ * batch's), wall (the call and the wait for the device), cpu (the host
+ * thread's CPU time in the call). */
+typedef struct samples {
+    double *host, *own, *wall, *cpu;
+} samples;
+
+/* STEPS steps, each one's seconds appended to s at *at (s NULL: none kept). */
+static void run(trainer *t, clt_device dev, int steps, const samples *s, int *at)
+{
+    for (int i = 0; i < steps; i++) {
         int64_t n;
         int stop = 0;
-        double t0 = now();
+        double t0 = now(), c0 = thread_cpu();
         CHECK(clt__replayed_step(t->model, 1, one_step, t, &n, &stop));
-        double t1 = now();
+        double t1 = now(), c1 = thread_cpu();
         CHECK(clt_synchronize(dev));
-        host[*at] = t1 - t0;
-        own[*at] = t1 - t0 - t->batch_seconds;
-        wall[*at] = now() - t0;
+        if (!s) continue;
+        s->host[*at] = t1 - t0;
+        s->own[*at] = t1 - t0 - t->batch_seconds;
+        s->wall[*at] = now() - t0;
+        s->cpu[(*at)++] = c1 - c0;
     }
 }
 
@@ -119,43 +137,42 @@ int main(int argc, char **argv)
     }
     CHECK(clt_zeros(&t.loss_sum, dev, CLT_FLOAT32, 1, &one));
     size_t per = (size_t)steps * (size_t)repeats;
-    double *host[2], *own[2], *wall[2], *pipe[2];
+    samples sm[2];
+    double *pipe[2];
     int at[2] = {0, 0};
     uint64_t replayed = 0;
     for (int side = 0; side < 2; side++) {
-        host[side] = malloc(per * sizeof(double));
-        own[side] = malloc(per * sizeof(double));
-        wall[side] = malloc(per * sizeof(double));
+        sm[side] = (samples){malloc(per * sizeof(double)), malloc(per * sizeof(double)),
+                             malloc(per * sizeof(double)), malloc(per * sizeof(double))};
         pipe[side] = malloc((size_t)repeats * sizeof(double));
-        if (!host[side] || !own[side] || !wall[side] || !pipe[side]) return 1;
+        if (!sm[side].host || !sm[side].own || !sm[side].wall || !sm[side].cpu || !pipe[side]) return 1;
     }
     for (int r = 0; r < repeats; r++)
         for (int side = 0; side < 2; side++) {
             if (!loaders) setenv("CLT_REPLAY", side ? "1" : "0", 1);
             t.loader = t.loaders[loaders ? side : 0];
-            double scratch[20];
-            int none = 0;
-            run(&t, dev, 20, scratch, scratch, scratch, &none); /* warm-up: compilation, recordings */
+            run(&t, dev, 20, NULL, NULL); /* warm-up: compilation, recordings */
             uint64_t before = clt__replay_count();
-            run(&t, dev, steps, host[side], own[side], wall[side], &at[side]);
+            run(&t, dev, steps, &sm[side], &at[side]);
             replayed += clt__replay_count() - before;
             pipe[side][r] = pipelined(&t, dev, steps);
         }
     char name[32];
     CHECK(clt_device_name(dev, name, sizeof name));
-    double h[2], o[2], w[2], pl[2];
+    double h[2], o[2], w[2], c[2], pl[2];
     for (int side = 0; side < 2; side++) {
-        h[side] = 1e6 * median(host[side], (int)per);
-        o[side] = 1e6 * median(own[side], (int)per);
-        w[side] = 1e6 * median(wall[side], (int)per);
+        h[side] = 1e6 * median(sm[side].host, (int)per);
+        o[side] = 1e6 * median(sm[side].own, (int)per);
+        w[side] = 1e6 * median(sm[side].wall, (int)per);
+        c[side] = 1e6 * median(sm[side].cpu, (int)per);
         pl[side] = 1e6 * median(pipe[side], repeats);
     }
     printf("%s batch %lld on %s, %d x %d steps, median us/step %s:\n"
-           "  host %.1f / %.1f (%.2fx), host less the batch's %.1f / %.1f (%.2fx), wall %.1f / %.1f (%.2fx), "
-           "pipelined %.1f / %.1f (%.2fx); %llu of %zu steps replayed\n",
+           "  host %.1f / %.1f (%.2fx), host less the batch's %.1f / %.1f (%.2fx), host CPU %.1f / %.1f (%.2fx), "
+           "wall %.1f / %.1f (%.2fx), pipelined %.1f / %.1f (%.2fx); %llu of %zu steps replayed\n",
            resmlp ? "resmlp 784-256x2-10" : "mlp 784-64-10", (long long)batch, name, repeats, steps,
            loaders ? "host path / resident set" : "without / with replay", h[0], h[1], h[0] / h[1], o[0], o[1],
-           o[0] / o[1], w[0], w[1], w[0] / w[1], pl[0], pl[1], pl[0] / pl[1], (unsigned long long)replayed,
-           2 * per);
+           o[0] / o[1], c[0], c[1], c[0] / c[1], w[0], w[1], w[0] / w[1], pl[0], pl[1], pl[0] / pl[1],
+           (unsigned long long)replayed, 2 * per);
     return 0;
 }
