@@ -8,8 +8,10 @@
  * it is, and y takes `width` 32-bit words per example (an int32 class id,
  * or a regression's float32 targets). Offsets are in elements of the
  * buffer's declared type, xs_off in bytes. A two-dimensional range:
- * dimension 1 is the example k; dimension 0 the runs of 16 values of its
- * row (src/data/resident.c's GATHER_RUN), one work-item each, then one
+ * dimension 0 is the example k, so that consecutive work-items read
+ * different rows and a CPU's loop over them has many rows' reads in
+ * flight; dimension 1 the runs of 16 values of its row
+ * (src/data/resident.c's GATHER_RUN), one work-item each, then one
  * work-item for its y. */
 static float16 scale16(uchar16 b)
 {
@@ -27,7 +29,7 @@ __kernel void gather_batch(__global const uchar *xs, ulong xs_off, int byte_pixe
                            ulong ys_off, ulong width, __global const int *idx, ulong idx_off, __global uint *x,
                            ulong x_off, __global uint *y, ulong y_off, ulong count, ulong pixels)
 {
-    ulong c = get_global_id(0), k = get_global_id(1), runs = (pixels + 15) / 16;
+    ulong c = get_global_id(1), k = get_global_id(0), runs = (pixels + 15) / 16;
     if (k >= count || c > runs) return;
     ulong src = (ulong)idx[idx_off + k], lo = c * 16, hi = lo + 16 < pixels ? lo + 16 : pixels;
     __global uint *dst = x + x_off + k * pixels;

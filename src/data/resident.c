@@ -152,8 +152,8 @@ clt_status clt__resident_gather(const clt__resident *r, const clt_tensor *idx, i
     clt__arg args[] = {CLT_ARG(xs.mem), CLT_ARG(xs_off), CLT_ARG(bytes), CLT_ARG(ys.mem), CLT_ARG(ys.off),
                        CLT_ARG(width),  CLT_ARG(ib.mem), CLT_ARG(ib.off), CLT_ARG(xb.mem), CLT_ARG(xb.off),
                        CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n),     CLT_ARG(pixels)};
-    /* Dimension 0: a row's runs of GATHER_RUN values and its y; dimension 1: the examples. */
-    size_t global[2] = {(size_t)((r->pixels + GATHER_RUN - 1) / GATHER_RUN + 1), (size_t)count};
+    /* Dimension 0: the examples; dimension 1: a row's runs of GATHER_RUN values and its y. */
+    size_t global[2] = {(size_t)count, (size_t)((r->pixels + GATHER_RUN - 1) / GATHER_RUN + 1)};
     if (s == CLT_OK)
         s = clt__launch(clt__tensor_slot(r->xs), "gather", "gather_batch", 14, args, 2, global, NULL, *x);
     if (s == CLT_OK) clt__tensor_set_write(*y, (*x)->st->last_write); /* the same launch wrote y */
