@@ -152,7 +152,8 @@ START_TEST(test_init_pytorch_default)
         double bound = 1.0 / sqrt((double)fan_in[i]), lo = 1, hi = -1, mean = 0;
         int64_t n = numel_of(p);
         for (int64_t k = 0; k < n; k++) {
-            ck_assert(v[k] >= -bound && v[k] < bound);
+            CLT_TEST_REQUIRE(v[k] >= -bound && v[k] < bound, "parameter %d [%lld]: %g outside [-%g, %g)", i,
+                             (long long)k, (double)v[k], bound, bound);
             lo = fmin(lo, v[k]);
             hi = fmax(hi, v[k]);
             mean += v[k] / (double)n;
@@ -314,8 +315,8 @@ START_TEST(test_resmlp_step_matches_host)
         ck_assert_ok(clt_item(loss, &got));
         ck_assert_msg(fabs(got - want) < 1e-5 * fmax(1, fabs(want)), "step %d loss %g, host %g", step, got, want);
         for (int i = 0; i < R_N; i++)
-            ck_assert_msg(fabs(gf[i] - g[i]) < 1e-5 * fmax(1, fabs(g[i])), "step %d grad[%d] %g, host %g", step, i,
-                          (double)gf[i], g[i]);
+            CLT_TEST_REQUIRE(fabs(gf[i] - g[i]) < 1e-5 * fmax(1, fabs(g[i])), "step %d grad[%d] %g, host %g", step, i,
+                             (double)gf[i], g[i]);
         /* PyTorch's SGD: buf = g + wd p (first step), else momentum buf + that. */
         for (int i = 0; i < R_N; i++) {
             double d = g[i] + wd * p[i];
@@ -330,8 +331,8 @@ START_TEST(test_resmlp_step_matches_host)
     }
     ck_assert_ok(clt_to_host(clt_model_parameters(m), pf, sizeof pf));
     for (int i = 0; i < R_N; i++)
-        ck_assert_msg(fabs(pf[i] - p[i]) < 1e-5 * fmax(1, fabs(p[i])), "param[%d] %g, host %g", i, (double)pf[i],
-                      p[i]);
+        CLT_TEST_REQUIRE(fabs(pf[i] - p[i]) < 1e-5 * fmax(1, fabs(p[i])), "param[%d] %g, host %g", i, (double)pf[i],
+                         p[i]);
     ck_assert_int_eq(clt_optimizer_steps(opt), 2);
     clt_optimizer_free(opt);
     clt_model_free(m);
@@ -376,7 +377,9 @@ START_TEST(test_zero_grad_and_accumulation)
     /* A second backward adds to the first. */
     forward_backward(m, x);
     float *g2 = clt_test_read(clt_model_gradients(m));
-    for (int64_t i = 0; i < N; i++) ck_assert_float_eq_tol(g2[i], 2 * g1[i], 1e-5f * fmaxf(1, fabsf(g1[i])));
+    for (int64_t i = 0; i < N; i++)
+        CLT_TEST_REQUIRE(fabsf(2 * g1[i] - g2[i]) < 1e-5f * fmaxf(1, fabsf(g1[i])), "gradient %lld: %g, not twice %g",
+                         (long long)i, (double)g2[i], (double)g1[i]);
     /* The named gradient views are slices of the flat gradient. */
     clt_tensor *gw;
     ck_assert_ok(clt_model_named_parameter(m, 2, NULL, NULL, &gw));
@@ -387,7 +390,7 @@ START_TEST(test_zero_grad_and_accumulation)
 
     ck_assert_ok(clt_model_zero_grad(m));
     float *g0 = clt_test_read(clt_model_gradients(m));
-    for (int64_t i = 0; i < N; i++) ck_assert_float_eq(g0[i], 0.0f);
+    for (int64_t i = 0; i < N; i++) CLT_TEST_REQUIRE(g0[i] == 0.0f, "gradient %lld: %g", (long long)i, (double)g0[i]);
     ck_assert_int_eq(clt_memory_allocated_category(clt_test_device(), CLT_MEM_GRADIENTS), 4 * N);
     forward_backward(m, x);
     float *g3 = clt_test_read(clt_model_gradients(m));
@@ -584,7 +587,11 @@ START_TEST(test_clip_grad_norm)
     ck_assert_ok(clt_model_clip_grad_norm(m, want / 4, NULL));
     float *clipped = clt_test_read(clt_model_gradients(m));
     double coef = (want / 4) / (want + 1e-6);
-    for (int64_t i = 0; i < N; i++) ck_assert_float_eq_tol(clipped[i], g[i] * coef, 1e-6);
+    for (int64_t i = 0; i < N; i++) {
+        float scaled = (float)(g[i] * coef);
+        CLT_TEST_REQUIRE(fabsf(scaled - clipped[i]) < (float)1e-6, "gradient %lld: %g, not %g", (long long)i,
+                         (double)clipped[i], (double)scaled);
+    }
     ck_assert_status(clt_model_clip_grad_norm(m, 0, NULL), CLT_ERR_INVALID_ARGUMENT);
     free(g);
     free(same);

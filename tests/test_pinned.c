@@ -70,7 +70,8 @@ START_TEST(test_host_ptr_and_round_trip)
         float *b;
         ck_assert_ok(clt_tensor_host_ptr(back, 0, (void **)&b));
         ck_assert_float_eq(b[0], 42.0f);
-        for (int k = 1; k < N; k++) ck_assert_float_eq(b[k], data[k]);
+        for (int k = 1; k < N; k++)
+            CLT_TEST_REQUIRE(b[k] == data[k], "[%d]: %g, not %g", k, (double)b[k], (double)data[k]);
         clt_tensor_release(d);
         clt_tensor_release(back);
     }
@@ -135,7 +136,8 @@ START_TEST(test_upload_in_flight_guard)
         ck_assert_int_eq(clt_tensor_in_flight(p), 0);
         ck_assert_ok(clt_tensor_write(p, other, sizeof other, 0));
         float *h = clt_test_read(w);
-        for (int k = 0; k < N; k++) ck_assert_float_eq(h[k], 1.0f + data[k]);
+        for (int k = 0; k < N; k++)
+            CLT_TEST_REQUIRE(h[k] == 1.0f + data[k], "[%d]: %g, not %g", k, (double)h[k], (double)(1.0f + data[k]));
         free(h);
         clt_tensor_release(p);
         clt_tensor_release(d);
@@ -162,7 +164,7 @@ START_TEST(test_write_waits_when_asked)
     ck_assert_int_eq(clt_tensor_in_flight(p), 0);
     ck_assert_uint_le(clt_sync_count(clt_pinned()), before + 1);
     float *h = clt_test_read(d);
-    for (int k = 0; k < N; k++) ck_assert_float_eq(h[k], data[k]);
+    for (int k = 0; k < N; k++) CLT_TEST_REQUIRE(h[k] == data[k], "[%d]: %g, not %g", k, (double)h[k], (double)data[k]);
     free(h);
     float *ptr;
     ck_assert_ok(clt_tensor_host_ptr(p, 1, (void **)&ptr));
@@ -202,7 +204,8 @@ START_TEST(test_download_delivers_after_wait)
         clt_event_free(ev);
         float *x;
         ck_assert_ok(clt_tensor_host_ptr(h, 0, (void **)&x));
-        for (int k = 0; k < N; k++) ck_assert_float_eq(x[k], 2.0f * data[k]);
+        for (int k = 0; k < N; k++)
+            CLT_TEST_REQUIRE(x[k] == 2.0f * data[k], "[%d]: %g, not %g", k, (double)x[k], (double)(2.0f * data[k]));
         clt_tensor_release(d);
         clt_tensor_release(h);
     }
@@ -232,7 +235,7 @@ START_TEST(test_release_in_flight_does_not_wait)
     clt_sync_set_debug(CLT_SYNC_DEBUG_OFF);
     clt_test_open_gate(gate);
     float *h = clt_test_read(d);
-    for (int k = 0; k < N; k++) ck_assert_float_eq(h[k], data[k]);
+    for (int k = 0; k < N; k++) CLT_TEST_REQUIRE(h[k] == data[k], "[%d]: %g, not %g", k, (double)h[k], (double)data[k]);
     free(h);
     clt_tensor_release(p2);
     clt_tensor_release(d);
