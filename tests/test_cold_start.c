@@ -3,8 +3,8 @@
  * the last first while the run compiles them the first first, both filling
  * pocl's cache. Checked here: the helper compiles what a forward warm-up of
  * the same model asks for (that warm-up then compiles nothing); a warm
- * cache starts no helper; the helper changes no result; it dies with its
- * parent. On pocl's CPU device, whose cache (POCL_CACHE_DIR) the checks
+ * cache, or --no-helper, starts no helper; the helper changes no result;
+ * it dies with its parent. On pocl's CPU device, whose cache (POCL_CACHE_DIR) the checks
  * read. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,13 +110,14 @@ START_TEST(test_helper_fills_what_the_run_needs)
 }
 END_TEST
 
-/* `clt train` on the test's data with the test's caches; its exit status. */
-static int train(void)
+/* `clt train` on the test's data with the test's caches and `extra`
+ * options; its exit status. */
+static int train(const char *extra)
 {
     return clt_test_shell(out, sizeof out,
                           CACHES "'%s' train --data '%s/data' --epochs 1 --device cpu:0 --hiddens %d --blocks %d "
-                                 "--batch-size %d",
-                          dir, dir, clt_test_clt_path(), dir, HIDDENS, BLOCKS, BATCH);
+                                 "--batch-size %d %s",
+                          dir, dir, clt_test_clt_path(), dir, HIDDENS, BLOCKS, BATCH, extra);
 }
 
 /* The line of the run's result ("trained ..."), images/s left out. */
@@ -127,20 +128,31 @@ static void result_line(char *line, size_t len)
     snprintf(line, len, "%.*s", (int)strcspn(t, "\n"), t);
 }
 
+static const char *said = "cold kernel caches: compiled with a helper process";
+
 START_TEST(test_warm_cache_starts_no_helper)
 {
     NEED_POCL_CPU();
-    const char *said = "cold kernel caches: compiled with a helper process";
-    int rc = train();
+    int rc = train("");
     ck_assert_msg(rc == 0, "clt train exited %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, said), "the cold run started no helper:\n%s", out);
     char cold[512], warm[512];
     result_line(cold, sizeof cold);
-    rc = train();
+    rc = train("");
     ck_assert_msg(rc == 0, "clt train exited %d:\n%s", rc, out);
     ck_assert_msg(!strstr(out, said), "the warm run started a helper:\n%s", out);
     result_line(warm, sizeof warm);
     ck_assert_msg(strcmp(cold, warm) == 0, "the helper changed the result:\nwith it:    %s\nwithout it: %s", cold, warm);
+}
+END_TEST
+
+/* --no-helper: a cold run compiles alone. */
+START_TEST(test_no_helper_option)
+{
+    NEED_POCL_CPU();
+    int rc = train("--no-helper");
+    ck_assert_msg(rc == 0, "clt train exited %d:\n%s", rc, out);
+    ck_assert_msg(!strstr(out, said), "a helper started under --no-helper:\n%s", out);
 }
 END_TEST
 
@@ -170,6 +182,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_helper_fills_what_the_run_needs);
     tcase_add_test(tc, test_warm_cache_starts_no_helper);
+    tcase_add_test(tc, test_no_helper_option);
     tcase_add_test(tc, test_helper_dies_with_its_parent);
     suite_add_tcase(s, tc);
     return clt_test_run(s);
