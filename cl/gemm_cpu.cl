@@ -11,14 +11,17 @@
  * row-major; op(A) is (M,K), op(B) is (K,N), bias is (N).
  * Dimension 0 runs over row tiles, so consecutive work-items read the same
  * TN columns of B while they are in cache. With rt 1 a work-item computes
- * row tile get_global_id(2) * get_global_size(0) + get_global_id(0). Large
- * products (src/ops/dense.c) run one launch per block of depths with a
- * range of (1, column panels, row blocks), ceil(tiles / rt) row blocks for
- * rt > 1: a work-item computes its row block's tiles in turn, all against
- * one panel of B, the row blocks as even as the tiles allow (block b holds
- * tiles b tiles / blocks up to (b + 1) tiles / blocks, at most rt of them),
- * so that a block's A stays in L2 while it visits every column panel, and
- * the panel of B in L1 while a work-item walks down the block.
+ * row tile get_global_id(2) * get_global_size(0) + get_global_id(0). With
+ * rt > 1 it computes the tiles of row block b, that index, in turn, all
+ * against one panel of B, out of blocks = get_global_size(0) x
+ * get_global_size(2) row blocks as even as the tiles allow (block b holds
+ * tiles b tiles / blocks up to (b + 1) tiles / blocks, at most rt of
+ * them). Large products (src/ops/gemm_cpu.c) run one launch per block of
+ * depths with a range of (1, column panels, row blocks), so that a block's
+ * A stays in L2 while it visits every column panel, and the panel of B in
+ * L1 while a work-item walks down the block; smaller ones a range of (row
+ * blocks, column panels), a work-item's tiles being few (a work-group
+ * costs the driver the same whatever it computes).
  *
  * B (K,N) is read in place; a transposed B, (N,K), whose TN columns would be
  * TN strided streams, is packed first by pack_bt_f32 into panels of TN
@@ -189,7 +192,8 @@
     {                                                                                                           \
         ulong jp = get_global_id(1), j0 = jp * TN;                                                              \
         ulong g = get_global_id(2) * get_global_size(0) + get_global_id(0), tiles = (m + TM - 1) / TM;           \
-        ulong nb = get_global_size(2), it0 = rt > 1 ? g * tiles / nb : g, it1 = rt > 1 ? (g + 1) * tiles / nb : g + 1; \
+        ulong nb = get_global_size(0) * get_global_size(2);                                                     \
+        ulong it0 = rt > 1 ? g * tiles / nb : g, it1 = rt > 1 ? (g + 1) * tiles / nb : g + 1;                   \
         if (j0 >= n) return;                                                                                    \
         for (ulong it = it0; it < it1; it++) {                                                                  \
             ulong i0 = it * TM;                                                                                 \

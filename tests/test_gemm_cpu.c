@@ -165,6 +165,36 @@ START_TEST(test_gemm_transposed_a_panels)
 }
 END_TEST
 
+/* An unblocked product's work-item computes row tiles of its column panel
+ * for 2^16 fmas, while the launch keeps 8 work-items a compute unit
+ * (clt__cpu_gemm_row_tiles): one tile a work-item when a tile is deep
+ * enough; products whose work-items take several tiles in uneven row
+ * blocks, the last tile partial and C NaN (beta 0) or kept (beta 0.5),
+ * match the reference. */
+START_TEST(test_gemm_row_tiles)
+{
+    clt__gemm_tile tile = default_tile();
+    int slot = test_slot();
+    cl_uint units = 0;
+    ck_assert_int_eq(clGetDeviceInfo(clt__slot_get(slot)->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units,
+                                     NULL), CL_SUCCESS);
+    size_t tm = (size_t)tile.tm, tn = (size_t)tile.tn, fmas = tm * tn, deep = (((size_t)1 << 16) + fmas - 1) / fmas;
+    ck_assert_uint_eq(clt__cpu_gemm_row_tiles(slot, 1000, 1000, deep, tile), 1);
+    /* Panels enough for 8 work-items a unit in one row block: the tiles
+     * that make 2^16 fmas at depth 16, all 40 when fewer. */
+    size_t n = 8 * units * tn, want = (((size_t)1 << 16) + fmas * 16 - 1) / (fmas * 16);
+    ck_assert_uint_eq(clt__cpu_gemm_row_tiles(slot, 40 * tm, n, 16, tile), want < 40 ? want : 40);
+    /* One panel: 8 units' worth of row blocks of 2 tiles each out of 16 units' worth of tiles. */
+    ck_assert_uint_eq(clt__cpu_gemm_row_tiles(slot, 16 * units * tm, tn, 1, tile), 2);
+    for (int t = 0; t < 4; t++) {
+        check_gemm("cpu", t & 1, t >> 1, (int64_t)(9 * tm - 5), (int64_t)n + 5, 16, 1.0f, 0.0f);
+        check_gemm("cpu", t & 1, t >> 1, (int64_t)(16 * units * tm + 7), (int64_t)tn - 3, 5, 0.75f, 0.5f);
+    }
+    unsetenv("CLT_DENSE");
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* A B as is whose panel of k rows cannot stay in L2 for the rows' stride
  * (k times its largest power-of-two factor in bytes past L2's size) is
  * packed: with L2 at 64 KiB, rows 1 KiB apart (256 floats) from k 65 on,
@@ -502,6 +532,7 @@ int main(void)
     tcase_add_test(tc, test_gemm_deep_b_packed);
     tcase_add_test(tc, test_gemm_l1_way);
     tcase_add_test(tc, test_gemm_transposed_a_panels);
+    tcase_add_test(tc, test_gemm_row_tiles);
     tcase_add_test(tc, test_gemm_row_blocks);
     tcase_add_test(tc, test_gemm_alpha_beta);
     tcase_add_test(tc, test_gemm_blocked);

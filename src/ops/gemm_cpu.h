@@ -50,6 +50,13 @@ typedef struct clt__gemm_blocking {
 
 clt__gemm_blocking clt__cpu_gemm_blocking(int slot, size_t m, size_t n, size_t k, clt__gemm_tile tile);
 
+/* Row tiles (tile.tm rows each) a work-item computes in turn against one
+ * column panel in an unblocked product of op(a) (m,k) and op(b) (k,n) on a
+ * slot: enough for 2^16 fmas a work-item while the launch keeps 8
+ * work-items for each compute unit the device reports (1 when it reports
+ * none), 1 at least. */
+size_t clt__cpu_gemm_row_tiles(int slot, size_t m, size_t n, size_t k, clt__gemm_tile tile);
+
 /* Bytes of the row panels A is packed into for a product on the CPU kernels
  * (op(a) (m,k), a transposed when transpose_a, op(b) (k,n), leading
  * dimension of a lda), 0 when A is read in place: packing pays where rows a
