@@ -41,8 +41,8 @@ enum {
      * labels (clt_trainer_fit sets it for a regression's data). */
     CLT_WARMUP_REGRESSION = 4,
     /* The step's and the evaluation batch's kernels run in reverse order,
-     * the last first (on data that means nothing): what `clt train`'s
-     * helper process runs beside a cold first run, so that the driver's
+     * the last first (on data that means nothing): what `clt train
+     * --helper` runs beside a cold first run, so that the driver's
      * cache (pocl's, shared by the user's processes) fills from both ends
      * at once. Such a warm-up is not recorded for clt_model_warmup_cached. */
     CLT_WARMUP_REVERSE = 8

@@ -1,4 +1,4 @@
-/* The warm-up helper of a cold `clt train` (helper.h). pocl compiles one
+/* The warm-up helper of a cold `clt train --helper` (helper.h). pocl compiles one
  * process's kernels under one lock, so a second process is what gets the
  * second core compiling; both share pocl's cache, keyed by source, options
  * and device, whose entries are written by rename. The helper runs the

@@ -1,4 +1,4 @@
-/* The warm-up helper of a cold `clt train`: a second process that compiles
+/* The warm-up helper of a cold `clt train --helper`: a second process that compiles
  * the training step's kernels from the last one back while the run
  * compiles them from the first, both filling pocl's cache. */
 #ifndef CLT_TOOL_HELPER_H

@@ -502,14 +502,14 @@ static void print_figures(const char *name, const clt_dataset *ds, double loss, 
     else printf("%s loss %.4f, %s accuracy %.4f", name, loss, name, acc);
 }
 
-/* A helper process for a cold first run (helper.h), started before the
- * data loads. Only for the runs `clt warmup --helper` reproduces: the
- * ResMLP on Fashion-MNIST (784 inputs, 10 classes) from scratch, float32,
- * one device, no recompute, accumulation, trace, --fit, --plan or
- * --no-helper, batches the data fills. 0 when none was started. */
+/* With --helper, a helper process for a cold first run (helper.h),
+ * started before the data loads. Only for the runs `clt warmup --helper`
+ * reproduces: the ResMLP on Fashion-MNIST (784 inputs, 10 classes) from
+ * scratch, float32, one device, no recompute, accumulation, trace, --fit
+ * or --plan, batches the data fills. 0 when none was started. */
 static pid_t start_helper(const train_args *a, const clt_collective *comm)
 {
-    if (comm || a->no_helper || !data_is_folder(a) || a->load || a->resume || a->plan || a->fit || a->trace || a->hidden_layers > 1 ||
+    if (comm || !a->helper || !data_is_folder(a) || a->load || a->resume || a->plan || a->fit || a->trace || a->hidden_layers > 1 ||
         a->fp16 || a->recompute_blocks || a->accumulate > 1 || (!a->have_device && a->num_gpus > 1) ||
         (a->train_limit > 0 && a->train_limit < a->batch_size))
         return 0;

@@ -30,7 +30,7 @@ typedef struct train_args {
     int lr_schedule, early_stopping;
     int64_t warmup_steps, lr_step_size;
     int epochs, num_gpus, have_device, shuffle, distributed;
-    int no_helper; /* --no-helper: no helper process for a cold start */
+    int helper; /* --helper: a helper process for a cold start */
     int hiddens_given, blocks_given, recompute_blocks, plan, fp16, accumulate, fit;
     clt_device device;
     int plan_for;                              /* --plan-for given */

@@ -27,9 +27,9 @@ static const char *usage =
     "directory that is not yours alone), naming it. Defaults: --hiddens 256\n"
     "--blocks 2 --batch-size 256 --optimizer sgd.\n"
     "\n"
-    "--helper PID is what a cold `clt train` (process PID) starts beside itself:\n"
-    "it runs the step's kernels the last first, saves no binaries, prints\n"
-    "nothing, and is killed when PID ends.\n";
+    "--helper PID is what a cold `clt train --helper` (process PID) starts beside\n"
+    "itself: it runs the step's kernels the last first, saves no binaries,\n"
+    "prints nothing, and is killed when PID ends.\n";
 
 static int number(const char *opt, const char *text, long long lo, long long hi, long long *out)
 {
