@@ -39,13 +39,7 @@ enum {
     /* The model is trained as a regression: the step's loss is the MSE on
      * float32 targets, one per output, not the cross-entropy on int32
      * labels (clt_trainer_fit sets it for a regression's data). */
-    CLT_WARMUP_REGRESSION = 4,
-    /* The step's and the evaluation batch's kernels run in reverse order,
-     * the last first (on data that means nothing): what `clt train
-     * --helper` runs beside a cold first run, so that the driver's
-     * cache (pocl's, shared by the user's processes) fills from both ends
-     * at once. Such a warm-up is not recorded for clt_model_warmup_cached. */
-    CLT_WARMUP_REVERSE = 8
+    CLT_WARMUP_REGRESSION = 4
 };
 
 /* Compiles every kernel that training `model` on its device needs, with
@@ -64,16 +58,6 @@ enum {
  * what was not saved, with *out filled in as on success. */
 CLT_API clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_optimizer_kind optimizer,
                             double gradient_clip_val, int flags, clt_warmup_result *out);
-
-/* 1 when a clt_model_warmup of the same layers, dtype, recompute setting,
- * batch_size, optimizer, clipping (on or off) and task
- * (CLT_WARMUP_REGRESSION) on the same device and driver completed before,
- * in this process or another, as recorded in cltensor's cache directory
- * (docs/performance.md); else 0, also for NULL, a model without
- * parameters or caching off. It says the driver's own cache held that
- * warm-up's kernels when it ended, not that nobody has emptied it since. */
-CLT_API int clt_model_warmup_cached(const clt_model *model, int64_t batch_size, clt_optimizer_kind optimizer,
-                                    double gradient_clip_val, int flags);
 
 #ifdef __cplusplus
 }

@@ -63,19 +63,7 @@ typedef struct slot_programs {
     pthread_mutex_t lock; /* the tables above */
 } slot_programs;
 
-/* A launch held back (clt__program_defer), with copies of what it names. */
-typedef struct held_launch {
-    int slot, nargs, dims;
-    char *program, *options, *name;
-    clt__arg *args;                /* values point into bytes */
-    unsigned char *bytes;
-    size_t global[3], local[3], n; /* n > 0: a clt__launch1 of n work-items */
-    int has_local;
-} held_launch;
-
 static slot_programs *table;
-static _Thread_local held_launch *held; /* this thread's launches held back */
-static _Thread_local int nheld, held_cap, holding;
 static clt__program_stats stats; /* under lock */
 static _Thread_local int save_all; /* clt__program_save_binaries */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* stats only: the tables lock per slot */
@@ -640,84 +628,6 @@ clt_status clt__kernel_opts(int slot, const char *program, const char *options, 
     return kernel_lookup(slot, program, options, name, out, &most);
 }
 
-static void free_held(held_launch *h)
-{
-    free(h->program);
-    free(h->options);
-    free(h->name);
-    free(h->args);
-    free(h->bytes);
-}
-
-/* Keeps a launch for clt__program_run_held: copies of its names and
- * argument values; nothing is built or enqueued. The written tensor gets no
- * event, as on a planning device. */
-static clt_status hold(int slot, const char *program, const char *options, const char *name, int nargs,
-                       const clt__arg *args, int dims, const size_t *global, const size_t *local, size_t n,
-                       clt_tensor *written)
-{
-    if (nheld == held_cap) {
-        int cap = held_cap ? held_cap * 2 : 32;
-        held_launch *grown = realloc(held, (size_t)cap * sizeof *grown);
-        if (!grown) return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory holding kernel %s back", name);
-        held = grown, held_cap = cap;
-    }
-    held_launch h = {.slot = slot, .nargs = nargs, .dims = dims, .n = n, .has_local = local != NULL};
-    size_t total = 0;
-    for (int i = 0; i < nargs; i++) total += args[i].value ? args[i].size : 0;
-    h.program = strdup(program);
-    h.options = options ? strdup(options) : NULL;
-    h.name = strdup(name);
-    h.args = calloc((size_t)(nargs ? nargs : 1), sizeof *h.args);
-    h.bytes = malloc(total ? total : 1);
-    if (!h.program || (options && !h.options) || !h.name || !h.args || !h.bytes) {
-        free_held(&h);
-        return clt__fail(CLT_ERR_OUT_OF_MEMORY, "out of host memory holding kernel %s back", name);
-    }
-    size_t at = 0;
-    for (int i = 0; i < nargs; i++) {
-        h.args[i] = (clt__arg){args[i].size, args[i].value ? h.bytes + at : NULL};
-        if (args[i].value) memcpy(h.bytes + at, args[i].value, args[i].size), at += args[i].size;
-    }
-    for (int d = 0; d < dims && d < 3; d++) {
-        h.global[d] = global[d];
-        h.local[d] = local ? local[d] : 0;
-    }
-    held[nheld++] = h;
-    if (written) clt__tensor_set_write(written, NULL);
-    return CLT_OK;
-}
-
-void clt__program_hold(int on) { holding = on; }
-
-clt_status clt__program_run_held(void)
-{
-    holding = 0;
-    clt_status st = CLT_OK;
-    /* The programs first, the last used first: a process running the
-     * launches in order builds every program before its first kernel has
-     * run (the driver compiles a kernel as it runs it), so those it needs
-     * late are the ones left to take from it. */
-    cl_kernel k;
-    for (int i = nheld - 1; i >= 0 && st == CLT_OK; i--)
-        st = clt__kernel_opts(held[i].slot, held[i].program, held[i].options, held[i].name, &k);
-    for (int i = nheld - 1; i >= 0; i--) {
-        held_launch *h = &held[i];
-        if (st == CLT_OK)
-            st = h->n ? clt__launch1(h->slot, h->program, h->name, h->nargs, h->args, h->n, NULL)
-                      : clt__launch_opts(h->slot, h->program, h->options, h->name, h->nargs, h->args, h->dims,
-                                         h->global, h->has_local ? h->local : NULL, NULL);
-        /* Each run (and so compiled: pocl compiles a kernel as it runs it)
-         * before the next program is built: the order holds for both. */
-        if (st == CLT_OK) st = clt__sync_queue(h->slot, "clt__program_run_held");
-        free_held(h);
-    }
-    free(held);
-    held = NULL;
-    nheld = held_cap = 0;
-    return st;
-}
-
 clt_status clt__launch(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
                        int dims, const size_t *global, const size_t *local, clt_tensor *written)
 {
@@ -735,7 +645,6 @@ clt_status clt__launch_opts(int slot, const char *program, const char *options, 
         if (written) clt__tensor_set_write(written, NULL);
         return CLT_OK;
     }
-    if (holding) return hold(slot, program, options, name, nargs, args, dims, global, local, 0, written);
     cl_kernel k;
     CLT_TRY(clt__kernel_opts(slot, program, options, name, &k));
     if (clt__fault(CLT__FAULT_ENQUEUE))
@@ -782,11 +691,6 @@ clt_status clt__launch_opts(int slot, const char *program, const char *options, 
 clt_status clt__launch1(int slot, const char *program, const char *name, int nargs, const clt__arg *args,
                         size_t n, clt_tensor *written)
 {
-    if (holding && n > 0 && !clt__slot_plans(slot)) {
-        CLT_TRY(check_kernel_slot(slot, name));
-        size_t one = 1;
-        return hold(slot, program, NULL, name, nargs, args, 1, &one, NULL, n, written);
-    }
     cl_kernel k;
     size_t most = 256;
     if (!clt__slot_plans(slot)) CLT_TRY(kernel_lookup(slot, program, NULL, name, &k, &most));

@@ -63,17 +63,6 @@ void clt__program_get_stats(clt__program_stats *out);
 
 /* clt__arg and CLT_ARG, a kernel argument, are device/replay.h's. */
 
-/* on: this thread's kernel launches from now on are held back, not built
- * nor enqueued (their written tensors get no event); 0 stops holding them.
- * clt__program_run_held then builds their programs, the last used first,
- * then runs them, the last first, each to its end before the next, and
- * forgets them: a helper process that runs a step's kernels in reverse
- * fills the driver's cache from the other end while the main process runs
- * them in order. The kernels run on whatever their buffers hold then,
- * which must still be allocated. */
-void clt__program_hold(int on);
-clt_status clt__program_run_held(void);
-
 /* Sets the arguments and enqueues kernel `name` of cl/<program>.cl over a
  * `dims`-dimensional range (`local` NULL lets the driver choose). The
  * written tensor (may be NULL) records the launch as its last write. */

@@ -2,12 +2,9 @@
  * copy of a model, so that every kernel program its training uses is built
  * and the driver's code generation at first launch happens here, before the
  * trainer's clock starts, instead of inside the first epoch. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "../core/cache.h"
 #include "../core/clock.h"
 #include "../core/error.h"
 #include "../device/device_internal.h"
@@ -41,8 +38,7 @@ static clt_status scratch_copy(const clt_model *m, clt_model **out)
 /* What clt_trainer_fit's step and clt_trainer_evaluate's batch do, once
  * each: the trainer's own step and evaluation step (step.c) with the
  * training data's loss, on zeros. */
-static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kind kind, double clip, int regress,
-                            int reverse)
+static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kind kind, double clip, int regress)
 {
     clt_model *c;
     CLT_TRY(scratch_copy(m, &c));
@@ -63,17 +59,12 @@ static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kin
     if (s == CLT_OK && loss->errors) s = clt_zeros(&mse, dev, CLT_FLOAT32, 1, &one);
     if (s == CLT_OK && loss->errors) s = clt_zeros(&mae, dev, CLT_FLOAT32, 1, &one);
     clt__step_options so = {.loss = loss};
-    /* Reversed: the step's and the batch's kernels held back, then run
-     * the last first, while every buffer they name is still held. */
-    clt__program_hold(reverse);
     if (s == CLT_OK) s = clt__train_step(c, opt, &t, loss_sum, clip, &so);
     if (s == CLT_OK) s = clt__step_read(loss_sum, &ignored, "clt_model_warmup (reading the loss)");
     clt_model_set_training(c, 0);
     clt__eval_sums sums = {.loss = loss_sum, .correct = correct, .mse = mse, .mae = mae};
     if (s == CLT_OK) s = clt__eval_step(c, loss, t.x, t.y, &sums);
     if (s == CLT_OK) s = clt__step_read(loss_sum, &ignored, "clt_model_warmup (reading the loss)");
-    clt_status ran = clt__program_run_held();
-    if (s == CLT_OK) s = ran;
     clt__step_tensors_release(&t);
     clt_tensor_release(loss_sum);
     clt_tensor_release(correct);
@@ -82,66 +73,6 @@ static clt_status warm_step(const clt_model *m, int64_t batch, clt_optimizer_kin
     clt_optimizer_free(opt);
     clt_model_free(c);
     return s;
-}
-
-/* The flags that change what a warm-up compiles. */
-#define MARKED_FLAGS CLT_WARMUP_REGRESSION
-
-/* The path of the cache entry that says a warm-up of this model, batch,
- * optimizer, clipping and task completed on the slot's device (its key: the
- * device and driver, clt__cache_key, and these); clt__cache_entry_path's
- * answer. */
-static int done_entry(int slot, const clt_model *m, int64_t batch, clt_optimizer_kind kind, double clip, int flags,
-                      int create, uint8_t key[32], char *path, size_t len)
-{
-    char what[4096], dir[900];
-    int at = snprintf(what, sizeof what, "batch %lld optimizer %d clip %d flags %d dtype %d recompute %d",
-                      (long long)batch, (int)kind, clip > 0, flags & MARKED_FLAGS, (int)clt_model_dtype(m),
-                      clt_model_recompute(m));
-    for (int i = 0; i < clt_model_num_layers(m) && at > 0 && at < (int)sizeof what; i++) {
-        clt_layer_info l;
-        if (clt_model_layer(m, i, &l) != CLT_OK) return 0;
-        at += snprintf(what + at, sizeof what - (size_t)at, "; %d %lld %lld %s", (int)l.kind,
-                       (long long)l.in_features, (long long)l.out_features, l.custom ? l.custom : "-");
-    }
-    if (at <= 0 || at >= (int)sizeof what) return 0;
-    clt__cache_key(slot, "warmup", what, NULL, key);
-    return clt__cache_entry_path(key, "warmup-", ".done", create, dir, sizeof dir, path, len);
-}
-
-/* Records that the warm-up completed: the next process's driver cache
- * (pocl's, shared by the user's processes) holds what it compiled. A
- * failure to write only leaves the next run to assume a cold cache. */
-static void mark_done(int slot, const clt_model *m, int64_t batch, clt_optimizer_kind kind, double clip, int flags)
-{
-    uint8_t key[32];
-    char path[1024], saved[1024];
-    if (done_entry(slot, m, batch, kind, clip, flags, 0, key, path, sizeof path) == 1 && access(path, F_OK) == 0)
-        return;
-    snprintf(saved, sizeof saved, "%s", clt_last_error());
-    if (done_entry(slot, m, batch, kind, clip, flags, 1, key, path, sizeof path) == 1)
-        clt__cache_entry_write(path, key, "done", 4);
-    clt__fail(CLT_OK, "%s", saved);
-}
-
-int clt_model_warmup_cached(const clt_model *model, int64_t batch_size, clt_optimizer_kind optimizer,
-                            double gradient_clip_val, int flags)
-{
-    int slot;
-    const char *name;
-    clt_tensor *param, *grad;
-    if (!model || clt_model_named_parameter(model, 0, &name, &param, &grad) != CLT_OK ||
-        clt__resolve(clt_model_device(model), &slot) != CLT_OK)
-        return 0;
-    uint8_t key[32], *file;
-    const uint8_t *content;
-    char path[1024], why[256];
-    size_t len;
-    if (done_entry(slot, model, batch_size, optimizer, gradient_clip_val, flags, 0, key, path, sizeof path) != 1)
-        return 0;
-    int r = clt__cache_entry_read(path, key, 64, &file, &content, &len, why, sizeof why);
-    if (r == 1) free(file);
-    return r == 1;
 }
 
 clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_optimizer_kind optimizer,
@@ -175,8 +106,8 @@ clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_opti
     clt_status s = CLT_OK;
     clt__program_save_binaries(save);
     for (int i = 0; s == CLT_OK && all && i < nprog; i++) s = clt__program_prepare(slot, clt__program_name(i), save);
-    int regress = (flags & CLT_WARMUP_REGRESSION) != 0, reverse = (flags & CLT_WARMUP_REVERSE) != 0;
-    if (s == CLT_OK) s = warm_step(model, batch_size, optimizer, gradient_clip_val, regress, reverse);
+    int regress = (flags & CLT_WARMUP_REGRESSION) != 0;
+    if (s == CLT_OK) s = warm_step(model, batch_size, optimizer, gradient_clip_val, regress);
     clt__program_save_binaries(0);
     /* Programs built earlier in the process without their binary: write
      * them too. One built by the step had its binary saved (or its failure
@@ -194,7 +125,6 @@ clt_status clt_model_warmup(const clt_model *model, int64_t batch_size, clt_opti
         out->binaries_saved = after.saved - before.saved;
         out->binaries_not_saved = after.not_saved - before.not_saved;
     }
-    if (s == CLT_OK && !reverse) mark_done(slot, model, batch_size, optimizer, gradient_clip_val, flags);
     int missing = after.not_saved - before.not_saved;
     if (s == CLT_OK && save && missing > 0)
         s = clt__fail(CLT_ERR_IO, "clt_model_warmup: %d program binar%s not saved to the cache (%d saved); the last: %s",

@@ -12,7 +12,6 @@
 
 #include "commands.h"
 #include "distributed.h"
-#include "helper.h"
 #include "train_options.h"
 
 static int fail(const char *cmd, const char *what)
@@ -502,40 +501,13 @@ static void print_figures(const char *name, const clt_dataset *ds, double loss, 
     else printf("%s loss %.4f, %s accuracy %.4f", name, loss, name, acc);
 }
 
-/* With --helper, a helper process for a cold first run (helper.h),
- * started before the data loads. Only for the runs `clt warmup --helper`
- * reproduces: the ResMLP on Fashion-MNIST (784 inputs, 10 classes) from
- * scratch, float32, one device, no recompute, accumulation, trace, --fit
- * or --plan, batches the data fills. 0 when none was started. */
-static pid_t start_helper(const train_args *a, const clt_collective *comm)
-{
-    if (comm || !a->helper || !data_is_folder(a) || a->load || a->resume || a->plan || a->fit || a->trace || a->hidden_layers > 1 ||
-        a->fp16 || a->recompute_blocks || a->accumulate > 1 || (!a->have_device && a->num_gpus > 1) ||
-        (a->train_limit > 0 && a->train_limit < a->batch_size))
-        return 0;
-    return clt_helper_start(train_device(a, comm), a->hiddens, a->blocks, a->batch_size, a->optimizer);
-}
-
-/* With a helper: the run's warm-up now, beside it, before the trainer's
- * own, which then finds every kernel built; then the helper ends. */
-static void warm_with_helper(pid_t helper, const train_args *a, clt_model *model, const clt_dataset *train)
-{
-    clt_warmup_result w;
-    /* A failure here is the trainer's warm-up's to report. */
-    if (train->n >= a->batch_size && clt_model_warmup(model, a->batch_size, a->optimizer, 0.0, 0, &w) == CLT_OK)
-        printf("cold kernel caches: compiled with a helper process in %.2f s\n", w.seconds);
-    clt_helper_stop(helper);
-}
-
 static int train_run(train_args a, const clt_collective *comm)
 {
     int rc = check_files(&a);
     if (rc) return rc;
-    pid_t helper = start_helper(&a, comm);
     run_data d;
     rc = load_data(&a, &d);
     if (rc) {
-        clt_helper_stop(helper);
         run_data_free(&d);
         return rc;
     }
@@ -545,8 +517,6 @@ static int train_run(train_args a, const clt_collective *comm)
     if (rc == 0)
         rc = make_model("train", &a, train_device(&a, comm), clt_dataset_width(&d.train),
                         clt_dataset_num_outputs(&d.train), &model);
-    if (rc == 0 && helper) warm_with_helper(helper, &a, model, &d.train);
-    else clt_helper_stop(helper);
     if (rc == 0 && a.plan) rc = plan_run(&a, model, d.train.task);
     else if (rc == 0 && a.fit) rc = fit_run(&a, model, &d.train);
     if (rc == 0 && !a.plan) {

@@ -84,8 +84,6 @@ static const char *train_usage =
     "  --fit=any               the same, and float16 when no float32 configuration fits\n"
     "  --seed S                initialisation and shuffling seed (default 0)\n"
     "  --no-shuffle            batches in file order\n"
-    "  --helper                with cold kernel caches, a second process (`clt warmup --helper`)\n"
-    "                          compiles the step's kernels beside the run, from the last\n"
     "  --steps N               stop after N optimizer steps\n"
     "  --train-limit N         train on the first N examples only\n"
     "  --val-limit N           evaluate on the first N test examples only\n"
@@ -505,7 +503,6 @@ static int opt_accumulate(train_args *a, const char *c, const char *o, const cha
 
 static int opt_fp16(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->fp16 = 1; return 1; }
 static int opt_no_shuffle(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->shuffle = 0; return 1; }
-static int opt_helper(train_args *a, const char *c, const char *o, const char *v) { (void)c, (void)o, (void)v; a->helper = 1; return 1; }
 
 /* Every option of clt train; `eval` marks those clt eval takes too. Order
  * does not matter: a name appears once. */
@@ -545,7 +542,6 @@ static const struct option_spec {
     {"--fit", 0, 0, opt_fit},
     {"--fit=any", 0, 0, opt_fit_any},
     {"--no-shuffle", 0, 0, opt_no_shuffle},
-    {"--helper", 0, 0, opt_helper},
     {"--target", 1, 1, opt_target},
     {"--labels", 1, 1, opt_labels},
     {"--task", 1, 0, opt_task},

@@ -30,7 +30,6 @@ typedef struct train_args {
     int lr_schedule, early_stopping;
     int64_t warmup_steps, lr_step_size;
     int epochs, num_gpus, have_device, shuffle, distributed;
-    int helper; /* --helper: a helper process for a cold start */
     int hiddens_given, blocks_given, recompute_blocks, plan, fp16, accumulate, fit;
     clt_device device;
     int plan_for;                              /* --plan-for given */

@@ -2,12 +2,9 @@
  * writes the program binaries to cltensor's cache, for packagers and CI
  * images whose first training run should not compile. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
 #include <cltensor.h>
 
@@ -15,7 +12,7 @@
 
 static const char *usage =
     "usage: clt warmup [--device D]... [--hiddens H] [--blocks K] [--batch-size B]\n"
-    "                  [--optimizer sgd|adam] [--fp16] [--all] [--helper PID]\n"
+    "                  [--optimizer sgd|adam] [--fp16] [--all]\n"
     "\n"
     "Compiles every kernel that `clt train` with the same options needs on each\n"
     "device D (default: the one clt train picks, gpu:0, else cpu) by running one\n"
@@ -25,11 +22,7 @@ static const char *usage =
     "loads them instead of compiling. --all also builds every other kernel\n"
     "program. Exits 1 when a binary could not be saved (a full disk, a cache\n"
     "directory that is not yours alone), naming it. Defaults: --hiddens 256\n"
-    "--blocks 2 --batch-size 256 --optimizer sgd.\n"
-    "\n"
-    "--helper PID is what a cold `clt train --helper` (process PID) starts beside\n"
-    "itself: it runs the step's kernels the last first, saves no binaries,\n"
-    "prints nothing, and is killed when PID ends.\n";
+    "--blocks 2 --batch-size 256 --optimizer sgd.\n";
 
 static int number(const char *opt, const char *text, long long lo, long long hi, long long *out)
 {
@@ -62,7 +55,6 @@ static int warm(clt_device dev, long long hiddens, long long blocks, long long b
         warmed = s == CLT_OK || w.binaries_not_saved > 0;
     }
     clt_model_free(m);
-    if (flags & CLT_WARMUP_REVERSE) return s == CLT_OK;
     if (warmed)
         printf("%s: %d program(s) compiled in %.2f s, %d loaded from the cache, %d binar%s saved in %.2f s; %.2f s "
                "in all\n",
@@ -93,12 +85,6 @@ int clt_cmd_warmup(int argc, char **argv)
             fp16 = 1;
         } else if (strcmp(a, "--all") == 0) {
             flags |= CLT_WARMUP_ALL_PROGRAMS;
-        } else if (strcmp(a, "--helper") == 0) {
-            long long parent;
-            ok = number(a, v, 1, 1LL << 40, &parent), i++;
-            /* Killed with its run, and gone at once if that has ended already. */
-            if (ok && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != (pid_t)parent)) return 1;
-            flags = CLT_WARMUP_REVERSE;
         } else if (strcmp(a, "--device") == 0) {
             if (ndev == (int)(sizeof devs / sizeof devs[0])) {
                 fprintf(stderr, "clt warmup: at most %d --device options\n", (int)(sizeof devs / sizeof devs[0]));
