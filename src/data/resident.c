@@ -106,6 +106,32 @@ static clt_status upload_examples(clt__resident *r, const clt_dataset *ds, int64
     return clt__write_host(r->xs, ds->images, (size_t)values);
 }
 
+/* Rows per work-group of the gather: one local size for every batch, the
+ * last partial one included, so that a driver that compiles a kernel for
+ * each work-group size it meets (pocl) compiles it once. */
+#define GATHER_ROWS 32
+
+/* Enqueues gather_batch: rows [0, count) of x and y from the examples of
+ * the count int32 indices ib, x (and y, which the same launch writes)
+ * marked written by it when given. */
+static clt_status launch_gather(const clt__resident *r, clt__buf ib, int64_t count, clt__buf xb, clt__buf yb,
+                                clt_tensor *x)
+{
+    clt__buf xs = clt__tensor_buf(r->xs), ys = clt__tensor_buf(r->ys);
+    cl_ulong xs_off = xs.off * 4, width = (cl_ulong)r->width, n = (cl_ulong)count, pixels = (cl_ulong)r->pixels;
+    cl_int bytes = r->byte_pixels;
+    clt__arg args[] = {CLT_ARG(xs.mem), CLT_ARG(xs_off), CLT_ARG(bytes), CLT_ARG(ys.mem), CLT_ARG(ys.off),
+                       CLT_ARG(width),  CLT_ARG(ib.mem), CLT_ARG(ib.off), CLT_ARG(xb.mem), CLT_ARG(xb.off),
+                       CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n),     CLT_ARG(pixels)};
+    /* Dimension 0: the examples, in whole work-groups (at least one; the
+     * kernel checks count); dimension 1: a row's runs of GATHER_RUN values
+     * and its y. */
+    size_t groups = count > GATHER_ROWS ? (size_t)((count + GATHER_ROWS - 1) / GATHER_ROWS) : 1;
+    size_t global[2] = {groups * GATHER_ROWS, (size_t)((r->pixels + GATHER_RUN - 1) / GATHER_RUN + 1)};
+    size_t local[2] = {GATHER_ROWS, 1};
+    return clt__launch(clt__tensor_slot(r->xs), "gather", "gather_batch", 14, args, 2, global, local, x);
+}
+
 clt_status clt__resident_create(clt__resident **out, const clt_dataset *ds, int64_t n, int world, clt_device dev)
 {
     int keep;
@@ -119,8 +145,10 @@ clt_status clt__resident_create(clt__resident **out, const clt_dataset *ds, int6
     r->width = width_of(ds);
     clt_status s = upload_examples(r, ds, n, dev);
     if (s == CLT_OK) s = upload_labels(r, ds, n, dev);
-    /* The program built now, before a run's clock starts, as the model's are (clt_model_warmup). */
-    if (s == CLT_OK) s = clt__program_prepare(clt__tensor_slot(r->xs), "gather", 0);
+    /* The kernel built and compiled now, before a run's clock starts, as the
+     * model's are (clt_model_warmup): a launch over no rows. */
+    clt__buf ys = clt__tensor_buf(r->ys);
+    if (s == CLT_OK) s = launch_gather(r, ys, 0, ys, ys, NULL);
     if (s != CLT_OK) {
         clt__resident_free(r);
         return s;
@@ -145,17 +173,7 @@ clt_status clt__resident_gather(const clt__resident *r, const clt_tensor *idx, i
     int regress = clt_tensor_dtype(r->ys) == CLT_FLOAT32;
     CLT_TRY(clt_empty(x, dev, CLT_FLOAT32, 2, xshape));
     clt_status s = clt_empty(y, dev, clt_tensor_dtype(r->ys), regress ? 2 : 1, yshape);
-    clt__buf xs = clt__tensor_buf(r->xs), ys = clt__tensor_buf(r->ys), ib = clt__tensor_buf(idx),
-             xb = clt__tensor_buf(*x), yb = clt__tensor_buf(*y);
-    cl_ulong xs_off = xs.off * 4, width = (cl_ulong)r->width, n = (cl_ulong)count, pixels = (cl_ulong)r->pixels;
-    cl_int bytes = r->byte_pixels;
-    clt__arg args[] = {CLT_ARG(xs.mem), CLT_ARG(xs_off), CLT_ARG(bytes), CLT_ARG(ys.mem), CLT_ARG(ys.off),
-                       CLT_ARG(width),  CLT_ARG(ib.mem), CLT_ARG(ib.off), CLT_ARG(xb.mem), CLT_ARG(xb.off),
-                       CLT_ARG(yb.mem), CLT_ARG(yb.off), CLT_ARG(n),     CLT_ARG(pixels)};
-    /* Dimension 0: the examples; dimension 1: a row's runs of GATHER_RUN values and its y. */
-    size_t global[2] = {(size_t)count, (size_t)((r->pixels + GATHER_RUN - 1) / GATHER_RUN + 1)};
-    if (s == CLT_OK)
-        s = clt__launch(clt__tensor_slot(r->xs), "gather", "gather_batch", 14, args, 2, global, NULL, *x);
+    if (s == CLT_OK) s = launch_gather(r, clt__tensor_buf(idx), count, clt__tensor_buf(*x), clt__tensor_buf(*y), *x);
     if (s == CLT_OK) clt__tensor_set_write(*y, (*x)->st->last_write); /* the same launch wrote y */
     if (s != CLT_OK) {
         clt_tensor_release(*x);

@@ -67,9 +67,7 @@ static void update_writes(const clt_tensor *param, clt_tensor *grad, const clt__
 
 /* Launches kernel `name` (args[0..nargs)) over the n elements of param:
  * one a work-item on a GPU-class device, else its _chunk_ form `chunked`,
- * which takes CPU_PER_ITEM as one argument more, args[nargs]. Both names
- * are string literals: the kernel table, traces and replay keep the
- * pointer. */
+ * which takes CPU_PER_ITEM as one argument more, args[nargs]. */
 static clt_status launch_update(clt_tensor *param, const char *name, const char *chunked, int nargs, clt__arg *args,
                                 cl_ulong n)
 {
