@@ -39,7 +39,7 @@ static clt_status matrix_shape(const char *path, const clt_safetensors *f, const
  * its tensors; its parameter count must be what the file holds. */
 static clt_status build_resmlp(clt_model **out, const char *path, const clt_safetensors *f, clt_device dev)
 {
-    int64_t h, k, in, out_features, rows;
+    int64_t h = 0, k = 0, in = 0, out_features = 0, rows = 0; /* set by the calls below (GCC -O2 cannot tell) */
     CLT_TRY(clt_checkpoint_resmlp_shape(path, &h, &k));
     CLT_TRY(matrix_shape(path, f, "net.1.weight", &rows, &in));
     char last[48];
