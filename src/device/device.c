@@ -58,6 +58,9 @@ static void fill_limits(clt__slot *s)
     if (clGetDeviceInfo(s->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof s->float_width, &s->float_width,
                         NULL) != CL_SUCCESS)
         s->float_width = 0;
+    if (clGetDeviceInfo(s->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof s->compute_units, &s->compute_units, NULL) !=
+        CL_SUCCESS)
+        s->compute_units = 0;
 }
 
 /* The slot table being built: tab[0..n), room for cap. */
@@ -623,9 +626,7 @@ clt_status clt_device_list_info(int i, clt_device_info *out)
                           NULL) != CL_SUCCESS)
         out->platform_name[0] = '\0';
     out->platform_name[sizeof out->platform_name - 1] = '\0';
-    cl_uint cu = 0;
-    clGetDeviceInfo(s->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
-    out->compute_units = cu;
+    out->compute_units = s->compute_units;
     out->global_mem_bytes = s->global_mem;
     out->max_alloc_bytes = s->max_alloc;
     char ext[4096];

@@ -23,6 +23,7 @@ typedef struct clt__slot {
     cl_ulong max_alloc, global_mem, base_align_bytes;
     size_t max_work_group;            /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     cl_uint float_width;              /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, 0 when unknown */
+    cl_uint compute_units;            /* CL_DEVICE_MAX_COMPUTE_UNITS, 0 when unknown (a described device) */
     char name[16];                    /* "gpu:1", "plan:gpu:1", "plan:gpu(80G)" */
     int plans_for;                    /* a planning device: the slot it stands for (itself when described);
                                          -1 on a real one */

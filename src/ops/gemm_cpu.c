@@ -223,11 +223,7 @@ int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n
 size_t clt__cpu_gemm_row_tiles(int slot, size_t m, size_t n, size_t k, clt__gemm_tile tile)
 {
     const clt__slot *s = clt__slot_get(slot);
-    cl_uint units = 0;
-    if (!s || !s->device ||
-        clGetDeviceInfo(s->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL) != CL_SUCCESS)
-        units = 0;
-    if (units == 0) units = 1;
+    cl_uint units = s && s->compute_units ? s->compute_units : 1;
     size_t tm = (size_t)tile.tm, tn = (size_t)tile.tn, tiles = (m + tm - 1) / tm, panels = (n + tn - 1) / tn;
     /* tm x tn <= 32 x 32 and k capped: no overflow. */
     size_t tile_fmas = tm * tn * (k < ITEM_MIN_FMAS ? k : ITEM_MIN_FMAS);

@@ -33,9 +33,7 @@ int clt__gemm_gpu_side(int slot, size_t m, size_t n)
     const clt__slot *s = clt__slot_get(slot);
     if (s->max_work_group < 64) return 0;
     if (s->max_work_group < 256) return 8;
-    cl_uint units = 0; /* none known (a described device has no OpenCL device): the large blocks */
-    if (!s->device || clGetDeviceInfo(s->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL) != CL_SUCCESS)
-        units = 0;
+    cl_uint units = s->compute_units; /* 0, none known (a described device): the large blocks */
     size_t blocks = (m + 16 * RT - 1) / (16 * RT) * ((n + 16 * RT - 1) / (16 * RT));
     return blocks < units ? 8 : 16;
 }
