@@ -11,7 +11,8 @@
  * steps each. SIDES replay (16 batches of images) alternates CLT_REPLAY=0
  * and 1; SIDES loader (60,000 images, Fashion-MNIST's training set)
  * alternates a loader on the host path (resident 0) and one with the set
- * resident (src/data/resident.c), replay as CLT_REPLAY says. Per step it
+ * resident (src/data/resident.c; a GPU-class device only, so on pocl run
+ * it with CLT_DEVICE_CLASS=gpu), replay as CLT_REPLAY says. Per step it
  * times the host call that enqueues the step (host), that call less its
  * clt_loader_next (the batch's upload; on the resident path, the indices'
  * upload and the gather's launch, which a replay holds back and replays

@@ -1,6 +1,7 @@
-/* The resident loader's gather (src/data/resident.c, cl/gather.cl) runs at
- * one work-group size for every batch, the last partial one included, and
- * is compiled when the loader is made, before a run's clock starts. pocl
+/* The resident loader's gather (src/data/resident.c, cl/gather.cl; on the
+ * GPU class, here forced with CLT_DEVICE_CLASS=gpu) runs at one
+ * work-group size for every batch, the last partial one included, and is
+ * compiled when the loader is made, before a run's clock starts. pocl
  * compiles a kernel once for each work-group size it is launched with and
  * keeps one folder per size in its cache (POCL_CACHE_DIR/../gather_batch/),
  * so the test counts those folders: one after clt_loader_create, still one
@@ -93,6 +94,7 @@ int main(void)
     if (!mkdtemp(cache)) return EXIT_FAILURE;
     setenv("POCL_CACHE_DIR", cache, 1);
     setenv("CLT_CACHE_DIR", "off", 1);
+    setenv("CLT_DEVICE_CLASS", "gpu", 1); /* where the loader keeps the set resident */
     Suite *s = suite_create("gather_compile");
     TCase *tc = clt_test_tcase("core");
     tcase_add_test(tc, test_one_size_compiled_at_creation);

@@ -212,7 +212,7 @@ typedef struct clt_loader_options {
     int64_t limit;      /* use only the first `limit` examples; 0 for all */
     int rank, world;    /* shard: rank of world takes its contiguous share of each global batch */
     int flatten;        /* 1: x is (B, rows*cols); 0: x is (B, 1, rows, cols) */
-    int resident;       /* 1: on any device, with world 1, the examples used are uploaded once at
+    int resident;       /* 1: on a GPU-class device, with world 1, the examples used are uploaded once at
                            creation when they take at most a sixteenth of the device's memory cap, or of
                            its global memory without one, and each batch is made there from its indices
                            (docs/data.md); 0: the host path */

@@ -53,7 +53,7 @@ typedef struct clt_plan_options {
     int drop_packed;               /* with whole_run, 1: evaluate as after clt_model_set_keep_packed(m, 0),
                                       whatever the model's own setting; 0: as the model says */
     int64_t train_examples;        /* with whole_run, the examples the training loader uses (after a
-                                      limit): the loader may keep them resident on the device
+                                      limit): on a GPU-class device the loader may keep them resident
                                       (docs/data.md), and the plan then counts that copy as the run holds
                                       it; 0: a stand-in of max(batch_size, 2 x the evaluation's batch) */
     int train_value_bytes;         /* with whole_run, the training set's stored values: 1 (bytes, an

@@ -1,4 +1,4 @@
-/* The data set resident on the device (resident.h). */
+/* The data set resident on a GPU-class device (resident.h). */
 #include <stdlib.h>
 
 #include "../core/checked.h"
@@ -65,11 +65,12 @@ static clt_status budget_of(int slot, int64_t *out)
 /* Whether the copy of n examples is kept on dev (resident.h's rule). */
 static clt_status wanted(const clt_dataset *ds, int64_t n, int world, clt_device dev, int *out)
 {
-    int slot;
+    int slot, gpu;
     int64_t budget;
     *out = 0;
     CLT_TRY(clt__resolve(dev, &slot));
-    if (world > 1 || n == 0) return CLT_OK;
+    CLT_TRY(clt__gpu_class(slot, &gpu));
+    if (!gpu || world > 1 || n == 0) return CLT_OK;
     CLT_TRY(budget_of(slot, &budget));
     int64_t bytes = clt__resident_bytes(ds, n);
     *out = bytes >= 0 && bytes <= budget / RESIDENT_SHARE;

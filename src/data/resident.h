@@ -1,5 +1,5 @@
-/* Internal: a data set resident on the device, for the loader (loader.c).
- * The examples are uploaded once in their stored element type (bytes stay
+/* Internal: a data set resident on a GPU-class device, for the loader
+ * (loader.c). The examples are uploaded once in their stored element type (bytes stay
  * bytes), the labels as int32 and a regression's targets as float32; each
  * batch is then one kernel (cl/gather.cl) over the batch's int32 example
  * indices, giving the host loader's values to the bit. */
@@ -11,8 +11,8 @@
 typedef struct clt__resident clt__resident;
 
 /* The device-resident copy of the first n examples of ds on dev, or NULL in
- * *out when the loader keeps to the host path: world > 1 (data parallel),
- * no examples, or a copy (clt__resident_bytes) past a sixteenth of the
+ * *out when the loader keeps to the host path: a CPU-class device (see
+ * docs/data.md), world > 1 (data parallel), no examples, or a copy (clt__resident_bytes) past a sixteenth of the
  * device's budget: its memory cap when it has one, else its global memory
  * (on a planning device, those of the device it plans for, or its
  * description's). */
