@@ -174,6 +174,6 @@ int main(int argc, char **argv)
            resmlp ? "resmlp 784-256x2-10" : "mlp 784-64-10", (long long)batch, name, repeats, steps,
            loaders ? "host path / resident set" : "without / with replay", h[0], h[1], h[0] / h[1], o[0], o[1],
            o[0] / o[1], c[0], c[1], c[0] / c[1], w[0], w[1], w[0] / w[1], pl[0], pl[1], pl[0] / pl[1],
-           (unsigned long long)replayed, 2 * per);
+           (unsigned long long)replayed, loaders ? 2 * per : per); /* the sides that may replay */
     return 0;
 }
