@@ -5,7 +5,8 @@
  * of a synchronisation. Figures are medians of several repetitions.
  * Usage: bench_gemm [device] [reps] [launch | capstone]   (device as `clt
  * devices` names it; default cpu:0): `launch` times the launches alone,
- * `capstone` the capstone's six products only. Built without OpenBLAS (when
+ * `capstone` the capstone's six products only, then a step's products
+ * against its arithmetic bound (step_bound). Built without OpenBLAS (when
  * CMake finds none) its columns and ratios read 0 and "-". */
 #ifdef CLT_BENCH_OPENBLAS
 #include <cblas.h>
@@ -24,26 +25,28 @@ typedef struct shape {
     const char *name;
     int ta, tb;
     int m, n, k;
+    int step; /* how many a capstone training step runs at batch 256 */
 } shape;
 
 /* Square products from 256^3 (in cache) to 4096^3 (blocked), one with rows
  * not 4 KiB apart, the capstone's linear layers at batch 256 (x is (B,C),
- * w is (OC,C)): forward y = x w^T, backward dw = dy^T x and dx = dy w; and a
- * wide 4096 x 4096 x 1024. */
+ * w is (OC,C)): forward y = x w^T, backward dw = dy^T x and dx = dy w (a
+ * step computes no dx for the first layer, whose input is the images); and
+ * a wide 4096 x 4096 x 1024. */
 static const shape shapes[] = {
-    {"square 256^3 (NN)", 0, 0, 256, 256, 256},
-    {"square 512^3 (NN)", 0, 0, 512, 512, 512},
-    {"square 1024^3 (NN)", 0, 0, 1024, 1024, 1024},
-    {"square 1000^3 (NN)", 0, 0, 1000, 1000, 1000},
-    {"square 2048^3 (NN)", 0, 0, 2048, 2048, 2048},
-    {"square 4096^3 (NN)", 0, 0, 4096, 4096, 4096},
-    {"wide 4096x4096x1024 (NN)", 0, 0, 4096, 4096, 1024},
-    {"fwd 256x784->256 x w^T (NT)", 0, 1, 256, 256, 784},
-    {"bwd dw 256x784 dy^T x (TN)", 1, 0, 256, 784, 256},
-    {"bwd dx 256x784 dy w (NN)", 0, 0, 256, 784, 256},
-    {"fwd 256x256->256 x w^T (NT)", 0, 1, 256, 256, 256},
-    {"bwd dw 256x256 dy^T x (TN)", 1, 0, 256, 256, 256},
-    {"bwd dx 256x256 dy w (NN)", 0, 0, 256, 256, 256},
+    {"square 256^3 (NN)", 0, 0, 256, 256, 256, 0},
+    {"square 512^3 (NN)", 0, 0, 512, 512, 512, 0},
+    {"square 1024^3 (NN)", 0, 0, 1024, 1024, 1024, 0},
+    {"square 1000^3 (NN)", 0, 0, 1000, 1000, 1000, 0},
+    {"square 2048^3 (NN)", 0, 0, 2048, 2048, 2048, 0},
+    {"square 4096^3 (NN)", 0, 0, 4096, 4096, 4096, 0},
+    {"wide 4096x4096x1024 (NN)", 0, 0, 4096, 4096, 1024, 0},
+    {"fwd 256x784->256 x w^T (NT)", 0, 1, 256, 256, 784, 1},
+    {"bwd dw 256x784 dy^T x (TN)", 1, 0, 256, 784, 256, 1},
+    {"bwd dx 256x784 dy w (NN)", 0, 0, 256, 784, 256, 0},
+    {"fwd 256x256->256 x w^T (NT)", 0, 1, 256, 256, 256, 4},
+    {"bwd dw 256x256 dy^T x (TN)", 1, 0, 256, 256, 256, 4},
+    {"bwd dx 256x256 dy w (NN)", 0, 0, 256, 256, 256, 4},
 };
 
 /* Repetitions of `iters` products each, so one repetition lasts ~0.1 s. */
@@ -167,6 +170,23 @@ static double bench_openblas(const shape *s, int reps)
 static int openblas_get_num_threads(void) { return 0; }
 #endif
 
+/* The capstone step's products at batch 256 (a shape's `step` of each; the
+ * 10-wide output layer's three, 0.6% of the FLOPs, left out) against its
+ * arithmetic bound: the step's 2.39 MFLOP an image (performance.md's cost
+ * curves) at OpenBLAS's rate at 1024^3. OpenBLAS's own fraction is the most
+ * a step whose products ran at OpenBLAS's speed, and nothing else, reaches. */
+static void step_bound(int reps, double step_clt, double step_obl)
+{
+    const shape peak_shape = {"square 1024^3 (NN)", 0, 0, 1024, 1024, 1024, 0};
+    double peak = bench_openblas(&peak_shape, reps), w = 256.0;
+    double flop = 256.0 * 2 * (2 * (784 * w + 4 * w * w + 10 * w) + 4 * w * w + 10 * w);
+    if (peak <= 0) return;
+    double bound = flop / (peak * 1e9);
+    printf("capstone step's products, batch 256: cltensor %.2f ms, OpenBLAS %.2f ms; the bound (%.0f MFLOP at "
+           "OpenBLAS's %.1f GFLOP/s at 1024^3) %.2f ms: %.2f and %.2f of it\n",
+           1e3 * step_clt, 1e3 * step_obl, flop / 1e6, peak, 1e3 * bound, bound / step_clt, bound / step_obl);
+}
+
 /* Microseconds per forward of a Linear then ReLU at the capstone's shapes
  * (batch 256), as two ops (clt_linear_forward, clt_relu: a second pass over
  * y) and fused (clt_linear_relu_forward: ReLU in the product's store). */
@@ -266,6 +286,7 @@ int main(int argc, char **argv)
     }
     /* bench_gemm DEVICE REPS capstone: the capstone's six products only. */
     int capstone = argc > 3 && strcmp(argv[3], "capstone") == 0;
+    double step_clt = 0.0, step_obl = 0.0; /* seconds of a step's products */
     char name[64];
     CHECK(clt_device_name(dev, name, sizeof name));
     printf("cltensor GEMM vs OpenBLAS (%d threads) on %s, GFLOP/s, median of %d repetitions\n",
@@ -291,7 +312,10 @@ int main(int argc, char **argv)
                tuned, tile, gg, cl, obl, ratio(r[0], 16, cpu, obl), ratio(r[1], 16, tuned, obl),
                ratio(r[2], 16, clb, obl), ratio(r[3], 16, cpu, clb), ratio(r[4], 16, gpu, clb));
         fflush(stdout);
+        step_clt += s->step * flop / (cpu * 1e9);
+        step_obl += obl > 0 ? s->step * flop / (obl * 1e9) : 0.0;
     }
+    if (capstone) step_bound(reps, step_clt, step_obl);
     bench_fused(dev, reps);
     bench_launch(dev, reps);
     return 0;
