@@ -32,7 +32,10 @@
  * by pack_bt_f16): read with vload_half(N), written with vstore_half(N)
  * (round to nearest even, as f32_to_f16 in half.cl), with no arithmetic on
  * half, so without cl_khr_fp16. Accumulation is the float32 kernels' own, so
- * a result is the float32 kernel's on the widened operands, rounded once. */
+ * a result is the float32 kernel's on the widened operands, rounded once.
+ * They are built only where GEMM_F16 is defined, which leaves out the
+ * float32 ones: cl/gemm_cpu_f16.cl, a program of its own, defines it and
+ * includes this file, so that a float32 model's step never compiles them. */
 
 #ifndef TM
 #define TM 12
@@ -232,6 +235,7 @@
         }                                                                                                       \
     }
 
+#ifndef GEMM_F16
 /* gemm_<A><B>_f32: A as is (n), transposed (t) or packed (p); B in place (n) or packed (p). */
 GEMM_KERNEL(gemm_nn_f32, float, float, float, ROW_N, A_N, A_ROWS, B_ROWS, K_LOOP_ROWS)
 GEMM_KERNEL(gemm_tn_f32, float, float, float, ROW_T, A_T, A_ROWS, B_ROWS, K_LOOP_ROWS)
@@ -253,12 +257,13 @@ GEMM_KERNEL(gemm_np6_f32, float, float, float, ROW_N, A_N, A_ROWS, B_PANEL, K_LO
 #undef TM
 #define TM 12
 #endif
-
+#else
 /* gemm_<A><B>_f16: A is never packed (no A panels in float16). */
 GEMM_KERNEL(gemm_nn_f16, half, half, half, ROW_N, HK_N, A_ROWS, B_ROWS, K_LOOP_ROWS_H)
 GEMM_KERNEL(gemm_tn_f16, half, half, half, ROW_T, HK_T, A_ROWS, B_ROWS, K_LOOP_ROWS_H)
 GEMM_KERNEL(gemm_np_f16, half, float, half, ROW_N, HK_N, A_ROWS, B_PANEL, K_LOOP_PANEL_H)
 GEMM_KERNEL(gemm_tp_f16, half, float, half, ROW_T, HK_T, A_ROWS, B_PANEL, K_LOOP_PANEL_H)
+#endif
 
 /* Transposes the VW x VW block x (row r: VW values along K) in place, so
  * that x[p] holds the block's column p: log2(VW) rounds, each taking row
@@ -280,6 +285,7 @@ GEMM_KERNEL(gemm_tp_f16, half, float, half, ROW_T, HK_T, A_ROWS, B_PANEL, K_LOOP
         _Pragma("unroll") for (int h = 0; h < VW; h++) x[h] = y_[h];                                            \
     }
 
+#ifndef GEMM_F16
 /* Packs op(A) (M,K), A row-major with leading dimension lda and transposed
  * when trans is set, into panels of TM rows, (ceil(M/TM), K, TM), zero rows
  * past M; each work-item packs one panel. A whole panel transposed is TM
@@ -347,6 +353,8 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
         for (ulong q = 0; q < TN; q++) dst[p * TN + q] = q < nc ? b[p * ldb + q] : 0.0f;
 }
 
+#endif
+
 /* Packs bt (N,K), leading dimension ldb, as B = bt^T in float32 panels;
  * each work-item packs one panel. Whole VW x VW blocks (VW columns, VW
  * depths) go through registers: VW vector loads along K, TRANSPOSE_VW, VW
@@ -373,5 +381,8 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
             for (ulong q = 0; q < TN; q++) dst[p * TN + q] = q < nc ? LD_##TB(bt, q * ldb + p) : 0.0f;          \
     }
 
+#ifndef GEMM_F16
 PACK_BT(pack_bt_f32, float)
+#else
 PACK_BT(pack_bt_f16, half)
+#endif

@@ -1,4 +1,4 @@
-/* The float16 forms of the CPU GEMM kernels (cl/gemm_cpu.cl, _f16) and the
+/* The float16 forms of the CPU GEMM kernels (cl/gemm_cpu_f16.cl, _f16) and the
  * float16 Linear built on them (clt__linear_forward_f16 / _backward_f16):
  * float16 operands read directly, float32 accumulation, float16 results.
  * Each product is checked twice: bit for bit against the float32 kernel of

@@ -110,6 +110,10 @@ size_t clt__cpu_l1_way(int slot)
 
 void clt__cpu_l1_way_override(size_t bytes) { forced_way = bytes; }
 
+/* The program of the kernels on operands of dtype t: the float16 kernels
+ * are a program of their own (cl/gemm_cpu_f16.cl). */
+static const char *cpu_program(clt_dtype t) { return t == CLT_FLOAT16 ? "gemm_cpu_f16" : "gemm_cpu"; }
+
 /* Packs op(x) for the CPU kernels, k depths from element offset off of x
  * (x's own offset included), into packed, made when *packed is NULL:
  * pack_a_f32 into panels of tile.tm rows; pack_bt_f32 or pack_bt_f16 (x is
@@ -130,7 +134,7 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
     if (is_a) return clt__launch_opts(slot, "gemm_cpu", options, "pack_a_f32", 8, args, 1, &panels, local, *packed);
     clt__arg bargs[] = {args[0], args[1], args[2], args[4], args[5], args[6], args[7]};
     const char *name = !trans ? "pack_b_f32" : x->dtype == CLT_FLOAT16 ? "pack_bt_f16" : "pack_bt_f32";
-    return clt__launch_opts(slot, "gemm_cpu", options, name, 7, bargs, 1, &panels, local, *packed);
+    return clt__launch_opts(slot, cpu_program(x->dtype), options, name, 7, bargs, 1, &panels, local, *packed);
 }
 
 /* Blocked when A is more than twice the size of L2, k spans more than one
@@ -181,7 +185,7 @@ clt__gemm_blocking clt__cpu_gemm_blocking(int slot, size_t m, size_t n, size_t k
     return bl;
 }
 
-#define AT_IN_PLACE_PANELS 1
+#define AT_IN_PLACE_PANELS 8
 int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda,
                                    clt__gemm_tile tile)
 {
@@ -287,7 +291,7 @@ static clt_status cpu_gemm_launch(int slot, const char *options, clt__gemm_tile 
     size_t global[] = {rt > 1 && !g.down ? 1 : blocks, (n + (size_t)tile.tn - 1) / (size_t)tile.tn,
                        rt > 1 && !g.down ? blocks : 1};
     size_t local[] = {1, 1, 1};
-    return clt__launch_opts(slot, "gemm_cpu", options, name, 18, args, rt > 1 ? 3 : 2, global, local, c);
+    return clt__launch_opts(slot, cpu_program(c->dtype), options, name, 18, args, rt > 1 ? 3 : 2, global, local, c);
 }
 
 void clt__packed_weight_drop(clt__packed_weight *pw)

@@ -53,7 +53,7 @@ clt_status clt__dense_gemm(int slot, int transpose_a, int transpose_b, size_t m,
 
 /* *out = 1 when clt__dense_gemm runs the CPU kernels of cl/gemm_cpu.cl on
  * slot (CLT_DENSE, else the device's class, clt__gpu_class), which also take
- * float16. */
+ * float16 (cl/gemm_cpu_f16.cl). */
 clt_status clt__dense_cpu(int slot, int *out);
 /* c (rows, cols) += bias (cols, per row; none when NULL), then ReLU when
  * relu: one pass (bias_relu_f32), the epilogue of a CLBlast product. */
