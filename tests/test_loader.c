@@ -241,6 +241,27 @@ START_TEST(test_file_order_subset_and_flatten)
 }
 END_TEST
 
+/* Every byte value scales to v / 255.0f exactly, in the runs of 16 pixels
+ * the host path converts together (src/data/loader.c) and in the one pixel
+ * left of a 17x17 row: with 256 examples, (31 i + 7 p) mod 256 takes every
+ * value at every pixel p >= 2. */
+START_TEST(test_scaling_every_byte)
+{
+    clt_dataset ds = make_dataset(256, 17, 17);
+    clt_loader_options o = clt_loader_default_options();
+    o.batch_size = 100;
+    o.flatten = 1;
+    clt_loader *l;
+    ck_assert_ok(clt_loader_create(&l, &ds, clt_test_cpu(), &o));
+    batch b[3];
+    run_epoch(l, &ds, 1, b, 3);
+    ck_assert_int_eq(b[2].count, 56);
+    clt_loader_free(l);
+    clt_dataset_free(&ds);
+    clt_test_assert_no_live_tensors();
+}
+END_TEST
+
 /* With world w, the shards of each global batch are disjoint, cover it in
  * order, and follow the same epoch order on every rank. */
 START_TEST(test_shards)
@@ -550,6 +571,7 @@ int main(void)
     tcase_add_test(tc, test_batches_and_shuffling);
     tcase_add_test(tc, test_file_order_subset_and_flatten);
     tcase_add_test(tc, test_shards);
+    tcase_add_test(tc, test_scaling_every_byte);
     tcase_add_test(tc, test_fashion_mnist_files);
     tcase_add_loop_test(tc, test_epoch_without_sync_points, 0, 2);
     tcase_add_test(tc, test_resident_matches_host);
