@@ -79,8 +79,8 @@ clt_status clt__step_gradients(clt_model *m, clt__step_tensors *t, clt_tensor *l
         int64_t denom = o->denom > 0 ? o->denom : clt_tensor_dim(t->x, 0);
         return clt__accumulate(m, o->loss, t->x, t->y, o->accumulate, denom, loss_sum, o->mark);
     }
-    char label[32];
-    snprintf(label, sizeof label, "step %lld", (long long)o->mark);
+    char label[32] = "";
+    if (o->mark) snprintf(label, sizeof label, "step %lld", (long long)o->mark);
     double scale = o->denom > 0 ? (double)clt_tensor_dim(t->x, 0) / (double)o->denom : 0;
     return clt__micro_step(m, o->loss, t, scale, loss_sum, o->mark ? label : NULL);
 }
@@ -88,8 +88,8 @@ clt_status clt__step_gradients(clt_model *m, clt__step_tensors *t, clt_tensor *l
 clt_status clt__train_step(clt_model *m, clt_optimizer *opt, clt__step_tensors *t, clt_tensor *loss_sum, double clip,
                            const clt__step_options *o)
 {
-    char label[32];
-    snprintf(label, sizeof label, "step %lld", (long long)o->mark);
+    char label[32] = ""; /* formatted only for a marked step */
+    if (o->mark) snprintf(label, sizeof label, "step %lld", (long long)o->mark);
     const char *marks = o->mark ? label : NULL;
     CLT_TRY(clt__step_gradients(m, t, loss_sum, o));
     mark(m, marks, "optimizer");
