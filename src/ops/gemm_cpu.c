@@ -185,7 +185,7 @@ clt__gemm_blocking clt__cpu_gemm_blocking(int slot, size_t m, size_t n, size_t k
     return bl;
 }
 
-#define AT_IN_PLACE_PANELS 8
+#define AT_IN_PLACE_PANELS 1
 int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda,
                                    clt__gemm_tile tile)
 {
