@@ -71,7 +71,7 @@
 
 /* A is (M,K) (N) or (K,M) (T); arow[r] is the offset of the tile's row r.
  * Rows past M read row M-1 and are not stored. A packed (P) by pack_a_f32
- * is (ceil(M/TM), K, TM): the tile's TM values per depth are adjacent, and
+ * or pack_at_f32 is (ceil(M/TM), K, TM): the tile's TM values per depth are adjacent, and
  * lda is the panel's depth (the product's k). */
 #define ROW_N(i) ((i) * lda)
 #define ROW_T(i) (i)
@@ -286,26 +286,41 @@ GEMM_KERNEL(gemm_tp_f16, half, float, half, ROW_T, HK_T, A_ROWS, B_PANEL, K_LOOP
     }
 
 #ifndef GEMM_F16
-/* Packs op(A) (M,K), A row-major with leading dimension lda and transposed
- * when trans is set, into panels of TM rows, (ceil(M/TM), K, TM), zero rows
- * past M; each work-item packs one panel. A whole panel transposed is TM
- * adjacent values a depth, copied; as is, where TM <= VW, blocks of VW
- * depths go through registers (TM vector loads along K, TRANSPOSE_VW, the
- * rows past TM zero and not stored); otherwise TM x 16 blocks through a
- * private array. */
-__kernel void pack_a_f32(__global const float *a, ulong ao, ulong lda, uint trans, __global float *ap, ulong po,
-                         ulong m, ulong k)
+/* Packs op(A) (M,K), A row-major with leading dimension lda, into panels
+ * of TM rows, (ceil(M/TM), K, TM), zero rows past M; each work-item packs
+ * one panel. pack_at_f32 packs A transposed, (K,M): a panel's TM values of
+ * a depth are adjacent in A too, copied. pack_a_f32 packs A as is: where
+ * TM <= VW, blocks of VW depths go through registers (TM vector loads along
+ * K, TRANSPOSE_VW, the rows past TM zero and not stored); otherwise TM x 16
+ * blocks through a private array. Two kernels, not one with a flag: pocl
+ * compiles a kernel at its first launch, and the transposed form alone
+ * (what a Linear's weight gradient dy^T x packs) compiles in a quarter to a
+ * third of the time one kernel with both forms took. */
+__kernel void pack_at_f32(__global const float *a, ulong ao, ulong lda, __global float *ap, ulong po, ulong m,
+                          ulong k)
+{
+    ulong ip = get_global_id(0), i0 = ip * TM;
+    if (i0 >= m) return;
+    a += ao;
+    __global float *dst = ap + po + ip * k * TM;
+    ulong mr = min((ulong)TM, m - i0);
+    if (mr == TM) {
+        for (ulong p = 0; p < k; p++)
+            _Pragma("unroll") for (int r = 0; r < TM; r++) dst[p * TM + r] = a[p * lda + i0 + r];
+        return;
+    }
+    for (ulong p = 0; p < k; p++)
+        for (ulong r = 0; r < TM; r++) dst[p * TM + r] = r < mr ? a[p * lda + i0 + r] : 0.0f;
+}
+
+__kernel void pack_a_f32(__global const float *a, ulong ao, ulong lda, __global float *ap, ulong po, ulong m,
+                         ulong k)
 {
     ulong ip = get_global_id(0), i0 = ip * TM;
     if (i0 >= m) return;
     a += ao;
     __global float *dst = ap + po + ip * k * TM;
     ulong mr = min((ulong)TM, m - i0), kv = 0;
-    if (mr == TM && trans) {
-        for (ulong p = 0; p < k; p++)
-            _Pragma("unroll") for (int r = 0; r < TM; r++) dst[p * TM + r] = a[p * lda + i0 + r];
-        return;
-    }
 #if TM <= VW
     if (mr == TM) kv = k / VW * VW;
     for (ulong p0 = 0; p0 < kv; p0 += VW) {
@@ -323,13 +338,8 @@ __kernel void pack_a_f32(__global const float *a, ulong ao, ulong lda, uint tran
     float t[16][TM];
     for (ulong p0 = kv; p0 < k; p0 += 16) {
         ulong pc = min((ulong)16, k - p0);
-        if (trans) {
-            for (ulong p = 0; p < 16; p++)
-                for (ulong r = 0; r < TM; r++) t[p][r] = r < mr && p < pc ? a[(p0 + p) * lda + i0 + r] : 0.0f;
-        } else {
-            for (ulong r = 0; r < TM; r++)
-                for (ulong p = 0; p < 16; p++) t[p][r] = r < mr && p < pc ? a[(i0 + r) * lda + p0 + p] : 0.0f;
-        }
+        for (ulong r = 0; r < TM; r++)
+            for (ulong p = 0; p < 16; p++) t[p][r] = r < mr && p < pc ? a[(i0 + r) * lda + p0 + p] : 0.0f;
         for (ulong p = 0; p < pc; p++)
             for (ulong r = 0; r < TM; r++) dst[(p0 + p) * TM + r] = t[p][r];
     }

@@ -116,9 +116,9 @@ static const char *cpu_program(clt_dtype t) { return t == CLT_FLOAT16 ? "gemm_cp
 
 /* Packs op(x) for the CPU kernels, k depths from element offset off of x
  * (x's own offset included), into packed, made when *packed is NULL:
- * pack_a_f32 into panels of tile.tm rows; pack_bt_f32 or pack_bt_f16 (x is
- * B transposed), or pack_b_f32 (x is B as is), into float32 panels of
- * tile.tn columns. */
+ * pack_a_f32 (x is A as is) or pack_at_f32 (A transposed) into panels of
+ * tile.tm rows; pack_bt_f32 or pack_bt_f16 (x is B transposed), or
+ * pack_b_f32 (x is B as is), into float32 panels of tile.tn columns. */
 static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, size_t rows, size_t k, size_t width,
                            const clt_tensor *x, size_t off, size_t ldx, clt_tensor **packed)
 {
@@ -128,13 +128,13 @@ static clt_status cpu_pack(int slot, const char *options, int is_a, int trans, s
     clt__buf xb = clt__tensor_buf(x), pb = clt__tensor_buf(*packed);
     xb.off += off;
     cl_ulong lx = ldx, ur = rows, uk = k;
-    cl_uint ut = (cl_uint)trans;
-    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(lx), CLT_ARG(ut), CLT_ARG(pb.mem),
+    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(lx), CLT_ARG(pb.mem),
                        CLT_ARG(pb.off), CLT_ARG(ur),     CLT_ARG(uk)};
-    if (is_a) return clt__launch_opts(slot, "gemm_cpu", options, "pack_a_f32", 8, args, 1, &panels, local, *packed);
-    clt__arg bargs[] = {args[0], args[1], args[2], args[4], args[5], args[6], args[7]};
-    const char *name = !trans ? "pack_b_f32" : x->dtype == CLT_FLOAT16 ? "pack_bt_f16" : "pack_bt_f32";
-    return clt__launch_opts(slot, cpu_program(x->dtype), options, name, 7, bargs, 1, &panels, local, *packed);
+    const char *name = is_a ? (trans ? "pack_at_f32" : "pack_a_f32")
+                       : !trans ? "pack_b_f32"
+                       : x->dtype == CLT_FLOAT16 ? "pack_bt_f16"
+                                                 : "pack_bt_f32";
+    return clt__launch_opts(slot, cpu_program(x->dtype), options, name, 7, args, 1, &panels, local, *packed);
 }
 
 /* Blocked when A is more than twice the size of L2, k spans more than one
