@@ -285,6 +285,15 @@ GEMM_KERNEL(gemm_tp_f16, half, float, half, ROW_T, HK_T, A_ROWS, B_PANEL, K_LOOP
         _Pragma("unroll") for (int h = 0; h < VW; h++) x[h] = y_[h];                                            \
     }
 
+/* A packing work-item's panel: ip, its first row i0 (none past M: it
+ * returns), dst, where the panel goes, and mr, the rows of A it holds. */
+#define A_PANEL_BEGIN                                                                                           \
+    ulong ip = get_global_id(0), i0 = ip * TM;                                                                  \
+    if (i0 >= m) return;                                                                                        \
+    a += ao;                                                                                                    \
+    __global float *dst = ap + po + ip * k * TM;                                                                \
+    ulong mr = min((ulong)TM, m - i0)
+
 #ifndef GEMM_F16
 /* Packs op(A) (M,K), A row-major with leading dimension lda, into panels
  * of TM rows, (ceil(M/TM), K, TM), zero rows past M; each work-item packs
@@ -299,11 +308,7 @@ GEMM_KERNEL(gemm_tp_f16, half, float, half, ROW_T, HK_T, A_ROWS, B_PANEL, K_LOOP
 __kernel void pack_at_f32(__global const float *a, ulong ao, ulong lda, __global float *ap, ulong po, ulong m,
                           ulong k)
 {
-    ulong ip = get_global_id(0), i0 = ip * TM;
-    if (i0 >= m) return;
-    a += ao;
-    __global float *dst = ap + po + ip * k * TM;
-    ulong mr = min((ulong)TM, m - i0);
+    A_PANEL_BEGIN;
     if (mr == TM) {
         for (ulong p = 0; p < k; p++)
             _Pragma("unroll") for (int r = 0; r < TM; r++) dst[p * TM + r] = a[p * lda + i0 + r];
@@ -316,11 +321,8 @@ __kernel void pack_at_f32(__global const float *a, ulong ao, ulong lda, __global
 __kernel void pack_a_f32(__global const float *a, ulong ao, ulong lda, __global float *ap, ulong po, ulong m,
                          ulong k)
 {
-    ulong ip = get_global_id(0), i0 = ip * TM;
-    if (i0 >= m) return;
-    a += ao;
-    __global float *dst = ap + po + ip * k * TM;
-    ulong mr = min((ulong)TM, m - i0), kv = 0;
+    A_PANEL_BEGIN;
+    ulong kv = 0;
 #if TM <= VW
     if (mr == TM) kv = k / VW * VW;
     for (ulong p0 = 0; p0 < kv; p0 += VW) {
