@@ -115,14 +115,15 @@ CLT_API clt_status clt_parallel_plan(const clt_model *m, const clt_plan_options 
  * (micro-batches per shard, recompute, float16 with allow_fp16, kept packed
  * weights; clt_plan_fit's order and margin, each device keeping its own
  * margin of 2 MiB plus 1/32 of its budget), where a configuration fits
- * when clt_parallel_fit's own two steps on the planning devices, each
- * capped at its budget less its margin, never run out, and with
+ * when clt_parallel_fit's own two steps on the planning devices (with
+ * o->whole_run after the trainer's warm-up on the primary), each capped
+ * at its budget less its margin and then at its budget, never run out, and with
  * o->whole_run the primary's evaluation after them (in batches of
  * out->eval_batch_size: the largest shard's micro-batch, unless
  * o->eval_batch_size says) and the loaders' staging under pinned memory's
  * own cap. peaks[i] is device i's predicted allocated peak over the chosen
  * configuration's second step, as clt_parallel_plan's; out->plan is the
- * primary's (its eval_peak and staging with whole_run), out->budget and
+ * primary's under its budget (its eval_peak and staging with whole_run), out->budget and
  * margin the primary's. Errors: clt_parallel_plan's, CLT_ERR_INVALID_ARGUMENT
  * for a budget <= 0, and clt_plan_fit's CLT_ERR_OUT_OF_MEMORY when nothing
  * fits, its message naming each device's budget. Only a planning device

@@ -40,8 +40,10 @@ typedef struct clt_plan_options {
     int accumulate;                /* micro-batches per step (gradient accumulation, as the trainer's
                                       accumulate): the batch stays on the device whole, each micro-batch's
                                       forward and backward run on rows of it; 0 or 1: one pass */
-    int whole_run;                 /* 1: the run as `clt train --fit` trains it: the batches come through the
-                                      trainer's loader, staged in pinned memory (counted on pinned memory's
+    int whole_run;                 /* 1: the run as `clt train --fit` trains it: first the trainer's warm-up
+                                      step (clt_model_warmup on a scratch copy of the model, at the
+                                      micro-batch size), then the batches come through the trainer's
+                                      loader, staged in pinned memory (counted on pinned memory's
                                       planning twin, under pinned memory's own cap when the plan has a
                                       budget), and after the two steps an evaluation of two batches of
                                       eval_batch_size runs in inference mode (clt_trainer_evaluate); one
@@ -78,8 +80,9 @@ typedef struct clt_plan {
     int64_t peak;           /* the sum of the above: clt_memory_max_allocated over the step */
     int64_t peak_activations; /* clt_memory_max_allocated_category(CLT_MEM_ACTIVATIONS) */
     int64_t reserved;       /* clt_memory_max_reserved: the caching allocator's segments, from the
-                               model's creation through two steps (the first makes the gradients and
-                               optimizer state) with no cap, as run on the planning device */
+                               model's creation (and with whole_run the warm-up) through two steps (the
+                               first makes the gradients and optimizer state) with no cap, as run on the
+                               planning device; clt_plan_fit's: under the budget */
     int64_t input_features; /* per example, the first Linear's input width */
     int recompute_blocks;   /* residual blocks in the longest recomputed segment, 0 when off */
     /* With whole_run (else 0): */
@@ -113,7 +116,7 @@ typedef struct clt_plan_fit_result {
     int keep_packed;         /* with whole_run: 0 when the evaluation fits only with no packed weights kept
                                 (clt_model_set_keep_packed(m, 0) before training), else the model's setting */
     int64_t budget, margin;  /* the budget and the part of it kept free */
-    clt_plan plan;           /* the chosen step's prediction */
+    clt_plan plan;           /* the chosen step's prediction, run under the budget */
     int64_t eval_batch_size; /* the evaluation's batch the plan ran: o's eval_batch_size, or when 0 the largest
                                 micro-batch a device's step runs (clt_trainer_options' eval_batch_size) */
 } clt_plan_fit_result;
@@ -129,7 +132,11 @@ typedef struct clt_plan_fit_result {
  * configuration fits when the run (clt_plan_max_batch's: creation and two
  * steps, reserved segments and cache releases) stays under the budget less
  * a margin of 2 MiB plus 1/32 of the budget, for what the run does not
- * hold (the segments the trainer's warm-up leaves, other tensors of the program).
+ * hold (other tensors of the program, a driver's scratch), and under the
+ * budget itself, the cap the training runs under, whose figures the
+ * result's plan holds: the allocator takes a whole segment only where it
+ * fits under the cap, so a run that fits under a cap need not under a
+ * larger one.
  * With o->whole_run the run's evaluation (at the micro-batch size) must
  * stay under it too, and the loaders' staging under pinned memory's own cap
  * when it has one; a configuration whose steps fit but whose evaluation

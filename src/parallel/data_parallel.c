@@ -437,6 +437,7 @@ static clt_status plan_run(dp_state *d, const clt_dataset *ds, plan_run_args *a)
     if (s == CLT_OK) s = clt_model_init(c, a->twins[0], 0);
     if (s == CLT_OK && a->o->drop_packed) clt_model_set_keep_packed(c, 0);
     if (s == CLT_OK) s = dp_setup(d, c, ds, &to, a->twins);
+    if (s == CLT_OK && a->o->whole_run) s = clt__plan_warmup(c, a->o, largest_micro(a->o, a->k), d->examples);
     for (int step = 0; s == CLT_OK && step < 2; step++) {
         int64_t n = 0;
         int stop = 0;
@@ -550,7 +551,7 @@ typedef struct fit_devices {
     const clt_model *m;
     const clt_device *devices;
     int k;
-    int64_t limits[CLT__MAX_REPLICAS];
+    int64_t budgets[CLT__MAX_REPLICAS], limits[CLT__MAX_REPLICAS]; /* the limits: less the margins */
     int64_t *peaks;
 } fit_devices;
 
@@ -566,8 +567,8 @@ static clt_status try_devices(void *ctx, const clt_plan_options *q, int capped, 
     }
     clt_plan_options o = *q;
     if (o.accumulate > o.batch_size) o.accumulate = (int)o.batch_size;
-    return plan_parallel("clt_parallel_plan_fit", f->m, &o, f->devices, f->k, capped ? f->limits : NULL, f->peaks, p,
-                         capped ? fits : NULL);
+    const int64_t *caps = capped == CLT__PLAN_BUDGET ? f->budgets : capped ? f->limits : NULL;
+    return plan_parallel("clt_parallel_plan_fit", f->m, &o, f->devices, f->k, caps, f->peaks, p, capped ? fits : NULL);
 }
 
 static int64_t devices_micro(void *ctx, const clt_plan_options *q)
@@ -591,6 +592,7 @@ clt_status clt_parallel_plan_fit(const clt_model *m, const clt_plan_options *o, 
         clt_device_name(devices[i], name, sizeof name);
         if (budgets[i] <= 0)
             return clt__fail(CLT_ERR_INVALID_ARGUMENT, "%s: budget %lld for %s", op, (long long)budgets[i], name);
+        f.budgets[i] = budgets[i];
         f.limits[i] = budgets[i] - clt__plan_margin(budgets[i]);
         if (used < sizeof where)
             used += (size_t)snprintf(where + used, sizeof where - used, "%s%s's %.1f MiB (less %.1f MiB)",
@@ -600,14 +602,14 @@ clt_status clt_parallel_plan_fit(const clt_model *m, const clt_plan_options *o, 
     out->budget = budgets[0];
     out->margin = clt__plan_margin(budgets[0]);
     CLT_TRY(clt__plan_search(m, o, allow_fp16, try_devices, &f, devices_micro, where, out));
-    /* The chosen configuration's peaks on every device. */
+    /* The chosen configuration's peaks on every device, under the budgets (the run's caps). */
     clt_plan_options q = *o;
     q.accumulate = out->accumulate;
     q.recompute_blocks = out->recompute_blocks;
     q.dtype = out->dtype;
     q.drop_packed = !out->keep_packed;
     int fits = 0;
-    CLT_TRY(try_devices(&f, &q, 1, &out->plan, &fits));
+    CLT_TRY(try_devices(&f, &q, CLT__PLAN_BUDGET, &out->plan, &fits));
     if (fits > 0) return CLT_OK;
     return clt__fail(CLT_ERR_OUT_OF_MEMORY, "%s: the configuration chosen no longer fits %s", op, where);
 }

@@ -22,6 +22,7 @@
 #include "cltensor/memory.h"
 #include "cltensor/plan.h"
 #include "cltensor/trainer.h"
+#include "cltensor/warmup.h"
 
 clt_plan_options clt_plan_default_options(void)
 {
@@ -158,6 +159,12 @@ static clt_status next_batch(clt_loader *loader, const clt_plan_options *o, clt_
     return o->task == CLT_TASK_REGRESS ? clt_zeros(y, dev, CLT_FLOAT32, 2, ys) : clt_zeros(y, dev, CLT_INT32, 1, ys);
 }
 
+clt_status clt__plan_warmup(const clt_model *c, const clt_plan_options *o, int64_t micro, int64_t examples)
+{
+    int flags = o->task == CLT_TASK_REGRESS ? CLT_WARMUP_REGRESSION : 0;
+    return clt_model_warmup(c, micro < examples ? micro : examples, o->optimizer, 0.0, flags, NULL);
+}
+
 clt_status clt__plan_evaluate(clt_model *c, const clt_dataset *ds, int64_t eval, clt_device dev, clt_device pinned,
                               clt_plan *p)
 {
@@ -222,6 +229,7 @@ static clt_status run_steps(const clt_model *m, const clt_plan_options *o, const
         s = clt_loader_create(&loader, &ds, dev, &lo);
     }
     if (s == CLT_OK) s = clt_zeros(&loss_sum, dev, CLT_FLOAT32, 1, &one);
+    if (s == CLT_OK && o->whole_run) s = clt__plan_warmup(c, o, micro, clt_loader_num_examples(loader));
     for (int k = 0; k < 2 && s == CLT_OK; k++) {
         if (k == 1) {
             reserved = clt_memory_max_reserved(dev);
@@ -377,17 +385,36 @@ static int next_micro(int n, int64_t batch)
     return (int)next;
 }
 
-/* Plans q under the budget; when its steps fit but its evaluation does not
- * and the model keeps packed weights, tries again without them
- * (q->drop_packed). */
+/* Plans q under the budget less its margin and, where that fits, under
+ * the budget itself, the trained run's cap, whose figures p then holds:
+ * the allocator rounds a segment up only where the rounded one fits under
+ * the cap, so under a larger cap a segment can take the room a later
+ * request needs (a 20 MiB segment up to the cap, then no room for a small
+ * one), and a run that fits under a cap need not under a larger one.
+ * *fits is the lower of the two (0 below -1 below 1). */
+static clt_status plan_both(clt__plan_try try_plan, void *ctx, const clt_plan_options *q, clt_plan *p, int *fits)
+{
+    CLT_TRY(try_plan(ctx, q, CLT__PLAN_MARGIN, p, fits));
+    if (*fits == 0) return CLT_OK;
+    clt_plan run;
+    int run_fits;
+    CLT_TRY(try_plan(ctx, q, CLT__PLAN_BUDGET, &run, &run_fits));
+    if (run_fits <= 0) *fits = run_fits;
+    if (run_fits != 0) *p = run;
+    return CLT_OK;
+}
+
+/* Plans q under the budget (plan_both); when its steps fit but its
+ * evaluation does not and the model keeps packed weights, tries again
+ * without them (q->drop_packed). */
 static clt_status plan_fitting(const clt_model *m, clt_plan_options *q, clt__plan_try try_plan, void *ctx,
                                clt_plan *p, int *fits)
 {
     q->drop_packed = 0;
-    CLT_TRY(try_plan(ctx, q, 1, p, fits));
+    CLT_TRY(plan_both(try_plan, ctx, q, p, fits));
     if (*fits >= 0 || m->drop_packed) return CLT_OK;
     q->drop_packed = 1;
-    return try_plan(ctx, q, 1, p, fits);
+    return plan_both(try_plan, ctx, q, p, fits);
 }
 
 /* The segment size with the lowest predicted peak that fits (0: none), and
@@ -447,7 +474,7 @@ static clt_status check_staging(const clt_plan_options *o, clt__plan_try try_pla
     q.accumulate = q.recompute_blocks = q.drop_packed = 0;
     q.eval_batch_size = 1;
     clt_plan p;
-    CLT_TRY(try_plan(ctx, &q, 0, &p, NULL));
+    CLT_TRY(try_plan(ctx, &q, CLT__PLAN_UNCAPPED, &p, NULL));
     if (p.staging <= cap) return CLT_OK;
     return clt__fail(CLT_ERR_OUT_OF_MEMORY,
                      "the loaders' staging of a batch of %lld needs %.1f MiB of pinned memory (%lld bytes), past "
@@ -478,22 +505,24 @@ clt_status clt__plan_search(const clt_model *m, const clt_plan_options *o, int a
     clt_plan p;
     q = *o;
     q.accumulate = q.recompute_blocks = 0;
-    CLT_TRY(try_plan(ctx, &q, 0, &p, NULL));
+    CLT_TRY(try_plan(ctx, &q, CLT__PLAN_UNCAPPED, &p, NULL));
     return clt__fail(CLT_ERR_OUT_OF_MEMORY,
                      "no configuration of a %s%s step at batch %lld fits %s: "
                      "the %s weights, gradients and optimizer state alone need %.1f MiB and the batch %.1f MiB, "
-                     "beside the allocator's segments; use a smaller model or batch%s, or a larger device",
+                     "beside the allocator's segments%s; use a smaller model or batch%s, or a larger device",
                      clt_dtype_name(o->dtype), allow_fp16 && o->dtype != CLT_FLOAT16 ? " or float16" : "",
                      (long long)o->batch_size, where, clt_dtype_name(o->dtype),
                      (p.weights + p.gradients + p.optimizer) / MIB, p.batch / MIB,
+                     o->whole_run ? " and, in the trainer's warm-up step, a scratch copy of the model" : "",
                      allow_fp16 || o->dtype == CLT_FLOAT16 ? "" : ", or allow float16 (--fit=any)");
 }
 
-/* One device's configuration under limit (capped), for clt__plan_search. */
+/* One device's configuration under its budget or its limit (the budget
+ * less the margin), for clt__plan_search. */
 typedef struct one_device {
     const clt_model *m;
     const plan_device *d;
-    int64_t limit;
+    int64_t budget, limit;
 } one_device;
 
 static clt_status try_one_device(void *ctx, const clt_plan_options *q, int capped, clt_plan *p, int *fits)
@@ -504,7 +533,8 @@ static clt_status try_one_device(void *ctx, const clt_plan_options *q, int cappe
         *fits = 0;
         return CLT_OK;
     }
-    return plan_with(t->m, q, t->d, capped ? t->limit : 0, p, capped ? fits : NULL);
+    int64_t cap = capped == CLT__PLAN_BUDGET ? t->budget : capped ? t->limit : 0;
+    return plan_with(t->m, q, t->d, cap, p, capped ? fits : NULL);
 }
 
 /* One device's largest micro-batch. */
@@ -524,7 +554,7 @@ clt_status clt_plan_fit(const clt_model *m, const clt_plan_options *o, int64_t b
     CLT_TRY(device_of(o, &d));
     out->budget = budget;
     out->margin = clt__plan_margin(budget);
-    one_device t = {m, &d, budget - out->margin};
+    one_device t = {m, &d, budget, budget - out->margin};
     char dev[32] = "", where[96];
     clt_device_name(o->device, dev, sizeof dev);
     snprintf(where, sizeof where, "%.1f MiB on %s (less a margin of %.1f MiB)", budget / MIB, dev, out->margin / MIB);

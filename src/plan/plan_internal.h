@@ -29,6 +29,12 @@ clt_trainer_options clt__plan_trainer_options(const clt_plan_options *o);
  * reserved peak before that reset (the larger is p's). */
 clt_status clt__plan_read(clt_device dev, int64_t batch, int64_t reserved, clt_plan *p);
 
+/* The trainer's warm-up before a whole run's first step (clt__fit_run):
+ * clt_model_warmup of c at its largest micro-batch, micro rows, or the
+ * training loader's examples when fewer, on a scratch copy of c beside
+ * what the run holds by then, as the trainer's engine calls it. */
+clt_status clt__plan_warmup(const clt_model *c, const clt_plan_options *o, int64_t micro, int64_t examples);
+
 /* The evaluation after the steps, as clt_trainer_fit evaluates after an
  * epoch: two batches of eval examples of ds on c's (planning) device dev,
  * beside the training loaders' staging in pinned's; its peaks into p
@@ -53,11 +59,15 @@ int clt__plan_ran_out(clt_status s, const clt_device *devs, int n, uint64_t befo
 /* The part of a budget clt_plan_fit keeps free: 2 MiB plus 1/32 of it. */
 int64_t clt__plan_margin(int64_t budget);
 
+/* How a configuration is run: with no cap, under the budget less its
+ * margin, or under the budget itself, the cap the trained run has. */
+enum { CLT__PLAN_UNCAPPED, CLT__PLAN_MARGIN, CLT__PLAN_BUDGET };
+
 /* One configuration q (its accumulate, recompute_blocks, dtype and
- * drop_packed chosen by the search), run under the budget less its margin
- * (capped 1) or with no cap (0). *fits as for a capped run: 1, 0, or -1
- * when the steps fit but the evaluation after them does not; an uncapped
- * run's out of memory is an error. */
+ * drop_packed chosen by the search), run as capped says (CLT__PLAN_*).
+ * *fits as for a capped run: 1, 0, or -1 when the steps fit but the
+ * evaluation after them does not; an uncapped run's out of memory is an
+ * error. */
 typedef clt_status (*clt__plan_try)(void *ctx, const clt_plan_options *q, int capped, clt_plan *p, int *fits);
 
 /* clt_plan_fit's search, over whatever try plans (one device, or data
