@@ -259,6 +259,26 @@ START_TEST(test_whole_run_plan_exact)
 }
 END_TEST
 
+/* The trainer's options for two steps at batch with r's choice, quiet:
+ * its micro-batches, segments, precision and evaluation batch (r's kept
+ * packed weights are the model's to set), SGD without momentum as
+ * clt_plan_default_options plans. */
+static clt_trainer_options fit_choice(const clt_plan_fit_result *r, int64_t batch)
+{
+    clt_trainer_options to = clt_trainer_default_options();
+    to.log = NULL;
+    to.progress = 0;
+    to.batch_size = batch;
+    to.max_steps = 2;
+    to.optimizer = CLT_OPTIMIZER_SGD;
+    to.momentum = 0;
+    to.accumulate = r->accumulate;
+    to.recompute_blocks = r->recompute_blocks;
+    to.fp16 = r->dtype == CLT_FLOAT16;
+    to.eval_batch_size = r->eval_batch_size;
+    return to;
+}
+
 /* A plan that fits is a run that fits: for budgets from 16 to 32 MiB,
  * clt_plan_fit's choice for a whole run, where it finds one, trained by
  * clt_trainer_fit with the budget as the device's cap (as `clt train --fit`
@@ -285,14 +305,7 @@ START_TEST(test_fit_plan_then_run)
         clt_plan_fit_result r;
         clt_status s = clt_plan_fit(m, &o, mib * MIB, 0, &r);
         if (s == CLT_OK) {
-            clt_trainer_options to = clt_trainer_default_options();
-            to.log = NULL;
-            to.progress = 0;
-            to.batch_size = 64;
-            to.max_steps = 2;
-            to.accumulate = r.accumulate;
-            to.recompute_blocks = r.recompute_blocks;
-            to.eval_batch_size = r.eval_batch_size;
+            clt_trainer_options to = fit_choice(&r, 64);
             clt_model_set_keep_packed(m, r.keep_packed);
             clt_trainer_result res;
             s = clt_trainer_fit(m, &train, &val, &to, &res);
@@ -478,17 +491,7 @@ START_TEST(test_fit_every_gpu)
     /* The run with that choice, under the caps. */
     int64_t eval = both.eval_batch_size;
     clt_dataset train = clt_test_make_dataset(8192, 1), val = clt_test_make_dataset(2 * eval, 2);
-    clt_trainer_options to = clt_trainer_default_options();
-    to.log = NULL;
-    to.progress = 0;
-    to.batch_size = 4096;
-    to.optimizer = CLT_OPTIMIZER_SGD;
-    to.momentum = 0;
-    to.accumulate = both.accumulate;
-    to.recompute_blocks = both.recompute_blocks;
-    to.fp16 = both.dtype == CLT_FLOAT16;
-    to.eval_batch_size = eval;
-    to.max_steps = 2;
+    clt_trainer_options to = fit_choice(&both, 4096);
     clt_model_set_keep_packed(m, both.keep_packed);
     int steps = 0;
     clt__dp_set_step_hook(record_peaks, &steps);
@@ -540,13 +543,7 @@ START_TEST(test_fit_every_gpu_when_one_underestimates)
     /* The one-device choice, trained data parallel under the caps. */
     for (int i = 0; i < 2; i++) ck_assert_ok(clt_memory_set_cap(list[i], budgets[i]));
     clt_dataset train = clt_test_make_dataset(128, 1);
-    clt_trainer_options to = clt_trainer_default_options();
-    to.log = NULL;
-    to.progress = 0;
-    to.batch_size = 64;
-    to.max_steps = 2;
-    to.accumulate = one.accumulate;
-    to.recompute_blocks = one.recompute_blocks;
+    clt_trainer_options to = fit_choice(&one, 64);
     int steps = 0;
     clt__dp_set_step_hook(record_peaks, &steps);
     clt_status s = clt_parallel_fit(m, &train, NULL, &to, list, 2, NULL, NULL);
