@@ -275,14 +275,15 @@ GEMM_KERNEL(gemm_tp_f16, half, float, half, ROW_T, HK_T, A_ROWS, B_PANEL, K_LOOP
 #else
 #define VW_ROUNDS 3
 #endif
-#define TRANSPOSE_VW(x)                                                                                         \
-    _Pragma("unroll") for (int s_ = 0; s_ < VW_ROUNDS; s_++) {                                                  \
-        floatv y_[VW];                                                                                          \
-        _Pragma("unroll") for (int h = 0; h < VW / 2; h++) {                                                    \
-            y_[h] = (floatv)(x[2 * h].even, x[2 * h + 1].even);                                                 \
-            y_[h + VW / 2] = (floatv)(x[2 * h].odd, x[2 * h + 1].odd);                                          \
+#define TRANSPOSE_VW(x) TRANSPOSE_W(x, floatv, VW, VW_ROUNDS)
+#define TRANSPOSE_W(x, T, W, ROUNDS)                                                                            \
+    _Pragma("unroll") for (int s_ = 0; s_ < ROUNDS; s_++) {                                                     \
+        T y_[W];                                                                                                \
+        _Pragma("unroll") for (int h = 0; h < W / 2; h++) {                                                     \
+            y_[h] = (T)(x[2 * h].even, x[2 * h + 1].even);                                                      \
+            y_[h + W / 2] = (T)(x[2 * h].odd, x[2 * h + 1].odd);                                                \
         }                                                                                                       \
-        _Pragma("unroll") for (int h = 0; h < VW; h++) x[h] = y_[h];                                            \
+        _Pragma("unroll") for (int h = 0; h < W; h++) x[h] = y_[h];                                             \
     }
 
 /* A packing work-item's panel: ip, its first row i0 (none past M: it
@@ -368,10 +369,14 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
 #endif
 
 /* Packs bt (N,K), leading dimension ldb, as B = bt^T in float32 panels;
- * each work-item packs one panel. Whole VW x VW blocks (VW columns, VW
- * depths) go through registers: VW vector loads along K, TRANSPOSE_VW, VW
+ * each work-item packs one panel. Whole 8 x 8 blocks (8 columns, 8 depths)
+ * go through registers: 8 vector loads along K, a transpose in 3 rounds, 8
  * vector stores; the rest (a last panel with columns past N, whole; the
- * last k mod VW depths of the others) one value at a time, zero past N. */
+ * last k mod 8 depths of the others) one value at a time, zero past N.
+ * Blocks of 8, not VW: pocl compiles a 16 x 16 transpose's shuffles at the
+ * kernel's first launch in several times the time. */
+#define LD8_float(p) vload8(0, p)
+#define LD8_half(p) vload_half8(0, p)
 #define PACK_BT(name, TB)                                                                                       \
     __kernel void name(__global const TB *bt, ulong bo, ulong ldb, __global float *bp, ulong po, ulong n,       \
                        ulong k)                                                                                 \
@@ -380,13 +385,13 @@ __kernel void pack_b_f32(__global const float *b, ulong bo, ulong ldb, __global 
         if (j0 >= n) return;                                                                                    \
         bt += bo + j0 * ldb;                                                                                    \
         __global float *dst = bp + po + jp * k * TN;                                                            \
-        ulong nc = min((ulong)TN, n - j0), kv = nc == TN ? k / VW * VW : 0;                                     \
-        for (ulong p0 = 0; p0 < kv; p0 += VW) {                                                                 \
-            _Pragma("unroll") for (int v = 0; v < NV; v++) {                                                    \
-                floatv x[VW];                                                                                   \
-                _Pragma("unroll") for (int r = 0; r < VW; r++) x[r] = LDV_##TB(bt + (v * VW + r) * ldb + p0, 0); \
-                TRANSPOSE_VW(x)                                                                                 \
-                _Pragma("unroll") for (int p = 0; p < VW; p++) vstorev(x[p], (p0 + p) * NV + v, dst);           \
+        ulong nc = min((ulong)TN, n - j0), kv = nc == TN ? k / 8 * 8 : 0;                                       \
+        for (ulong p0 = 0; p0 < kv; p0 += 8) {                                                                  \
+            _Pragma("unroll") for (int v = 0; v < TN / 8; v++) {                                                \
+                float8 x[8];                                                                                    \
+                _Pragma("unroll") for (int r = 0; r < 8; r++) x[r] = LD8_##TB(bt + (v * 8 + r) * ldb + p0);     \
+                TRANSPOSE_W(x, float8, 8, 3)                                                                    \
+                _Pragma("unroll") for (int p = 0; p < 8; p++) vstore8(x[p], (p0 + p) * (TN / 8) + v, dst);      \
             }                                                                                                   \
         }                                                                                                       \
         for (ulong p = kv; p < k; p++)                                                                          \
