@@ -62,13 +62,10 @@ __kernel void sum_rows_f32(__global const float *x, ulong xo, ulong rows, ulong 
     }
 }
 
-/* The first index of each row's largest value; NaN counts as largest, as in PyTorch. */
-__kernel void argmax_rows_f32(__global const float *x, ulong xo, ulong rows, ulong cols, __global int *out,
-                              ulong oo)
+/* The first index of the row's largest value (cols >= 1); NaN counts as
+ * largest, as in PyTorch. */
+static inline int row_argmax(__global const float *row, ulong cols)
 {
-    size_t r = get_global_id(0);
-    if (r >= rows) return;
-    __global const float *row = x + xo + r * cols;
     float best = row[0];
     int at = 0;
     for (ulong c = 1; c < cols && !isnan(best); c++) {
@@ -78,7 +75,36 @@ __kernel void argmax_rows_f32(__global const float *x, ulong xo, ulong rows, ulo
             at = (int)c;
         }
     }
-    out[oo + r] = at;
+    return at;
+}
+
+__kernel void argmax_rows_f32(__global const float *x, ulong xo, ulong rows, ulong cols, __global int *out,
+                              ulong oo)
+{
+    size_t r = get_global_id(0);
+    if (r >= rows) return;
+    out[oo + r] = row_argmax(x + xo + r * cols, cols);
+}
+
+/* Evaluation's correct predictions in one launch of one work-group
+ * (src/ops/loss.c, clt__count_hits_), for 1 to WG_HITS rows of x (rows,
+ * cols): work-item l compares row l's row_argmax with labels[l], then
+ * work-item 0 counts the matches and adds the count to sum[so], as
+ * argmax_rows_f32, count_equal_partial_i32, sum_final_f32 and add_f32
+ * would (whole numbers, so the same float32 bits). */
+#define WG_HITS 256
+__kernel __attribute__((reqd_work_group_size(WG_HITS, 1, 1))) void
+count_hits_f32(__global const float *x, ulong xo, ulong rows, ulong cols, __global const int *labels, ulong lo,
+               __global float *sum, ulong so)
+{
+    __local uint t[WG_HITS];
+    uint l = (uint)get_local_id(0);
+    t[l] = l < rows && row_argmax(x + xo + l * cols, cols) == labels[lo + l];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l != 0) return;
+    uint c = 0;
+    for (uint r = 0; r < rows; r++) c += t[r];
+    sum[so] += (float)c;
 }
 
 /* The GPU-shaped forms. WG_SUM work-items a group for whole-tensor sums;

@@ -53,6 +53,21 @@ static clt_status xent_launch(clt_tensor *out, clt_tensor *grad, const clt_tenso
     return CLT_OK;
 }
 
+/* logits a float32 (B, C), labels an int32 (B) on its device. */
+static clt_status need_logits_labels(const char *op, const clt_tensor *logits, const clt_tensor *labels)
+{
+    CLT_TRY(clt__need_f32(op, "logits", logits));
+    CLT_TRY(clt__need_i32(op, "labels", labels));
+    CLT_TRY(clt__same_device(op, logits, labels));
+    CLT_TRY(clt__need_2d(op, "logits", logits));
+    if (labels->ndim != 1 || labels->shape[0] != logits->shape[0]) {
+        char sl[128], sb[128];
+        return clt__fail(CLT_ERR_SHAPE, "%s: logits %s is (B,C) and labels must be (B), got %s", op,
+                         clt__shape_str(logits, sl, sizeof sl), clt__shape_str(labels, sb, sizeof sb));
+    }
+    return CLT_OK;
+}
+
 /* clt_softmax_cross_entropy, and sum += rows * the loss when sum is not
  * NULL (in the loss's launch where it is one launch). */
 static clt_status xent(const char *op, clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
@@ -61,16 +76,8 @@ static clt_status xent(const char *op, clt_tensor **loss, clt_tensor **dlogits, 
     CLT_TRY(clt__need(op, "loss", loss));
     *loss = NULL;
     if (dlogits) *dlogits = NULL;
-    CLT_TRY(clt__need_f32(op, "logits", logits));
-    CLT_TRY(clt__need_i32(op, "labels", labels));
-    CLT_TRY(clt__same_device(op, logits, labels));
-    CLT_TRY(clt__need_2d(op, "logits", logits));
+    CLT_TRY(need_logits_labels(op, logits, labels));
     cl_ulong rows = (cl_ulong)logits->shape[0];
-    if (labels->ndim != 1 || (cl_ulong)labels->shape[0] != rows) {
-        char sl[128], sb[128];
-        return clt__fail(CLT_ERR_SHAPE, "%s: logits %s is (B,C) and labels must be (B), got %s", op,
-                         clt__shape_str(logits, sl, sizeof sl), clt__shape_str(labels, sb, sizeof sb));
-    }
     int slot = logits->st->slot;
     xent_form form;
     CLT_TRY(xent_one_launch(slot, rows, &form));
@@ -111,6 +118,35 @@ clt_status clt__softmax_cross_entropy_sum(clt_tensor **loss, clt_tensor **dlogit
     if (sum->numel != 1)
         return clt__fail(CLT_ERR_SHAPE, "%s: the loss sum has %lld elements, not 1", op, (long long)sum->numel);
     return xent(op, loss, dlogits, logits, labels, sum);
+}
+
+/* sum += the rows of logits whose argmax is their label: count_hits_f32
+ * where the loss's kernel would take the batch in one launch
+ * (xent_one_launch), else clt_argmax_rows, clt_count_equal and clt_add_. */
+clt_status clt__count_hits_(clt_tensor *sum, const clt_tensor *logits, const clt_tensor *labels)
+{
+    const char *op = "clt__count_hits_";
+    CLT_TRY(need_logits_labels(op, logits, labels));
+    CLT_TRY(clt__need_f32(op, "sum", sum));
+    CLT_TRY(clt__same_device(op, logits, sum));
+    int slot = logits->st->slot;
+    cl_ulong rows = (cl_ulong)logits->shape[0], cols = (cl_ulong)logits->shape[1];
+    xent_form form;
+    CLT_TRY(xent_one_launch(slot, rows, &form));
+    if (form == XENT_ROWS || cols == 0) {
+        clt_tensor *pred = NULL, *hits = NULL;
+        clt_status s = clt_argmax_rows(&pred, logits);
+        if (s == CLT_OK) s = clt_count_equal(&hits, pred, labels);
+        if (s == CLT_OK) s = clt_add_(sum, hits);
+        clt_tensor_release(pred);
+        clt_tensor_release(hits);
+        return s;
+    }
+    clt__buf xb = clt__tensor_buf(logits), lb = clt__tensor_buf(labels), sb = clt__tensor_buf(sum);
+    clt__arg args[] = {CLT_ARG(xb.mem), CLT_ARG(xb.off), CLT_ARG(rows),  CLT_ARG(cols),
+                       CLT_ARG(lb.mem), CLT_ARG(lb.off), CLT_ARG(sb.mem), CLT_ARG(sb.off)};
+    size_t size = CLT__XENT_WG_ROWS;
+    return clt__launch(slot, "reduce", "count_hits_f32", 8, args, 1, &size, &size, sum);
 }
 
 /* The regression errors of pred against target in one launch (mse_f32):

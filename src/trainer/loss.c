@@ -6,16 +6,6 @@
 #include "cltensor/memory.h"
 #include "cltensor/ops.h"
 
-static clt_status argmax_hits(clt_tensor **hits, const clt_tensor *logits, const clt_tensor *labels)
-{
-    clt_tensor *pred = NULL;
-    *hits = NULL;
-    clt_status s = clt_argmax_rows(&pred, logits);
-    if (s == CLT_OK) s = clt_count_equal(hits, pred, labels);
-    clt_tensor_release(pred);
-    return s;
-}
-
 /* clt_cross_entropy_loss_grad with the loss sum in the loss's launch. */
 static clt_status xent_grad_sum(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                                 const clt_tensor *labels, clt_tensor *sum)
@@ -25,7 +15,7 @@ static clt_status xent_grad_sum(clt_tensor **loss, clt_tensor **dlogits, const c
     return CLT_OK;
 }
 
-const clt__loss clt__loss_cross_entropy = {"cross-entropy", clt_cross_entropy_loss_grad, argmax_hits, NULL,
+const clt__loss clt__loss_cross_entropy = {"cross-entropy", clt_cross_entropy_loss_grad, clt__count_hits_, NULL,
                                            xent_grad_sum};
 
 const clt__loss clt__loss_mse = {"mse", clt_mse_loss, NULL, clt_regression_errors, NULL};

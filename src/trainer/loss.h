@@ -15,10 +15,10 @@ typedef struct clt__loss {
      * against y; when dout is not NULL, *dout: its gradient with respect to
      * out, what clt_model_backward takes. */
     clt_status (*loss_grad)(clt_tensor **loss, clt_tensor **dout, const clt_tensor *out, const clt_tensor *y);
-    /* *hits: a one-element float32 tensor, the examples of the batch out
-     * predicts right (evaluation's accuracy). NULL: the loss has no
+    /* Adds to sum (a one-element float32 tensor) the examples of the batch
+     * out predicts right (evaluation's accuracy). NULL: the loss has no
      * accuracy. */
-    clt_status (*correct)(clt_tensor **hits, const clt_tensor *out, const clt_tensor *y);
+    clt_status (*correct)(clt_tensor *sum, const clt_tensor *out, const clt_tensor *y);
     /* *mse and *mae: one-element float32 tensors, the batch's mean squared
      * and mean absolute errors, each column's error multiplied by scale's
      * (K) first when scale is not NULL (clt_regression_errors). NULL: the

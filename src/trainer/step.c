@@ -105,19 +105,17 @@ clt_status clt__eval_step(clt_model *m, const clt__loss *loss, clt_tensor *x, cl
 {
     loss = loss_or_default(loss);
     float rows = (float)clt_tensor_dim(x, 0);
-    clt_tensor *out = NULL, *mean = NULL, *hits = NULL, *mse = NULL, *mae = NULL;
+    clt_tensor *out = NULL, *mean = NULL, *mse = NULL, *mae = NULL;
     clt_status s = clt_model_forward(m, x, &out);
     if (s == CLT_OK) s = loss->loss_grad(&mean, NULL, out, y);
     if (s == CLT_OK) s = clt_axpy_(sums->loss, rows, mean);
-    if (s == CLT_OK && sums->correct && loss->correct) s = loss->correct(&hits, out, y);
-    if (s == CLT_OK && hits) s = clt_add_(sums->correct, hits);
+    if (s == CLT_OK && sums->correct && loss->correct) s = loss->correct(sums->correct, out, y);
     if (s == CLT_OK && (sums->mse || sums->mae) && loss->errors)
         s = loss->errors(sums->mse ? &mse : NULL, sums->mae ? &mae : NULL, out, y, sums->scale);
     if (s == CLT_OK && mse) s = clt_axpy_(sums->mse, rows, mse);
     if (s == CLT_OK && mae) s = clt_axpy_(sums->mae, rows, mae);
     clt_tensor_release(mse);
     clt_tensor_release(mae);
-    clt_tensor_release(hits);
     clt_tensor_release(out);
     clt_tensor_release(mean);
     return s;
