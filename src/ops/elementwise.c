@@ -1,4 +1,6 @@
 /* Elementwise operations. */
+#include "../tensor/pinned.h"
+#include "../tensor/tensor_internal.h"
 #include "half.h"
 #include "ops_internal.h"
 
@@ -25,6 +27,14 @@ clt_status clt_add(clt_tensor **out, const clt_tensor *a, const clt_tensor *b)
     return clt__finish(clt__add_into(y, a, b), y, out);
 }
 
+/* clt_fill_ of up to this many 4-byte elements enqueues a fill of the
+ * buffer, above it launches fill_u32: pocl 3.1 fills a buffer on one
+ * thread, one 4-byte pattern at a time, slower than the kernel from about
+ * 4096 floats (three times slower at 470k), faster below (a loss sum's one
+ * element).
+ * Fewer kernels for pocl to compile in a training run's first step. */
+#define FILL_BUFFER_MOST 4096
+
 clt_status clt_fill_(clt_tensor *t, double value)
 {
     CLT_TRY(clt__need("clt_fill_", "t", t));
@@ -37,6 +47,7 @@ clt_status clt_fill_(clt_tensor *t, double value)
     if (t->dtype == CLT_FLOAT32) bits.f = (float)value;
     else if (value >= -2147483648.0 && value <= 2147483647.0) bits.i = (int32_t)value;
     else return clt__fail(CLT_ERR_INVALID_ARGUMENT, "clt_fill_: %g does not fit int32", value);
+    if (t->numel <= FILL_BUFFER_MOST && !clt__is_pinned(t)) return clt__tensor_fill(t, &bits);
     clt__buf tb = clt__tensor_buf(t);
     cl_ulong n = (cl_ulong)t->numel;
     clt__arg args[] = {CLT_ARG(tb.mem), CLT_ARG(tb.off), CLT_ARG(bits.u), CLT_ARG(n)};

@@ -117,8 +117,7 @@ clt_status clt_empty(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, c
     return clt__tensor_new(out, slot, dt, ndim, shape);
 }
 
-/* Fills with a pattern of the tensor's element size; asynchronous. */
-static clt_status fill(clt_tensor *t, const void *pattern)
+clt_status clt__tensor_fill(clt_tensor *t, const void *pattern)
 {
     size_t es = clt_dtype_size(t->dtype);
     if (t->numel == 0) return CLT_OK;
@@ -137,14 +136,17 @@ static clt_status fill(clt_tensor *t, const void *pattern)
     clt__command c = {.kind = CLT__COMMAND_FILL, .name = "fill", .dst = clt__tensor_buf(t).mem,
                       .dst_offset = clt__tensor_byte_offset(t), .size = clt_tensor_nbytes(t), .pattern = pattern,
                       .pattern_size = es};
-    CLT_TRY(clt__replay_take(t->st->slot, &c, 0, &taken, &ev));
+    CLT_TRY(clt__replay_take(t->st->slot, &c, t->st->foreign_read != NULL, &taken, &ev));
     if (taken) { /* held back for a replay of the step */
         clt__tensor_set_write(t, ev);
         return CLT_OK;
     }
     cl_command_queue q;
     CLT_TRY(clt__slot_queue_replayable(t->st->slot, &q));
-    cl_int err = clEnqueueFillBuffer(q, c.dst, pattern, es, c.dst_offset, c.size, 0, NULL, &ev);
+    cl_event wait = clt__tensor_take_foreign_read(t);
+    cl_int err = clEnqueueFillBuffer(q, c.dst, pattern, es, c.dst_offset, c.size, wait ? 1 : 0, wait ? &wait : NULL,
+                                     &ev);
+    if (wait) clReleaseEvent(wait);
     if (err != CL_SUCCESS) return clt__cl_fail(err, "clEnqueueFillBuffer");
     clt__tensor_set_write(t, ev);
     clt_status s = clt__after_enqueue(t->st->slot, ev, "fill");
@@ -163,7 +165,7 @@ clt_status clt_full(clt_tensor **out, clt_device dev, clt_dtype dt, int ndim, co
     float f = (float)value;
     int32_t i = (int32_t)value;
     uint16_t h = clt_float_to_half(f);
-    clt_status s = fill(*out, dt == CLT_FLOAT32   ? (const void *)&f
+    clt_status s = clt__tensor_fill(*out, dt == CLT_FLOAT32   ? (const void *)&f
                               : dt == CLT_FLOAT16 ? (const void *)&h
                                                   : (const void *)&i);
     if (s != CLT_OK) {
@@ -280,7 +282,7 @@ static clt_status fill_like(clt_tensor **out, const clt_tensor *src, const char 
     CLT_TRY(like(out, src, op));
     int32_t i = (int32_t)value;
     uint16_t h = clt_float_to_half(value);
-    clt_status s = fill(*out, src->dtype == CLT_FLOAT32   ? (const void *)&value
+    clt_status s = clt__tensor_fill(*out, src->dtype == CLT_FLOAT32   ? (const void *)&value
                               : src->dtype == CLT_FLOAT16 ? (const void *)&h
                                                           : (const void *)&i);
     if (s != CLT_OK) {

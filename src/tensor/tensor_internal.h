@@ -56,6 +56,12 @@ uint64_t clt__tensor_version(const clt_tensor *t);
  * a command about to overwrite the tensor must wait for it. */
 cl_event clt__tensor_take_foreign_read(clt_tensor *t);
 
+/* Fills t with pattern, clt_dtype_size(t's dtype) bytes, by
+ * clEnqueueFillBuffer after any pending read of t by another queue;
+ * asynchronous. Pinned storage the host writes at once: only for a new
+ * tensor there. */
+clt_status clt__tensor_fill(clt_tensor *t, const void *pattern);
+
 /* Copies host bytes into t (nbytes = its size) without waiting. */
 clt_status clt__write_host(clt_tensor *t, const void *src, size_t nbytes);
 /* clt_to_host on behalf of the public call `api` (named at the sync point). */
