@@ -32,6 +32,17 @@ static void mark(clt_model *m, const char *label, const char *phase)
 
 static const clt__loss *loss_or_default(const clt__loss *loss) { return loss ? loss : &clt__loss_cross_entropy; }
 
+/* *mean: the batch's mean loss of out against y (its gradient into *dout
+ * unless dout is NULL), and sum += the batch's rows times it: in the
+ * loss's launch where the loss can (loss_grad_sum), else by a clt_axpy_. */
+static clt_status loss_and_sum(const clt__loss *loss, clt_tensor **mean, clt_tensor **dout, const clt_tensor *out,
+                               const clt_tensor *y, clt_tensor *sum)
+{
+    if (loss->loss_grad_sum) return loss->loss_grad_sum(mean, dout, out, y, sum);
+    CLT_TRY(loss->loss_grad(mean, dout, out, y));
+    return clt_axpy_(sum, (float)clt_tensor_dim(out, 0), *mean);
+}
+
 clt_status clt__micro_step(clt_model *m, const clt__loss *loss, clt__step_tensors *t, double scale,
                            clt_tensor *loss_sum, const char *label)
 {
@@ -39,13 +50,10 @@ clt_status clt__micro_step(clt_model *m, const clt__loss *loss, clt__step_tensor
     mark(m, label, "forward");
     CLT_TRY(clt_model_forward(m, t->x, &t->out));
     mark(m, label, "loss");
-    /* The loss sum is added in the loss's launch where the loss can. */
-    if (loss->loss_grad_sum) CLT_TRY(loss->loss_grad_sum(&t->loss, &t->dout, t->out, t->y, loss_sum));
-    else CLT_TRY(loss->loss_grad(&t->loss, &t->dout, t->out, t->y));
+    CLT_TRY(loss_and_sum(loss, &t->loss, &t->dout, t->out, t->y, loss_sum));
     if (scale != 0) CLT_TRY(clt_scale_(t->dout, (float)scale));
     mark(m, label, "backward");
-    CLT_TRY(clt_model_backward(m, t->dout, NULL));
-    return loss->loss_grad_sum ? CLT_OK : clt_axpy_(loss_sum, (float)clt_tensor_dim(t->x, 0), t->loss);
+    return clt_model_backward(m, t->dout, NULL);
 }
 
 clt_status clt__accumulate(clt_model *m, const clt__loss *loss, clt_tensor *x, clt_tensor *y, int micro, int64_t denom,
@@ -107,8 +115,7 @@ clt_status clt__eval_step(clt_model *m, const clt__loss *loss, clt_tensor *x, cl
     float rows = (float)clt_tensor_dim(x, 0);
     clt_tensor *out = NULL, *mean = NULL, *mse = NULL, *mae = NULL;
     clt_status s = clt_model_forward(m, x, &out);
-    if (s == CLT_OK) s = loss->loss_grad(&mean, NULL, out, y);
-    if (s == CLT_OK) s = clt_axpy_(sums->loss, rows, mean);
+    if (s == CLT_OK) s = loss_and_sum(loss, &mean, NULL, out, y, sums->loss);
     if (s == CLT_OK && sums->correct && loss->correct) s = loss->correct(sums->correct, out, y);
     if (s == CLT_OK && (sums->mse || sums->mae) && loss->errors)
         s = loss->errors(sums->mse ? &mse : NULL, sums->mae ? &mae : NULL, out, y, sums->scale);
