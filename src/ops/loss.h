@@ -7,8 +7,8 @@
 
 /* clt_softmax_cross_entropy, and sum (a one-element float32 tensor) +=
  * rows * the mean loss, with axpy_f32's float32 bits: in the loss's own
- * launch where the GPU-class one-group kernel takes the batch
- * (softmax_xent_mean_wg_f32), else by a clt_axpy_ after it. */
+ * launch where one work-group takes the batch (softmax_xent_mean_wg_f32 or
+ * softmax_xent_mean_seq_f32), else by a clt_axpy_ after it. */
 clt_status clt__softmax_cross_entropy_sum(clt_tensor **loss, clt_tensor **dlogits, const clt_tensor *logits,
                                           const clt_tensor *labels, clt_tensor *sum);
 
