@@ -265,11 +265,12 @@ GEMM_KERNEL(gemm_np_f16, half, float, half, ROW_N, HK_N, A_ROWS, B_PANEL, K_LOOP
 GEMM_KERNEL(gemm_tp_f16, half, float, half, ROW_T, HK_T, A_ROWS, B_PANEL, K_LOOP_PANEL_H)
 #endif
 
-/* Transposes the VW x VW block x (row r: VW values along K) in place, so
- * that x[p] holds the block's column p: log2(VW) rounds, each taking row
- * h of the result from the even values of rows 2h and 2h + 1 and row h +
- * VW/2 from their odd values (rotating each value's index, row then column
- * bits, right by one bit), whose swizzles are two-vector shuffles. */
+/* TRANSPOSE_W transposes the W x W block x (row r: W values along K, of
+ * vector type T) in place, so that x[p] holds the block's column p:
+ * ROUNDS = log2(W) rounds, each taking row h of the result from the even
+ * values of rows 2h and 2h + 1 and row h + W/2 from their odd values
+ * (rotating each value's index, row then column bits, right by one bit),
+ * whose swizzles are two-vector shuffles. TRANSPOSE_VW: W = VW. */
 #if VW == 16
 #define VW_ROUNDS 4
 #else

@@ -32,6 +32,15 @@ static void mark(clt_model *m, const char *label, const char *phase)
 
 static const clt__loss *loss_or_default(const clt__loss *loss) { return loss ? loss : &clt__loss_cross_entropy; }
 
+/* The memory-record label of a marked step ("step N" in buf, 32 bytes);
+ * NULL, formatting nothing, for an unmarked one. */
+static const char *step_label(char *buf, int64_t mark)
+{
+    if (!mark) return NULL;
+    snprintf(buf, 32, "step %lld", (long long)mark);
+    return buf;
+}
+
 /* *mean: the batch's mean loss of out against y (its gradient into *dout
  * unless dout is NULL), and sum += the batch's rows times it: in the
  * loss's launch where the loss can (loss_grad_sum), else by a clt_axpy_. */
@@ -87,18 +96,16 @@ clt_status clt__step_gradients(clt_model *m, clt__step_tensors *t, clt_tensor *l
         int64_t denom = o->denom > 0 ? o->denom : clt_tensor_dim(t->x, 0);
         return clt__accumulate(m, o->loss, t->x, t->y, o->accumulate, denom, loss_sum, o->mark);
     }
-    char label[32] = "";
-    if (o->mark) snprintf(label, sizeof label, "step %lld", (long long)o->mark);
+    char label[32];
     double scale = o->denom > 0 ? (double)clt_tensor_dim(t->x, 0) / (double)o->denom : 0;
-    return clt__micro_step(m, o->loss, t, scale, loss_sum, o->mark ? label : NULL);
+    return clt__micro_step(m, o->loss, t, scale, loss_sum, step_label(label, o->mark));
 }
 
 clt_status clt__train_step(clt_model *m, clt_optimizer *opt, clt__step_tensors *t, clt_tensor *loss_sum, double clip,
                            const clt__step_options *o)
 {
-    char label[32] = ""; /* formatted only for a marked step */
-    if (o->mark) snprintf(label, sizeof label, "step %lld", (long long)o->mark);
-    const char *marks = o->mark ? label : NULL;
+    char label[32];
+    const char *marks = step_label(label, o->mark);
     CLT_TRY(clt__step_gradients(m, t, loss_sum, o));
     mark(m, marks, "optimizer");
     if (clip > 0) CLT_TRY(clt_model_clip_grad_norm(m, clip, NULL));
